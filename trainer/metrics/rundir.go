@@ -1,0 +1,181 @@
+package metrics
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Files of a run directory.
+const (
+	ConfigFile  = "config.json"
+	MetricsFile = "metrics.jsonl"
+	EvalFile    = "eval.jsonl"
+	SummaryFile = "summary.json"
+	LogsDir     = "logs"
+)
+
+// RunPath returns root/name-YYYYMMDD-HHMMSS (UTC), the default place of a new run.
+func RunPath(root, name string, start time.Time) string {
+	return filepath.Join(root, name+"-"+start.UTC().Format("20060102-150405"))
+}
+
+// RunDir is an open run directory on the host that gathers the results (rank 0):
+//
+//	config.json    the run's configuration, as given to CreateRunDir
+//	metrics.jsonl  one RoundRecord per line, all ranks
+//	eval.jsonl     one EvalRecord per line
+//	summary.json   Summarize's result, written by Finish
+//	logs/          per-rank output (rank-N.log)
+type RunDir struct {
+	Path    string
+	metrics *os.File
+	evals   *os.File
+	mw, ew  *Writer
+}
+
+// CreateRunDir creates path (and parents), writes config.json and opens the record files. A
+// directory that already holds a run (config.json) is an error, so no result is overwritten.
+func CreateRunDir(path string, config any) (*RunDir, error) {
+	cfg, err := json.MarshalIndent(config, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("metrics: run dir %s: encoding config: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Join(path, LogsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("metrics: run dir: %w", err)
+	}
+	cfgPath := filepath.Join(path, ConfigFile)
+	f, err := os.OpenFile(cfgPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("metrics: run dir %s already holds a run (%s exists); choose a new directory", path, ConfigFile)
+		}
+		return nil, fmt.Errorf("metrics: run dir: %w", err)
+	}
+	_, err = f.Write(append(cfg, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %s: %w", cfgPath, err)
+	}
+	d := &RunDir{Path: path}
+	if d.metrics, err = openAppend(filepath.Join(path, MetricsFile)); err != nil {
+		return nil, err
+	}
+	if d.evals, err = openAppend(filepath.Join(path, EvalFile)); err != nil {
+		d.metrics.Close()
+		return nil, err
+	}
+	d.mw, d.ew = NewWriter(d.metrics), NewWriter(d.evals)
+	return d, nil
+}
+
+func openAppend(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return f, nil
+}
+
+// Metrics is the writer of metrics.jsonl.
+func (d *RunDir) Metrics() *Writer { return d.mw }
+
+// Evals is the writer of eval.jsonl.
+func (d *RunDir) Evals() *Writer { return d.ew }
+
+// RankLog creates logs/rank-N.log for a rank's output.
+func (d *RunDir) RankLog(rank int) (*os.File, error) {
+	if rank < 0 {
+		return nil, fmt.Errorf("metrics: run dir %s: rank %d < 0", d.Path, rank)
+	}
+	return openAppend(filepath.Join(d.Path, LogsDir, fmt.Sprintf("rank-%d.log", rank)))
+}
+
+// Close closes the record files. It is safe to call more than once.
+func (d *RunDir) Close() error {
+	var errs []error
+	for _, f := range []**os.File{&d.metrics, &d.evals} {
+		if *f != nil {
+			errs = append(errs, (*f).Close())
+			*f = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Finish closes the record files, reads the run back, writes summary.json and returns it.
+func (d *RunDir) Finish() (Summary, error) {
+	if err := d.Close(); err != nil {
+		return Summary{}, fmt.Errorf("metrics: run dir %s: %w", d.Path, err)
+	}
+	cfg, rounds, evals, err := LoadRun(d.Path)
+	if err != nil {
+		return Summary{}, err
+	}
+	s := Summarize(cfg, rounds, evals)
+	return s, WriteSummary(d.Path, s)
+}
+
+// WriteSummary writes dir/summary.json atomically (temporary file, then rename).
+func WriteSummary(dir string, s Summary) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("metrics: %s: %w", filepath.Join(dir, SummaryFile), err)
+	}
+	tmp, err := os.CreateTemp(dir, SummaryFile+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(append(b, '\n'))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, SummaryFile))
+	}
+	if err != nil {
+		return fmt.Errorf("metrics: %s: %w", filepath.Join(dir, SummaryFile), err)
+	}
+	return nil
+}
+
+// LoadRun reads config.json, metrics.jsonl and eval.jsonl of a run directory. A missing
+// eval.jsonl reads as no evaluations; a missing config.json or metrics.jsonl is an error.
+func LoadRun(dir string) (config json.RawMessage, rounds []RoundRecord, evals []EvalRecord, err error) {
+	cfgPath := filepath.Join(dir, ConfigFile)
+	config, err = os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	if !json.Valid(config) {
+		return nil, nil, nil, fmt.Errorf("metrics: %s is not valid JSON", cfgPath)
+	}
+	mPath := filepath.Join(dir, MetricsFile)
+	mf, err := os.Open(mPath)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer mf.Close()
+	if rounds, err = ReadRounds(mf, mPath); err != nil {
+		return nil, nil, nil, err
+	}
+	ePath := filepath.Join(dir, EvalFile)
+	ef, err := os.Open(ePath)
+	if errors.Is(err, os.ErrNotExist) {
+		return config, rounds, nil, nil
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer ef.Close()
+	if evals, err = ReadEvals(ef, ePath); err != nil {
+		return nil, nil, nil, err
+	}
+	return config, rounds, evals, nil
+}
