@@ -1,0 +1,300 @@
+package launcher
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+)
+
+// Job describes the ranks to start on this machine and how to supervise them.
+type Job struct {
+	// NP is the number of ranks.
+	NP int
+	// Command is the program and its arguments, run once per rank.
+	Command []string
+	// Env is the base environment of every rank (usually os.Environ()); the rank variables are
+	// added to it, replacing any inherited HETSYNC_* and RANK/WORLD_SIZE/LOCAL_* values.
+	Env []string
+	// Dir is the ranks' working directory; empty means the launcher's.
+	Dir string
+	// Stdout and Stderr receive the ranks' output, one whole line at a time, each line
+	// prefixed "[rank] ". Nil discards.
+	Stdout, Stderr io.Writer
+	// Log receives the launcher's own messages (which rank failed, stopping ranks). Nil
+	// discards.
+	Log io.Writer
+	// UnprefixedRank0 passes rank 0's output through without the "[0] " prefix (used by
+	// commands whose rank 0 prints the result, e.g. a benchmark table).
+	UnprefixedRank0 bool
+	// Rendezvous is host:port for rank 0's rendezvous listener; empty picks a free port on
+	// 127.0.0.1.
+	Rendezvous string
+	// Secret is the job secret (hex); empty generates 32 random bytes.
+	Secret string
+	// Grace is how long ranks get between SIGTERM and SIGKILL when the job is stopped; 0 means
+	// 3 s.
+	Grace time.Duration
+	// Spawner starts the processes; nil means LocalSpawner{}.
+	Spawner Spawner
+}
+
+// Validate checks the job description.
+func (j *Job) Validate() error {
+	if j.NP < 1 {
+		return fmt.Errorf("-np %d: need at least 1 rank", j.NP)
+	}
+	if len(j.Command) == 0 || j.Command[0] == "" {
+		return errors.New("no command to launch (usage: hetsync launch -np N [--] COMMAND ARGS...)")
+	}
+	if j.Grace < 0 {
+		return fmt.Errorf("grace period %v is negative", j.Grace)
+	}
+	if j.Secret != "" {
+		if _, err := hex.DecodeString(j.Secret); err != nil {
+			return fmt.Errorf("job secret: not a hex string: %v", err)
+		}
+	}
+	if j.Rendezvous != "" {
+		if _, _, err := net.SplitHostPort(j.Rendezvous); err != nil {
+			return fmt.Errorf("rendezvous %q: want host:port: %v", j.Rendezvous, err)
+		}
+	}
+	return nil
+}
+
+// RankFailure is the error of a job in which a rank failed: the first rank to fail, and how.
+type RankFailure struct {
+	Rank int
+	Exit Exit
+	// Stopped is how many other ranks were still running and had to be stopped.
+	Stopped int
+}
+
+func (f *RankFailure) Error() string {
+	s := fmt.Sprintf("rank %d failed first: %v", f.Rank, f.Exit)
+	if f.Stopped > 0 {
+		s += fmt.Sprintf("; stopped the other %d running rank(s)", f.Stopped)
+	}
+	return s
+}
+
+// Interrupted is the error of a job stopped because its context was cancelled (Ctrl-C, SIGTERM
+// to the launcher).
+type Interrupted struct {
+	Cause   error
+	Stopped int
+}
+
+func (e *Interrupted) Error() string {
+	return fmt.Sprintf("interrupted (%v): stopped %d running rank(s)", e.Cause, e.Stopped)
+}
+
+func (e *Interrupted) Unwrap() error { return e.Cause }
+
+// FreeLocalAddr returns 127.0.0.1:PORT with a port that was free a moment ago.
+func FreeLocalAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port for the rendezvous: %w", err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		return "", err
+	}
+	return addr, nil
+}
+
+// NewSecret returns 32 random bytes in hex.
+func NewSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating the job secret: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// rankEnviron is base with the rank variables of e, replacing inherited ones (a launcher
+// started from inside a rank must not leak its own rank into its children).
+func rankEnviron(base []string, e RankEnv) []string {
+	vars := e.Environ()
+	set := make(map[string]bool, len(vars))
+	for _, kv := range vars {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	env := make([]string, 0, len(base)+len(vars))
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, vars...)
+}
+
+type exitReport struct {
+	rank int
+	exit Exit
+}
+
+// Run starts the ranks and waits for all of them. It returns nil when every rank exited with
+// status 0, a *RankFailure naming the first rank that failed, or an *Interrupted when ctx was
+// cancelled. Either way no rank is left running when Run returns.
+func (j *Job) Run(ctx context.Context) error {
+	if err := j.Validate(); err != nil {
+		return err
+	}
+	grace := j.Grace
+	if grace == 0 {
+		grace = 3 * time.Second
+	}
+	spawner := j.Spawner
+	if spawner == nil {
+		spawner = LocalSpawner{}
+	}
+	logw := j.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	rdv := j.Rendezvous
+	if rdv == "" {
+		var err error
+		if rdv, err = FreeLocalAddr(); err != nil {
+			return err
+		}
+	}
+	secret := j.Secret
+	if secret == "" {
+		var err error
+		if secret, err = NewSecret(); err != nil {
+			return err
+		}
+	}
+	stdout, stderr := j.Stdout, j.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	outLock, errLock := &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
+
+	procs := make([]Process, j.NP)
+	writers := make([]*prefixWriter, 0, 2*j.NP)
+	done := make(chan exitReport, j.NP)
+	running := 0
+	stopAll := func(sig func(Process) error) {
+		for r, p := range procs {
+			if p != nil {
+				if err := sig(p); err != nil {
+					fmt.Fprintf(logw, "hetsync launch: signalling rank %d: %v\n", r, err)
+				}
+			}
+		}
+	}
+
+	var failure error
+	for r := 0; r < j.NP; r++ {
+		if ctx.Err() != nil {
+			break // interrupted while starting: the loop below stops the started ranks
+		}
+		prefix := fmt.Sprintf("[%d] ", r)
+		if r == 0 && j.UnprefixedRank0 {
+			prefix = ""
+		}
+		ow, ew := newPrefixWriter(prefix, outLock), newPrefixWriter(prefix, errLock)
+		writers = append(writers, ow, ew)
+		env := RankEnv{Rank: r, Size: j.NP, LocalRank: r, LocalSize: j.NP, Rendezvous: rdv, Secret: secret}
+		p, err := spawner.Spawn(ctx, ProcSpec{
+			Rank: r, Argv: j.Command, Env: rankEnviron(j.Env, env), Dir: j.Dir, Stdout: ow, Stderr: ew,
+		})
+		if err != nil {
+			failure = fmt.Errorf("starting rank %d of %d: %w", r, j.NP, err)
+			break
+		}
+		procs[r] = p
+		running++
+		go func(r int, p Process) { done <- exitReport{r, p.Wait()} }(r, p)
+	}
+
+	var killTimer <-chan time.Time
+	stopping := false
+	stop := func() int {
+		if stopping {
+			return 0
+		}
+		stopping = true
+		stopAll(Process.Terminate)
+		killTimer = time.After(grace)
+		return running
+	}
+	if failure != nil {
+		n := stop()
+		if n > 0 {
+			fmt.Fprintf(logw, "hetsync launch: %v; stopping %d started rank(s)\n", failure, n)
+		}
+	}
+	ctxDone := ctx.Done()
+	for running > 0 {
+		select {
+		case rep := <-done:
+			running--
+			procs[rep.rank] = nil
+			if !rep.exit.Success() && failure == nil {
+				f := &RankFailure{Rank: rep.rank, Exit: rep.exit, Stopped: running}
+				failure = f
+				if running > 0 {
+					fmt.Fprintf(logw, "hetsync launch: rank %d failed: %v; stopping the other %d rank(s)\n",
+						rep.rank, rep.exit, running)
+				}
+				stop()
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			if failure == nil {
+				failure = &Interrupted{Cause: context.Cause(ctx), Stopped: running}
+				fmt.Fprintf(logw, "hetsync launch: interrupted; stopping %d rank(s)\n", running)
+			}
+			stop()
+		case <-killTimer:
+			killTimer = nil
+			if running > 0 {
+				fmt.Fprintf(logw, "hetsync launch: %d rank(s) still running %v after SIGTERM; sending SIGKILL\n", running, grace)
+			}
+			stopAll(Process.Kill)
+		}
+	}
+	for _, w := range writers {
+		w.Flush()
+	}
+	if failure == nil && len(writers) < 2*j.NP {
+		// Cancelled before every rank was started.
+		failure = &Interrupted{Cause: context.Cause(ctx)}
+	}
+	return failure
+}
+
+// ExitCode is the status a launcher process should exit with after Run returned err: 0 for nil,
+// the failed rank's status (or 128+signal) for a RankFailure, 130 for an interruption, else 1.
+func ExitCode(err error) int {
+	var f *RankFailure
+	var in *Interrupted
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &f):
+		if c := f.Exit.ExitCode(); c != 0 {
+			return c
+		}
+		return 1
+	case errors.As(err, &in):
+		return 130
+	default:
+		return 1
+	}
+}

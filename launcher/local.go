@@ -1,0 +1,84 @@
+//go:build unix
+
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// LocalSpawner starts ranks as child processes of this one, each in its own process group, so
+// that stopping a rank also stops whatever the rank started, and whatever a rank leaves running
+// in its group when it exits is killed. On Linux a rank is also killed when the launcher dies
+// without cleaning up.
+type LocalSpawner struct {
+	// OutputGrace bounds how long Wait waits for output pipes that a rank's leftover children
+	// still hold open after the rank exited; 0 means 2 s.
+	OutputGrace time.Duration
+}
+
+// Spawn starts one rank.
+func (s LocalSpawner) Spawn(ctx context.Context, spec ProcSpec) (Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("rank %d: empty command", spec.Rank)
+	}
+	path, err := exec.LookPath(spec.Argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", spec.Rank, err)
+	}
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        spec.Argv,
+		Env:         spec.Env,
+		Dir:         spec.Dir,
+		Stdout:      spec.Stdout,
+		Stderr:      spec.Stderr,
+		SysProcAttr: sysProcAttr(),
+		WaitDelay:   s.OutputGrace,
+	}
+	if cmd.WaitDelay == 0 {
+		cmd.WaitDelay = 2 * time.Second
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank, spec.Argv[0], err)
+	}
+	return &localProc{cmd: cmd, pgid: cmd.Process.Pid}, nil
+}
+
+type localProc struct {
+	cmd  *exec.Cmd
+	pgid int
+}
+
+func (p *localProc) Wait() Exit {
+	err := p.cmd.Wait()
+	// Whatever the rank left behind in its process group (background children) goes with it:
+	// a job leaves no orphans. The group id cannot have been reused while members remain.
+	_ = p.signal(syscall.SIGKILL)
+	st := p.cmd.ProcessState
+	if st == nil {
+		return Exit{Code: -1, Err: err}
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return Exit{Code: -1, Signal: ws.Signal()}
+	}
+	if err != nil && !errors.As(err, new(*exec.ExitError)) && !errors.Is(err, exec.ErrWaitDelay) {
+		return Exit{Code: st.ExitCode(), Err: err}
+	}
+	return Exit{Code: st.ExitCode()}
+}
+
+func (p *localProc) signal(sig syscall.Signal) error {
+	err := syscall.Kill(-p.pgid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil // the whole group is gone already
+	}
+	return err
+}
+
+func (p *localProc) Terminate() error { return p.signal(syscall.SIGTERM) }
+func (p *localProc) Kill() error      { return p.signal(syscall.SIGKILL) }
