@@ -1,14 +1,3 @@
-// Package transport moves bytes between the ranks of a job. It knows ranks, channels and
-// framed messages; it never knows what an allreduce is, and it never interprets a payload.
-//
-// Every implementation keeps one FIFO per (peer, channel): messages sent by rank a to rank b on
-// channel c arrive at b in the order a sent them. Collectives rely on that order and on the
-// header check in Recv, so that two ranks that disagree about which collective they are running
-// get an error naming both ranks instead of a hang or a silently wrong result.
-//
-// Implementations: NewMemJob (in-process, for tests and simulations), NewStreamEndpoint (framed
-// messages over one byte stream per peer: TCP, Unix sockets or libp2p streams), and the libp2p
-// job in transport/p2p.
 package transport
 
 import (

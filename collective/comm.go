@@ -1,0 +1,429 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hetsync/hetsync/transport"
+)
+
+// DefaultSegmentBytes is the pipelining segment size when Options.SegmentBytes is 0: Gloo's
+// kMaxSegmentSize and KungFu's chunk size.
+const DefaultSegmentBytes = 1 << 20
+
+// Options configure a Comm.
+type Options struct {
+	// Algorithm is "ring", "butterfly", "binary-blocks", "ps" or "auto" (the default when empty).
+	Algorithm string
+	// SegmentBytes is the largest message the collectives send; larger ranges are split into
+	// segments that are pipelined. 0 means DefaultSegmentBytes.
+	SegmentBytes int
+	// Servers is, for "ps" only, the number of server ranks (ranks 0..Servers-1) that host the
+	// shards; 0 means every rank (colocated servers).
+	Servers int
+	// Codec is the wire codec for payloads. The lossy casts (FP16, BF16) need float32 buffers.
+	Codec transport.Codec
+}
+
+// Validate checks the options against a job of p ranks.
+func (o Options) Validate(p int) error {
+	if o.Algorithm == "" {
+		o.Algorithm = "auto"
+	}
+	if o.SegmentBytes < 0 {
+		return fmt.Errorf("collective: SegmentBytes %d is negative", o.SegmentBytes)
+	}
+	if o.Servers < 0 || o.Servers > p {
+		return fmt.Errorf("collective: Servers %d out of range [0, %d] for a job of %d ranks", o.Servers, p, p)
+	}
+	if o.Servers != 0 && o.Algorithm != "ps" {
+		return fmt.Errorf("collective: Servers is only meaningful with Algorithm \"ps\", not %q", o.Algorithm)
+	}
+	if o.Codec > transport.CodecBF16 {
+		return fmt.Errorf("collective: unknown codec %d", o.Codec)
+	}
+	if _, err := lookupAlgorithm(o.Algorithm, o); err != nil {
+		return err
+	}
+	return nil
+}
+
+// collKind names a collective; it is part of the op signature.
+type collKind uint8
+
+const (
+	kindAllReduce collKind = iota + 1
+	kindReduceScatter
+	kindAllGather
+	kindBroadcast
+	kindReduce
+	kindBarrier
+	kindAllToAll
+	kindPointToPoint
+)
+
+func (k collKind) String() string {
+	switch k {
+	case kindAllReduce:
+		return "allreduce"
+	case kindReduceScatter:
+		return "reduce-scatter"
+	case kindAllGather:
+		return "allgather"
+	case kindBroadcast:
+		return "broadcast"
+	case kindReduce:
+		return "reduce"
+	case kindBarrier:
+		return "barrier"
+	case kindAllToAll:
+		return "alltoall"
+	case kindPointToPoint:
+		return "send/recv"
+	}
+	return "collective?"
+}
+
+// abortOp is the op signature of the frame a rank sends to every peer when a collective fails
+// on its side, so that peers blocked on it get an error instead of waiting forever.
+const abortOp uint32 = 0xAB0A7ED0
+
+type schedKey struct {
+	kind     collKind
+	n, root  int
+	elemSize int
+}
+
+// maxCachedSchedules bounds the schedule cache; a full cache is dropped and rebuilt.
+const maxCachedSchedules = 256
+
+// Comm is a communicator: the ranks of one Endpoint running collectives together. Collective
+// calls on one Comm must be made by one goroutine at a time (they are serialised by a mutex), and
+// every rank must call the same collectives in the same order with the same arguments.
+type Comm struct {
+	ep      transport.Endpoint
+	opts    Options
+	algName string
+	alg     algorithm
+
+	mu     sync.Mutex
+	seq    uint64
+	broken error
+	cache  map[schedKey]*schedule
+	temp   []uint64 // pooled receive buffer for stepRecvReduce, 8-byte aligned
+
+	// executor state, reused by every call
+	sendsDone, recvsDone atomic.Int64
+	sendSig, recvSig     chan struct{}
+	senderDone           chan error
+	cancelCall           context.CancelFunc
+
+	// point-to-point sequence numbers per peer
+	p2pSend, p2pRecv []atomic.Uint64
+}
+
+// New builds a communicator over ep.
+func New(ep transport.Endpoint, opts Options) (*Comm, error) {
+	if ep == nil {
+		return nil, errors.New("collective: nil endpoint")
+	}
+	if opts.Algorithm == "" {
+		opts.Algorithm = "auto"
+	}
+	p := ep.Size()
+	if p < 1 || ep.Rank() < 0 || ep.Rank() >= p {
+		return nil, fmt.Errorf("collective: endpoint has rank %d of size %d", ep.Rank(), p)
+	}
+	if err := opts.Validate(p); err != nil {
+		return nil, fmt.Errorf("rank %d: %w", ep.Rank(), err)
+	}
+	if opts.SegmentBytes == 0 {
+		opts.SegmentBytes = DefaultSegmentBytes
+	}
+	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
+	return &Comm{
+		ep: ep, opts: opts, algName: opts.Algorithm, alg: alg,
+		cache:      make(map[schedKey]*schedule),
+		sendSig:    make(chan struct{}, 1),
+		recvSig:    make(chan struct{}, 1),
+		senderDone: make(chan error, 1),
+		p2pSend:    make([]atomic.Uint64, p),
+		p2pRecv:    make([]atomic.Uint64, p),
+	}, nil
+}
+
+// Rank is this rank.
+func (c *Comm) Rank() int { return c.ep.Rank() }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return c.ep.Size() }
+
+// Algorithm is the configured algorithm name.
+func (c *Comm) Algorithm() string { return c.algName }
+
+// Endpoint is the transport under the communicator.
+func (c *Comm) Endpoint() transport.Endpoint { return c.ep }
+
+// AllReduce reduces buf over all ranks and leaves the result in every rank's buf. Avg is Sum
+// followed by a division by p: multiplication by 1/p for floats, truncating integer division
+// for integers.
+func (c *Comm) AllReduce(ctx context.Context, buf Buffer, op ReduceOp) error {
+	if err := c.checkArgs(kindAllReduce, buf, op, 0); err != nil {
+		return err
+	}
+	return c.run(ctx, kindAllReduce, buf, Buffer{}, op, 0)
+}
+
+// ReduceScatter reduces buf over all ranks in place; afterwards block Partition(n, p, rank) of
+// buf holds the reduced values (the rest of buf holds partial results).
+func (c *Comm) ReduceScatter(ctx context.Context, buf Buffer, op ReduceOp) error {
+	if err := c.checkArgs(kindReduceScatter, buf, op, 0); err != nil {
+		return err
+	}
+	return c.run(ctx, kindReduceScatter, buf, Buffer{}, op, 0)
+}
+
+// AllGather fills buf on every rank with each rank's block Partition(n, p, rank).
+func (c *Comm) AllGather(ctx context.Context, buf Buffer) error {
+	if err := c.checkArgs(kindAllGather, buf, Sum, 0); err != nil {
+		return err
+	}
+	return c.run(ctx, kindAllGather, buf, Buffer{}, 0, 0)
+}
+
+// Broadcast copies root's buf to every rank: a segmented binomial tree for messages up to
+// broadcastChainBytes, a pipelined chain above.
+func (c *Comm) Broadcast(ctx context.Context, buf Buffer, root int) error {
+	if err := c.checkArgs(kindBroadcast, buf, Sum, root); err != nil {
+		return err
+	}
+	return c.run(ctx, kindBroadcast, buf, Buffer{}, 0, root)
+}
+
+// Reduce reduces buf over all ranks into root's buf with a segmented binomial tree. The buffers
+// of the other ranks hold partial results afterwards.
+func (c *Comm) Reduce(ctx context.Context, buf Buffer, op ReduceOp, root int) error {
+	if err := c.checkArgs(kindReduce, buf, op, root); err != nil {
+		return err
+	}
+	return c.run(ctx, kindReduce, buf, Buffer{}, op, root)
+}
+
+// Barrier returns once every rank has entered it (dissemination barrier, ⌈lg p⌉ rounds).
+func (c *Comm) Barrier(ctx context.Context) error {
+	return c.run(ctx, kindBarrier, Buffer{DType: Int32}, Buffer{}, 0, 0)
+}
+
+// AllToAll sends block j of send to rank j and leaves block i of recv with what rank i sent
+// (pairwise exchange in p-1 rounds). send and recv have the same dtype and length, divisible by p.
+func (c *Comm) AllToAll(ctx context.Context, send, recv Buffer) error {
+	if err := c.checkArgs(kindAllToAll, recv, Sum, 0); err != nil {
+		return err
+	}
+	if send.DType != recv.DType || len(send.Bytes) != len(recv.Bytes) {
+		return c.argErr(kindAllToAll, "send buffer (%v, %d bytes) and recv buffer (%v, %d bytes) differ",
+			send.DType, len(send.Bytes), recv.DType, len(recv.Bytes))
+	}
+	if recv.Len()%c.Size() != 0 {
+		return c.argErr(kindAllToAll, "length %d is not divisible by the %d ranks", recv.Len(), c.Size())
+	}
+	return c.run(ctx, kindAllToAll, recv, send, 0, 0)
+}
+
+// Send sends buf to rank `to`, which must call Recv with a buffer of the same dtype and length.
+// Point-to-point messages have their own sequence numbers per peer; at most one goroutine may
+// Send to (or Recv from) a given peer at a time.
+func (c *Comm) Send(ctx context.Context, to int, buf Buffer) error {
+	if err := c.checkPeer("send", to, buf); err != nil {
+		return err
+	}
+	seq := c.p2pSend[to].Add(1) - 1
+	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
+		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), c.Rank())}
+	if err := c.ep.Send(ctx, to, h, buf.Bytes); err != nil {
+		return fmt.Errorf("rank %d: send #%d to rank %d: %w", c.Rank(), seq, to, err)
+	}
+	return nil
+}
+
+// Recv receives into buf what rank `from` sent with Send.
+func (c *Comm) Recv(ctx context.Context, from int, buf Buffer) error {
+	if err := c.checkPeer("recv", from, buf); err != nil {
+		return err
+	}
+	seq := c.p2pRecv[from].Add(1) - 1
+	h := transport.Header{Channel: transport.ChanCollective, Seq: seq,
+		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), from)}
+	if err := c.recvExact(ctx, from, h, buf.Bytes); err != nil {
+		return fmt.Errorf("rank %d: recv #%d from rank %d: %w", c.Rank(), seq, from, err)
+	}
+	return nil
+}
+
+func (c *Comm) checkPeer(what string, peer int, buf Buffer) error {
+	if peer < 0 || peer >= c.Size() || peer == c.Rank() {
+		return fmt.Errorf("rank %d: %s: peer rank %d is out of range [0, %d) or this rank itself", c.Rank(), what, peer, c.Size())
+	}
+	if buf.DType.Size() == 0 {
+		return fmt.Errorf("rank %d: %s: invalid dtype %v", c.Rank(), what, buf.DType)
+	}
+	if len(buf.Bytes)%buf.DType.Size() != 0 {
+		return fmt.Errorf("rank %d: %s: %d bytes is not a whole number of %v elements", c.Rank(), what, len(buf.Bytes), buf.DType)
+	}
+	return nil
+}
+
+func (c *Comm) argErr(kind collKind, format string, args ...any) error {
+	return fmt.Errorf("rank %d: %v (%s): %s", c.Rank(), kind, c.algName, fmt.Sprintf(format, args...))
+}
+
+func (c *Comm) checkArgs(kind collKind, buf Buffer, op ReduceOp, root int) error {
+	if buf.DType.Size() == 0 {
+		return c.argErr(kind, "invalid dtype %v", buf.DType)
+	}
+	if len(buf.Bytes)%buf.DType.Size() != 0 {
+		return c.argErr(kind, "%d bytes is not a whole number of %v elements", len(buf.Bytes), buf.DType)
+	}
+	if op < Sum || op > Prod {
+		return c.argErr(kind, "invalid reduction %v", op)
+	}
+	if root < 0 || root >= c.Size() {
+		return c.argErr(kind, "root %d out of range [0, %d)", root, c.Size())
+	}
+	if (c.opts.Codec == transport.CodecFP16 || c.opts.Codec == transport.CodecBF16) && buf.DType != Float32 {
+		return c.argErr(kind, "codec %d (lossy float cast) needs float32 data, not %v", c.opts.Codec, buf.DType)
+	}
+	return nil
+}
+
+func (c *Comm) codecFor(DType) transport.Codec { return c.opts.Codec }
+
+// signature hashes what every rank must agree on (FNV-1a, no allocation).
+func (c *Comm) signature(kind collKind, dt DType, op ReduceOp, n, root int) uint32 {
+	h := uint32(2166136261)
+	mix := func(b byte) { h = (h ^ uint32(b)) * 16777619 }
+	mix(byte(kind))
+	for i := 0; i < len(c.algName); i++ {
+		mix(c.algName[i])
+	}
+	mix(byte(dt))
+	mix(byte(op))
+	for i := 0; i < 64; i += 8 {
+		mix(byte(uint64(n) >> i))
+	}
+	for i := 0; i < 64; i += 8 {
+		mix(byte(uint64(root) >> i))
+	}
+	if h == abortOp {
+		h++
+	}
+	return h
+}
+
+// schedule returns the cached schedule for a call, building it on first use.
+func (c *Comm) schedule(kind collKind, n, root int, dt DType) *schedule {
+	key := schedKey{kind: kind, n: n, root: root, elemSize: dt.Size()}
+	if s, ok := c.cache[key]; ok {
+		return s
+	}
+	if len(c.cache) >= maxCachedSchedules {
+		clear(c.cache)
+	}
+	s := buildSchedule(c.alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.opts.SegmentBytes)
+	c.cache[key] = s
+	if need := (s.maxTemp*dt.Size() + 7) / 8; need > len(c.temp) {
+		c.temp = make([]uint64, need)
+	}
+	return s
+}
+
+// buildSchedule is the pure function from a call to one rank's schedule.
+func buildSchedule(alg algorithm, kind collKind, p, rank, n, root, elemSize, segBytes int) *schedule {
+	b := newBuilder(p, rank, n, elemSize, segBytes)
+	if p > 1 && n == 0 {
+		// Nothing to move, but the ranks still compare signatures (a dissemination barrier of
+		// empty messages): a rank that passed 0 elements where its peers passed more must
+		// fail with them, not leave them waiting.
+		buildBarrier(b)
+	} else if p > 1 {
+		switch kind {
+		case kindAllReduce:
+			alg.allReduce(b)
+		case kindReduceScatter:
+			alg.reduceScatter(b)
+		case kindAllGather:
+			alg.allGather(b)
+		case kindBroadcast:
+			buildBroadcast(b, root)
+		case kindReduce:
+			buildReduce(b, root)
+		case kindBarrier:
+			buildBarrier(b)
+		case kindAllToAll:
+			buildAllToAll(b)
+		}
+	}
+	return b.finish()
+}
+
+// run executes one collective call.
+func (c *Comm) run(ctx context.Context, kind collKind, buf, aux Buffer, op ReduceOp, root int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seq := c.seq
+	c.seq++
+	if c.broken != nil {
+		return fmt.Errorf("rank %d: %v #%d (%s): communicator unusable after an earlier failure: %w",
+			c.Rank(), kind, seq, c.algName, c.broken)
+	}
+	if err := ctx.Err(); err != nil {
+		// The peers expect this rank in collective seq: tell them it is not coming.
+		c.broken = err
+		c.abort(seq)
+		return fmt.Errorf("rank %d: %v #%d (%s): %w", c.Rank(), kind, seq, c.algName, err)
+	}
+	n := buf.Len()
+	s := c.schedule(kind, n, root, buf.DType)
+	if kind == kindAllToAll && n > 0 {
+		lo, hi := c.Rank()*n/c.Size(), (c.Rank()+1)*n/c.Size()
+		es := buf.DType.Size()
+		copy(buf.Bytes[lo*es:hi*es], aux.Bytes[lo*es:hi*es])
+	}
+	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
+		Op: c.signature(kind, buf.DType, op, n, root)}
+	if err := c.execute(ctx, s, buf, aux, op, h); err != nil {
+		c.broken = err
+		c.abort(seq)
+		return fmt.Errorf("rank %d: %v #%d (%s): %w", c.Rank(), kind, seq, c.algName, err)
+	}
+	if op == Avg && c.Size() > 1 {
+		switch kind {
+		case kindAllReduce:
+			average(buf, c.Size())
+		case kindReduceScatter:
+			lo, hi := Partition(n, c.Size(), c.Rank())
+			average(buf.Slice(lo, hi), c.Size())
+		case kindReduce:
+			if c.Rank() == root {
+				average(buf, c.Size())
+			}
+		}
+	}
+	return nil
+}
+
+// abort tells every peer that this rank gave up on collective seq (best effort, bounded time).
+func (c *Comm) abort(seq uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	h := transport.Header{Channel: transport.ChanCollective, Seq: seq, Op: abortOp}
+	for r := 0; r < c.Size(); r++ {
+		if r != c.Rank() {
+			_ = c.ep.Send(ctx, r, h, nil)
+		}
+	}
+}

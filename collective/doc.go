@@ -1,0 +1,88 @@
+// Package collective is what the ranks of a job compute together: AllReduce, ReduceScatter,
+// AllGather, Broadcast, Reduce, Barrier, AllToAll and point-to-point Send/Recv over a
+// transport.Endpoint, with interchangeable algorithms chosen by name ("ring", "butterfly",
+// "binary-blocks", "ps", "auto"), like database/sql drivers.
+//
+// What it must never do: open connections or know how bytes travel (that is transport's job),
+// interpret a model or an optimizer (trainer's), keep global state, or let two ranks that
+// disagree about a call hang or silently compute garbage.
+//
+// # Schedules
+//
+// An algorithm is a pure function from (p, rank, n elements, segment size) to one rank's
+// schedule: an ordered list of sends and an ordered list of receives ("receive into the buffer"
+// or "receive into a pooled temp and reduce"), each over an element range, split into segments
+// of at most Options.SegmentBytes (1 MiB by default). The builder derives the dependencies from
+// the ranges: a send waits for the last earlier receive that wrote what it reads; a receive waits
+// for the last earlier send that reads what it overwrites. One executor runs any schedule: sends
+// go out on a goroutine of their own, receives are taken on the caller's goroutine, and each
+// starts as soon as its dependency is met, so segments pipeline (segment s is forwarded while
+// segment s+1 is still arriving). Schedules are cached per (collective, n, root, element size)
+// and the temp buffer is pooled; a call allocates only its context.WithCancel and the sender
+// goroutine (a handful of small objects), independent of n and p.
+//
+// The same schedules feed a checker (tests: every send has a receive of the same size and tag,
+// no deadlock, no contribution reduced twice, every rank ends with what the collective promises;
+// run for p = 1..16 and many n) and an α-β simulator (Predict), which "auto" uses.
+//
+// # Algorithms and their α-β costs
+//
+// n is the vector size in bytes, α the per-message latency, β the time per byte, γ the
+// reduction time per byte, p the ranks, ⌊lg p⌋ = lg p for powers of two.
+//
+//	algorithm          latency           bandwidth (per rank)        notes
+//	ring               2(p-1)α           2(p-1)/p·nβ                 segmented and pipelined, ≥2 segments per block (Gloo)
+//	butterfly, p=2^k   2 lg p·α          2(p-1)/p·nβ                 recursive halving RS + recursive doubling AG
+//	butterfly, other p (2⌊lg p⌋+2)α      (2(p-1)/p + 2)·nβ           extra ranks fold into partners (MPICH)
+//	binary-blocks      ≈2⌊lg p⌋α + chain ≈2nβ for two blocks (8+4, 8+1) Rabenseifner/Gloo; more blocks serialise the chain
+//	ps, k servers      2(p-1)α           max(n, (p-1)n/k)·β each way push shards, server reduces, pull; k=p: ring volume in 2 rounds
+//	recursive doubling lg p·α            lg p·nβ                     auto only, small messages
+//	all reductions     -                 (p-1)/p·nγ (rec. doubling lg p·nγ)
+//
+// Predict replays the schedules (one message at a time per rank in each direction; α per
+// message). With α = 30 µs and 10 Gb/s (β = 0.8 ns/B), allreduce in ms:
+//
+//	p, size        ring    butterfly  binary-blocks  ps      auto
+//	4, 4 KiB       0.185   0.125      0.125          0.185   0.067 (recursive doubling)
+//	8, 4 KiB       0.426   0.186      0.186          0.426   0.100 (recursive doubling)
+//	12, 4 KiB      0.666   0.403      0.247          0.666   0.166 (recursive doubling)
+//	4, 64 MiB      83.4    83.4       83.4           83.4    83.4  (butterfly)
+//	9, 64 MiB      99.3    222        105            99.3    99.3  (ring)
+//	12, 64 MiB     102     231        105            102     102   (ring)
+//
+// auto: for each call shape (collective, n, element size) it replays every candidate's
+// schedules with AutoAlpha and AutoBeta and takes the fastest (ties to the earlier of recursive
+// doubling [allreduce only], butterfly, binary-blocks, ring). In effect: recursive doubling for
+// small messages, butterfly for powers of two, ring (or binary-blocks when its blocks are
+// balanced) for other p. ps is never chosen automatically.
+//
+// Shared by every algorithm:
+//   - Broadcast: segmented binomial tree up to 256 KiB (⌈lg p⌉(α+nβ)), pipelined chain above
+//     (≈(p-2+S)(α+nβ/S) with S ≥ 8 segments).
+//   - Reduce: segmented binomial tree (⌈lg p⌉(α+nβ+nγ)); non-root buffers hold partials after.
+//   - Barrier: dissemination, ⌈lg p⌉ rounds of empty messages.
+//   - AllToAll: pairwise exchange, p-1 rounds, (p-1)(α + n/p·β).
+//   - Send/Recv: one message, sequence numbers per peer.
+//
+// # Semantics
+//
+// Every call carries a sequence number and an op signature (FNV-1a of the collective, the
+// algorithm name, dtype, reduction, count and root) in transport.Header; a rank that receives a
+// message of another call fails with a *transport.MismatchError wrapped as
+// "rank r: allreduce #seq (ring): ...", then sends an abort frame to every peer, so that peers
+// blocked on it fail too instead of hanging. A rank whose part of a call is only sends (a
+// broadcast root) may return before a peer notices a mismatch; it gets the abort at its next
+// call. After any failure the Comm is unusable (every later call says so): the ranks no longer
+// agree on which messages are in flight. Every call honours its context. On error the contents
+// of the buffers are undefined.
+//
+// Avg is Sum followed by a division by p on the rank that holds the result: multiplication by
+// 1/p for floats, Go's truncating integer division for integers. Every element is reduced on
+// exactly one rank and then copied, so all ranks get bit-identical allreduce results (recursive
+// doubling computes the same commutative pairs on both partners, which is also bit-identical).
+// Integer results are identical across algorithms; float results differ across algorithms
+// only by summation order (tests allow 1e-5 relative for float32, 1e-12 for float64).
+//
+// A Comm's collective calls are serialised; every rank must make the same calls in the same
+// order. Point-to-point messages share the collective channel and are matched in order per peer.
+package collective

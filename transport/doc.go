@@ -1,0 +1,70 @@
+// Package transport moves bytes between the ranks of a job. It knows ranks, channels and
+// framed messages; it never knows what an allreduce is, and it never interprets a payload.
+//
+// Every implementation keeps one FIFO per (peer, channel): messages sent by rank a to rank b on
+// channel c arrive at b in the order a sent them. Collectives rely on that order and on the
+// header check in Recv, so that two ranks that disagree about which collective they are running
+// get an error naming both ranks instead of a hang or a silently wrong result.
+//
+// Implementations: NewMemJob (in-process, for tests and simulations), NewStreamEndpoint (framed
+// messages over one byte stream per peer: TCP, Unix sockets or libp2p streams), and the libp2p
+// job in transport/p2p.
+//
+// # Wire format
+//
+// A stream carries frames back to back. Each frame is a 48-byte header followed by the wire
+// payload; all integers are little-endian:
+//
+//	off size field
+//	  0    4 magic "HSYN"
+//	  4    1 version, 1
+//	  5    1 flags: bit 0 = the payload checksum is present
+//	  6    1 codec (Codec: 0 none, 1 s2, 2 zstd, 3 fp16, 4 bf16)
+//	  7    1 reserved, 0
+//	  8    2 channel
+//	 10    2 reserved, 0
+//	 12    4 op signature
+//	 16    8 sequence number
+//	 24    4 segment
+//	 28    4 raw payload length (what Recv returns)
+//	 32    4 wire payload length (the bytes that follow)
+//	 36    4 CRC-32C of the wire payload, 0 without the flag
+//	 40    4 reserved, 0
+//	 44    4 CRC-32C of header bytes 0..43
+//
+// A receiver checks, in this order: magic, version, header checksum, reserved bytes, flags,
+// codec, lengths (against its message limit and against each other: none has raw = wire, fp16
+// and bf16 have raw = 2*wire with raw a multiple of 4, an empty payload is empty on both
+// sides), then the payload checksum, then that the payload decodes to exactly the raw length.
+// The first failure is a *FrameError naming both ranks; the stream from that peer is then out
+// of step, so the endpoint stops reading it, closes it, and fails every later Recv from that
+// peer with the same error. A stream that ends between frames is a *PeerError (the peer closed
+// the connection); one that ends inside a frame wraps io.ErrUnexpectedEOF.
+//
+// Codecs: s2 and zstd (klauspost/compress, fastest level) are lossless and pay only on links
+// of about 1 Gbit/s or slower; fp16 and bf16 halve a float32 payload, rounding to nearest even
+// (fp16: relative error at most 2^-11 for normal values, overflow to ±Inf beyond 65504; bf16:
+// relative error at most 2^-8, same range as float32). NewMemJob applies the same rounding so
+// that tests see what the network would deliver.
+//
+// # Stream endpoint
+//
+// One reader goroutine per connection decodes frames into per-channel FIFOs. When a Recv is
+// already waiting for the next message of that (peer, channel) and the message fits, an
+// uncompressed payload is read from the socket straight into the caller's buffer and an
+// encoded one is decoded straight into it; otherwise the payload goes into a pooled buffer
+// that the later Recv copies from. Payload checksums are computed chunk by chunk as the bytes
+// arrive, while they are still in cache. Send writes header and payload
+// with one vectored write (writev) on a net.Conn, under a per-connection lock, and returns when
+// the payload may be reused. Steady-state Send and Recv allocate nothing.
+//
+// Contexts: a cancelled Recv returns at once; if the reader was filling its buffer at that
+// moment, the read is interrupted with a read deadline (or, on a connection without deadlines,
+// by closing it) and the message is kept for the next Recv. Send honours the context's
+// deadline as a write deadline; a context that can be cancelled but has no deadline interrupts
+// the write when cancelled (that path allocates). A Send that fails after part of a frame went
+// out closes the connection, since the stream can no longer be parsed.
+//
+// This package must never import collective or anything above it, keep global mutable state,
+// or panic on bytes that come from the network.
+package transport
