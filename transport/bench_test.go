@@ -53,6 +53,14 @@ func benchStream(b *testing.B, kind string, opts StreamOptions) {
 func BenchmarkStreamTCP(b *testing.B)  { benchStream(b, "tcp", DefaultStreamOptions()) }
 func BenchmarkStreamUnix(b *testing.B) { benchStream(b, "unix", DefaultStreamOptions()) }
 
+// BenchmarkStreamSockBuf4M sets 4 MiB kernel socket buffers.
+func BenchmarkStreamSockBuf4M(b *testing.B) {
+	opts := DefaultStreamOptions()
+	opts.SocketBuffer = 4 << 20
+	b.Run("tcp", func(b *testing.B) { benchStream(b, "tcp", opts) })
+	b.Run("unix", func(b *testing.B) { benchStream(b, "unix", opts) })
+}
+
 // BenchmarkStreamTCPNoChecksum is the stream without payload checksums, for trusted links.
 func BenchmarkStreamTCPNoChecksum(b *testing.B) {
 	opts := DefaultStreamOptions()

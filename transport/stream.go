@@ -29,6 +29,12 @@ type StreamOptions struct {
 	// in batches; larger payloads go from the socket straight to their destination. 0 means the
 	// default (64 KiB).
 	ReadBuffer int
+	// SocketBuffer, when positive, sets the kernel send and receive buffers of connections that
+	// support it (TCP and Unix sockets) to this many bytes, capped by the system's maximum
+	// (net.core.wmem_max / rmem_max). Larger buffers let a sender run ahead of its receiver;
+	// Unix sockets default to about 200 KiB. 0 leaves the system default (and, for TCP, its
+	// autotuning).
+	SocketBuffer int
 }
 
 // DefaultStreamOptions returns checksums on, 1 GiB messages and 64 KiB read buffers.
@@ -40,6 +46,9 @@ func DefaultStreamOptions() StreamOptions {
 func (o StreamOptions) Validate() error {
 	if o.MaxMessage < 0 || o.MaxMessage > MaxFrameLen {
 		return fmt.Errorf("stream options: MaxMessage %d out of range [0, %d] (0 = default)", o.MaxMessage, MaxFrameLen)
+	}
+	if o.SocketBuffer < 0 || o.SocketBuffer > 1<<30 {
+		return fmt.Errorf("stream options: SocketBuffer %d out of range [0, %d]", o.SocketBuffer, 1<<30)
 	}
 	if o.ReadBuffer != 0 && (o.ReadBuffer < 16 || o.ReadBuffer > 64<<20) {
 		return fmt.Errorf("stream options: ReadBuffer %d out of range [16, %d] (0 = default)", o.ReadBuffer, 64<<20)
@@ -103,6 +112,16 @@ func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOp
 			rcodec:  NewPayloadCodec(opts.MaxMessage),
 		}
 		_, p.vectored = c.(net.Conn)
+		if opts.SocketBuffer > 0 {
+			if sb, ok := c.(interface {
+				SetReadBuffer(int) error
+				SetWriteBuffer(int) error
+			}); ok {
+				// Best effort: a refusal leaves the system default, which still works.
+				sb.SetReadBuffer(opts.SocketBuffer)
+				sb.SetWriteBuffer(opts.SocketBuffer)
+			}
+		}
 		p.rdl, _ = c.(interface{ SetReadDeadline(time.Time) error })
 		p.wdl, _ = c.(interface{ SetWriteDeadline(time.Time) error })
 		e.peers[peer] = p

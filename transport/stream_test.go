@@ -109,6 +109,8 @@ func TestStreamOptionsValidate(t *testing.T) {
 		{"negative max", func(o *StreamOptions) { o.MaxMessage = -1 }, "MaxMessage"},
 		{"huge max", func(o *StreamOptions) { o.MaxMessage = 1 << 33 }, "MaxMessage"},
 		{"tiny buffer", func(o *StreamOptions) { o.ReadBuffer = 1 }, "ReadBuffer"},
+		{"socket buffer", func(o *StreamOptions) { o.SocketBuffer = -1 }, "SocketBuffer"},
+		{"socket buffer set", func(o *StreamOptions) { o.SocketBuffer = 4 << 20 }, ""},
 	}
 	for _, tc := range cases {
 		o := DefaultStreamOptions()
