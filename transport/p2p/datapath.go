@@ -1,0 +1,457 @@
+package p2p
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// dataProto carries the bulk traffic of the "stream" data path.
+const dataProto = protocol.ID("/hetsync/data/1")
+
+const (
+	tokenLen     = 32
+	helloMagic   = "HSYNCDP1"
+	helloLen     = 8 + 8 + 4 + 4 + tokenLen // magic, job tag, from, to, token
+	replyLen     = 8 + 1                    // magic, status
+	helloTimeout = 10 * time.Second         // an accepted connection must say hello within this
+	socketBuffer = 4 << 20                  // SO_SNDBUF / SO_RCVBUF of direct connections
+)
+
+// Hello statuses sent back by the listening rank.
+const (
+	helloOK byte = iota
+	helloBadMagic
+	helloWrongJob
+	helloWrongTarget
+	helloNotLower
+	helloBadToken
+	helloDuplicate
+	helloClosed
+	helloWrongPeer
+)
+
+func helloStatusText(s byte) string {
+	switch s {
+	case helloOK:
+		return "ok"
+	case helloBadMagic:
+		return "not a hetsync data-path hello"
+	case helloWrongJob:
+		return "hello from another job"
+	case helloWrongTarget:
+		return "hello addressed to another rank"
+	case helloNotLower:
+		return "the dialing rank must be lower than the listening rank"
+	case helloBadToken:
+		return "bad token"
+	case helloDuplicate:
+		return "that rank is already connected"
+	case helloClosed:
+		return "no longer accepting connections"
+	case helloWrongPeer:
+		return "libp2p peer identity does not match the rank in the hello"
+	}
+	return "unknown status " + strconv.Itoa(int(s))
+}
+
+// pathFor decides the data path between two ranks. Both ranks compute the same answer from
+// the same table, so the lower rank (the dialer) knows which listener to use.
+func pathFor(cfg Config, a, b peerInfo) (string, error) {
+	sameHost := a.Hostname == b.Hostname
+	switch cfg.DataPath {
+	case DataPathStream, DataPathTCP:
+		return cfg.DataPath, nil
+	case DataPathUnix:
+		if !sameHost {
+			return "", fmt.Errorf("rank %d (host %q) and rank %d (host %q) are on different hosts; DataPath %q needs both on one host",
+				a.Rank, a.Hostname, b.Rank, b.Hostname, DataPathUnix)
+		}
+		return DataPathUnix, nil
+	}
+	if sameHost {
+		return DataPathUnix, nil
+	}
+	if cfg.Security == SecurityNone {
+		return DataPathTCP, nil
+	}
+	return DataPathStream, nil
+}
+
+// needsTCP / needsUnix / needsStream say which listeners a rank opens before the rendezvous,
+// when it cannot yet know where its peers run.
+func needsTCP(cfg Config) bool {
+	return cfg.DataPath == DataPathTCP || (cfg.DataPath == DataPathAuto && cfg.Security == SecurityNone)
+}
+func needsUnix(cfg Config) bool {
+	return cfg.DataPath == DataPathUnix || cfg.DataPath == DataPathAuto
+}
+func needsStream(cfg Config) bool {
+	return cfg.DataPath == DataPathStream || cfg.DataPath == DataPathAuto
+}
+
+// unixSocketPath is where rank listens for same-host peers. A file (not the abstract
+// namespace) so ranks in different network namespaces of one host still meet.
+func unixSocketPath(tag jobTag, rank int) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("hetsync-%s-%d.sock", tag, rank))
+}
+
+// listenUnix listens on path, replacing a stale socket file left by a dead process.
+func listenUnix(path string) (*net.UnixListener, error) {
+	if len(path) > 104 {
+		return nil, fmt.Errorf("unix socket path %q is longer than 104 bytes (set TMPDIR to a shorter directory)", path)
+	}
+	addr := &net.UnixAddr{Name: path, Net: "unix"}
+	l, err := net.ListenUnix("unix", addr)
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return l, err
+	}
+	if c, derr := net.DialTimeout("unix", path, time.Second); derr == nil {
+		c.Close()
+		return nil, fmt.Errorf("unix socket %s is in use by a live process (another rank with the same job secret and rank?)", path)
+	}
+	if rerr := os.Remove(path); rerr != nil {
+		return nil, fmt.Errorf("removing stale unix socket %s: %w", path, rerr)
+	}
+	return net.ListenUnix("unix", addr)
+}
+
+func tuneConn(c net.Conn) {
+	switch cc := c.(type) {
+	case *net.TCPConn:
+		_ = cc.SetNoDelay(true)
+		_ = cc.SetReadBuffer(socketBuffer)
+		_ = cc.SetWriteBuffer(socketBuffer)
+	case *net.UnixConn:
+		_ = cc.SetReadBuffer(socketBuffer)
+		_ = cc.SetWriteBuffer(socketBuffer)
+	}
+}
+
+// deadliner is what both net.Conn and network.Stream offer.
+type deadliner interface {
+	SetDeadline(time.Time) error
+}
+
+type dataConn interface {
+	io.ReadWriteCloser
+	deadliner
+}
+
+func encodeHello(tag jobTag, from, to int, token []byte) []byte {
+	b := make([]byte, helloLen)
+	copy(b, helloMagic)
+	copy(b[8:], tag[:])
+	binary.BigEndian.PutUint32(b[16:], uint32(from))
+	binary.BigEndian.PutUint32(b[20:], uint32(to))
+	copy(b[24:], token)
+	return b
+}
+
+// acceptor collects the data connections a rank receives from every lower rank, over any of
+// its listeners, after checking each hello.
+type acceptor struct {
+	rank  int
+	tag   jobTag
+	token []byte
+	ids   []peer.ID
+	log   *slog.Logger
+	h     host.Host
+
+	mu        sync.Mutex
+	conns     []io.ReadWriteCloser // index: lower rank
+	have      int
+	done      chan struct{} // closed when every lower rank is connected
+	closed    bool
+	pending   map[io.Closer]struct{} // connections still in their hello
+	listeners []net.Listener
+	wg        sync.WaitGroup
+}
+
+func newAcceptor(cfg Config, tag jobTag, token []byte, ids []peer.ID, h host.Host) *acceptor {
+	a := &acceptor{rank: cfg.Rank, tag: tag, token: token, ids: ids, log: cfg.Logger, h: h,
+		conns: make([]io.ReadWriteCloser, cfg.Rank), done: make(chan struct{}),
+		pending: make(map[io.Closer]struct{})}
+	if cfg.Rank == 0 {
+		close(a.done)
+	}
+	return a
+}
+
+// track registers a connection in its hello; false when the acceptor is closed.
+func (a *acceptor) track(c io.Closer) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.pending[c] = struct{}{}
+	a.wg.Add(1)
+	return true
+}
+
+func (a *acceptor) untrack(c io.Closer) {
+	a.mu.Lock()
+	delete(a.pending, c)
+	a.mu.Unlock()
+	a.wg.Done()
+}
+
+// serve accepts on l until l is closed.
+func (a *acceptor) serve(l net.Listener) {
+	a.mu.Lock()
+	a.listeners = append(a.listeners, l)
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if !a.track(c) {
+				c.Close()
+				continue
+			}
+			tuneConn(c)
+			go a.handshake(c, c.RemoteAddr().String(), -1)
+		}
+	}()
+}
+
+// handleStream is the libp2p handler of dataProto. The remote peer is a member (the gater saw
+// to it); its rank must match the hello's.
+func (a *acceptor) handleStream(s network.Stream) {
+	if !a.track(s) {
+		_ = s.Reset()
+		return
+	}
+	a.handshake(s, s.Conn().RemoteMultiaddr().String()+"/p2p/"+s.Conn().RemotePeer().String(),
+		rankOf(a.ids, s.Conn().RemotePeer()))
+}
+
+// handshake reads and checks a hello; a good one hands c to the collected connections.
+func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
+	defer a.untrack(c)
+	_ = c.SetDeadline(time.Now().Add(helloTimeout))
+	var b [helloLen]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		a.log.Warn("hetsync data path: no hello from connection", "rank", a.rank, "remote", remote, "err", err)
+		c.Close()
+		return
+	}
+	from := int(binary.BigEndian.Uint32(b[16:]))
+	to := int(binary.BigEndian.Uint32(b[20:]))
+	status := helloOK
+	switch {
+	case string(b[:8]) != helloMagic:
+		status = helloBadMagic
+	case subtle.ConstantTimeCompare(b[8:16], a.tag[:]) != 1:
+		status = helloWrongJob
+	case to != a.rank:
+		status = helloWrongTarget
+	case from < 0 || from >= a.rank:
+		status = helloNotLower
+	case peerRank >= 0 && peerRank != from:
+		status = helloWrongPeer
+	case subtle.ConstantTimeCompare(b[24:], a.token) != 1:
+		status = helloBadToken
+	}
+	if status == helloOK {
+		status = a.offer(from, c)
+	}
+	reply := make([]byte, replyLen)
+	copy(reply, helloMagic)
+	reply[8] = status
+	_, werr := c.Write(reply)
+	if status != helloOK {
+		a.log.Warn("hetsync data path: refused a connection", "rank", a.rank, "remote", remote,
+			"claimed_rank", from, "reason", helloStatusText(status))
+		c.Close()
+		return
+	}
+	if werr != nil {
+		a.log.Warn("hetsync data path: answering a hello failed", "rank", a.rank, "peer", from, "remote", remote, "err", werr)
+	}
+	_ = c.SetDeadline(time.Time{})
+}
+
+func (a *acceptor) offer(from int, c dataConn) byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return helloClosed
+	}
+	if a.conns[from] != nil {
+		return helloDuplicate
+	}
+	// From here on c belongs to the collected connections, not to the pending ones, so that
+	// stop(false) racing with the rest of this handshake cannot close it.
+	delete(a.pending, c)
+	a.conns[from] = c
+	a.have++
+	if a.have == a.rank {
+		close(a.done)
+	}
+	return helloOK
+}
+
+// wait returns once every lower rank is connected, or why not.
+func (a *acceptor) wait(ctx context.Context) error {
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var missing []int
+	for r, c := range a.conns {
+		if c == nil {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("rank %d: no data connection from rank(s) %s: %w", a.rank, sortedRanks(missing), ctx.Err())
+}
+
+// stop closes the listeners and every connection still in its hello, and waits for the
+// acceptor's goroutines. With discard it also closes the connections already collected.
+func (a *acceptor) stop(discard bool) {
+	a.mu.Lock()
+	a.closed = true
+	for _, l := range a.listeners {
+		l.Close()
+	}
+	for c := range a.pending {
+		c.Close()
+	}
+	if discard {
+		for i, c := range a.conns {
+			if c != nil {
+				c.Close()
+				a.conns[i] = nil
+			}
+		}
+	}
+	a.mu.Unlock()
+	if a.h != nil {
+		a.h.RemoveStreamHandler(dataProto)
+	}
+	a.wg.Wait()
+}
+
+// dialer opens the data connections from one rank to every higher rank.
+type dialer struct {
+	cfg   Config
+	tag   jobTag
+	ids   []peer.ID
+	peers []peerInfo
+	h     host.Host
+}
+
+// dial connects to rank `to` over the pair's data path and says hello.
+func (d *dialer) dial(ctx context.Context, to int) (dataConn, error) {
+	me, them := d.peers[d.cfg.Rank], d.peers[to]
+	path, err := pathFor(d.cfg, me, them)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: data connection to rank %d: %w", d.cfg.Rank, to, err)
+	}
+	c, err := d.open(ctx, path, them)
+	if err != nil && path == DataPathUnix && d.cfg.DataPath == DataPathAuto {
+		// Same host name but no reachable socket (containers sharing a host name, say): fall
+		// back to the network path, which the peer serves too.
+		fallback := DataPathStream
+		if d.cfg.Security == SecurityNone && them.TCP != "" {
+			fallback = DataPathTCP
+		}
+		d.cfg.Logger.Debug("hetsync data path: unix socket unreachable, falling back",
+			"rank", d.cfg.Rank, "peer", to, "path", fallback, "err", err)
+		path = fallback
+		c, err = d.open(ctx, path, them)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %s data connection to rank %d: %w", d.cfg.Rank, path, to, err)
+	}
+	if err := d.hello(ctx, c, to, them.Token); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("rank %d: %s data connection to rank %d: %w", d.cfg.Rank, path, to, err)
+	}
+	return c, nil
+}
+
+func (d *dialer) open(ctx context.Context, path string, them peerInfo) (dataConn, error) {
+	var nd net.Dialer
+	switch path {
+	case DataPathTCP:
+		if them.TCP == "" {
+			return nil, errors.New("the peer has no TCP listener")
+		}
+		c, err := nd.DialContext(ctx, "tcp", them.TCP)
+		if err != nil {
+			return nil, err
+		}
+		tuneConn(c)
+		return c, nil
+	case DataPathUnix:
+		if them.Unix == "" {
+			return nil, errors.New("the peer has no unix socket")
+		}
+		c, err := nd.DialContext(ctx, "unix", them.Unix)
+		if err != nil {
+			return nil, err
+		}
+		tuneConn(c)
+		return c, nil
+	default:
+		s, err := d.h.NewStream(ctx, d.ids[them.Rank], dataProto)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+func (d *dialer) hello(ctx context.Context, c dataConn, to int, token []byte) error {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := c.Write(encodeHello(d.tag, d.cfg.Rank, to, token)); err != nil {
+		return fmt.Errorf("sending hello: %w", err)
+	}
+	var r [replyLen]byte
+	if _, err := io.ReadFull(c, r[:]); err != nil {
+		return fmt.Errorf("waiting for the hello reply: %w", err)
+	}
+	if string(r[:8]) != helloMagic {
+		return errors.New("the peer answered the hello with garbage")
+	}
+	if r[8] != helloOK {
+		return fmt.Errorf("refused: %s", helloStatusText(r[8]))
+	}
+	if !stop() {
+		return ctx.Err()
+	}
+	return c.SetDeadline(time.Time{})
+}

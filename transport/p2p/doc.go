@@ -1,0 +1,79 @@
+// Package p2p forms a job's ranks into a transport.Endpoint over go-libp2p: it gives every
+// rank an identity, admits only the job's ranks, meets them through rank 0, and opens one
+// duplex data connection per pair of ranks, over which transport.NewStreamEndpoint frames the
+// messages.
+//
+// It must never: admit a peer that is not one of the job's ranks; send a direct-path token
+// anywhere but over the secure libp2p channel (the rendezvous table) and to the rank that owns
+// it; panic, exit or hang on a bad peer (a wrong secret, a stray connection, a garbled hello,
+// a missing rank: each is an error or a log line naming the rank and the address); keep any
+// process-wide state; or leave goroutines, connections or socket files behind after
+// Endpoint.Close (or after a failed Join).
+//
+// # Identities
+//
+// Rank r's libp2p key is the Ed25519 key whose seed is SHA-256(secret || r), with r as an
+// 8-byte big-endian integer and secret the per-job HETSYNC_JOB_SECRET. Every rank therefore
+// knows every peer's ID before it dials, and a process without the secret cannot hold a
+// member's key.
+//
+// # The gater
+//
+// Each host has a connection gater that admits, in both directions, only peers whose ID is one
+// of the job's Size IDs. With Security "tls" the peer ID is proven by the TLS 1.3 handshake, so
+// an outsider (or a rank started with a wrong secret) is refused. With Security "none" peer IDs
+// are exchanged in the clear and not proven: the gater then only keeps honest mistakes out
+// (another job, a wrong secret), not an attacker, and "none" belongs on trusted networks only.
+//
+// The hosts are built for a closed cluster: TCP transport only, listening on one address
+// (Config.Host; rank 0 on the rendezvous port), yamux, no resource-manager limits and no
+// connection manager (a job's connection count is fixed and small), no relay, ping, metrics,
+// address discovery, DHT or mDNS, no port reuse.
+//
+// # Rendezvous (/hetsync/rendezvous/1)
+//
+// Rank 0 listens on Config.Rendezvous. Every other rank dials it (retrying while it is not up
+// yet, until JoinTimeout), expecting rank 0's derived ID: if the remote key does not match, the
+// secret differs and the rank fails at once with "rank R: cannot join rank 0 at ADDR: peer
+// identity does not match the job (wrong HETSYNC_JOB_SECRET?)". It then opens a rendezvous
+// stream and sends one length-prefixed JSON registration: rank, size, local rank, hostname,
+// libp2p addresses, direct-path addresses (TCP listener, Unix socket path), a fresh random
+// 32-byte token, security and data path. Rank 0 checks that the registration's rank matches the
+// authenticated peer ID and that size, security and data path agree with its own; a
+// disagreement or a rank registered twice fails the job on rank 0 and is reported to every
+// registered rank. When all Size ranks have registered, rank 0 sends each the full table.
+// When JoinTimeout expires first, rank 0 fails with the list of missing ranks and tells the
+// ranks that did register. A connection refused by the gater never reaches this protocol:
+// rank 0 keeps waiting for the real rank.
+//
+// # Data paths
+//
+// For each pair of ranks the lower rank dials the higher one; both derive the path from the
+// table, so they agree without another message:
+//
+//   - "stream": a libp2p stream (/hetsync/data/1) over the libp2p connection: authenticated
+//     and encrypted with tls, neither with none. Costs about 4x the CPU per byte of raw TCP
+//     with TLS, 2x without (research/deps.md section 1.3).
+//   - "tcp": a plain TCP connection beside libp2p (TCP_NODELAY, 4 MiB socket buffers):
+//     authenticated by the token hello below, never encrypted. For trusted networks.
+//   - "unix": a Unix socket file in os.TempDir() named after a hash of the secret and the
+//     rank (a file rather than the abstract namespace, so ranks in different network
+//     namespaces of one host meet), for ranks with the same Hostname. Authenticated by the
+//     hello; the file is removed as soon as every lower rank has connected.
+//   - "auto" (default): unix between ranks with the same Hostname; otherwise tcp when Security
+//     is none, else stream. If a same-host unix socket turns out unreachable (containers that
+//     share a host name), the pair falls back to the network path.
+//
+// Every data connection, libp2p streams included, starts with a hello from the dialer: magic,
+// a job tag (a hash of the secret), its rank, the listener's rank and the listener's token.
+// The listener checks each (the token in constant time), and on a stream also that the
+// authenticated peer ID belongs to the claimed rank, answers with a status byte, and closes a
+// refused connection after logging the reason and the dialing address. The token crosses the
+// network only inside the secure rendezvous channel and in the hello on the data connection
+// itself, so on a plaintext path an eavesdropper on that link could learn it; it is only ever
+// accepted once per rank, and only during Join, because listeners close once every lower rank
+// is connected.
+//
+// Join is bounded by Config.JoinTimeout (and its context). Endpoint.Close closes the framed
+// endpoint, every data connection and the libp2p host.
+package p2p

@@ -1,0 +1,309 @@
+package p2p
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"strconv"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/hetsync/hetsync/transport"
+)
+
+// Join starts this rank's libp2p host, meets the other ranks through rank 0, opens one data
+// connection per peer over the configured data path and returns the framed Endpoint over
+// them. Endpoint.Close closes the libp2p host and every connection. Join gives up after
+// cfg.JoinTimeout (or when ctx ends) with an error that names the ranks it was waiting for.
+func Join(ctx context.Context, cfg Config) (transport.Endpoint, error) {
+	return join(ctx, cfg, nil)
+}
+
+// hooks let in-process tests observe a join: where rank 0 listens (so rank 0 can use port 0)
+// and which ranks have registered with it.
+type hooks struct {
+	bound      func(rendezvous string)
+	registered func(rank int)
+}
+
+// join is Join with test hooks; h may be nil.
+func join(ctx context.Context, cfg Config, hk *hooks) (transport.Endpoint, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	timeout := cfg.JoinTimeout
+	if timeout == 0 {
+		timeout = DefaultJoinTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cfg, err := cfg.withDefaults(ctx)
+	if err != nil {
+		return nil, err
+	}
+	j := &joiner{cfg: cfg}
+	ep, err := j.run(ctx, hk)
+	if err != nil {
+		j.teardown()
+		return nil, err
+	}
+	return ep, nil
+}
+
+// joiner holds what Join has built so far, so a failure tears down exactly that.
+type joiner struct {
+	cfg   Config
+	h     host.Host
+	acc   *acceptor
+	mu    sync.Mutex
+	conns []io.ReadWriteCloser // dialed by this rank
+}
+
+func (j *joiner) teardown() {
+	if j.acc != nil {
+		j.acc.stop(true)
+	}
+	j.mu.Lock()
+	for i, c := range j.conns {
+		if c != nil {
+			c.Close()
+			j.conns[i] = nil
+		}
+	}
+	j.mu.Unlock()
+	if j.h != nil {
+		j.h.Close()
+	}
+}
+
+func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error) {
+	cfg := j.cfg
+	ids, err := jobIDs(cfg.Secret, cfg.Size)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
+	}
+	sk, err := rankKey(cfg.Secret, cfg.Rank)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: deriving the identity key: %w", cfg.Rank, err)
+	}
+	tag := newJobTag(cfg.Secret)
+	rdv, err := resolveRendezvous(ctx, cfg.Rendezvous)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: resolving rendezvous %s: %w", cfg.Rank, cfg.Rendezvous, err)
+	}
+	hostIP := net.ParseIP(cfg.Host)
+	port := 0
+	if cfg.Rank == 0 {
+		port = rdv.Port
+	}
+	listen, err := tcpMultiaddr(hostIP, port)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: listen address %s: %w", cfg.Rank, cfg.Host, err)
+	}
+	gater := newMemberGater(ids)
+	j.h, err = newHost(sk, listen, cfg.Security, gater)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
+	}
+	h := j.h
+	var rs *rendezvousServer
+	if cfg.Rank == 0 {
+		bound0, err := boundTCP(h)
+		if err != nil {
+			return nil, fmt.Errorf("rank 0: %w", err)
+		}
+		if port == 0 {
+			cfg.Rendezvous = net.JoinHostPort(cfg.Host, strconv.Itoa(bound0.Port))
+		}
+		rs = newRendezvousServer(cfg, ids)
+		if hk != nil {
+			rs.registered = hk.registered
+		}
+		h.SetStreamHandler(rendezvousProto, rs.handle)
+		if hk != nil && hk.bound != nil {
+			hk.bound(cfg.Rendezvous)
+		}
+	}
+
+	token := make([]byte, tokenLen)
+	if _, err := rand.Read(token); err != nil {
+		return nil, fmt.Errorf("rank %d: drawing the data-path token: %w", cfg.Rank, err)
+	}
+	j.acc = newAcceptor(cfg, tag, token, ids, h)
+	self := peerInfo{Rank: cfg.Rank, Size: cfg.Size, LocalRank: cfg.LocalRank, Hostname: cfg.Hostname,
+		Token: token, Security: cfg.Security, DataPath: cfg.DataPath}
+	for _, a := range h.Network().ListenAddresses() {
+		self.Addrs = append(self.Addrs, a.String())
+	}
+	// Lower ranks dial higher ones, so rank 0 needs no data listener.
+	if cfg.Rank > 0 {
+		if needsTCP(cfg) {
+			l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: hostIP})
+			if err != nil {
+				return nil, fmt.Errorf("rank %d: direct TCP listener on %s: %w", cfg.Rank, cfg.Host, err)
+			}
+			self.TCP = l.Addr().String()
+			j.acc.serve(l)
+		}
+		if needsUnix(cfg) {
+			path := unixSocketPath(tag, cfg.Rank)
+			l, err := listenUnix(path)
+			if err != nil {
+				return nil, fmt.Errorf("rank %d: unix listener: %w", cfg.Rank, err)
+			}
+			self.Unix = path
+			j.acc.serve(l)
+		}
+		if needsStream(cfg) {
+			h.SetStreamHandler(dataProto, j.acc.handleStream)
+		}
+	}
+
+	var peers []peerInfo
+	if cfg.Rank == 0 {
+		peers, err = rs.serve(ctx, self)
+		h.RemoveStreamHandler(rendezvousProto)
+	} else {
+		addr0, aerr := tcpMultiaddr(rdv.IP, rdv.Port)
+		if aerr != nil {
+			return nil, fmt.Errorf("rank %d: rendezvous address %s: %w", cfg.Rank, cfg.Rendezvous, aerr)
+		}
+		peers, err = register(ctx, cfg, h, ids[0], addr0, self)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for r, p := range peers {
+		if r == cfg.Rank {
+			continue
+		}
+		addrs := make([]ma.Multiaddr, 0, len(p.Addrs))
+		for _, s := range p.Addrs {
+			a, err := ma.NewMultiaddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("rank %d: the peer table gives rank %d a bad address %q: %w", cfg.Rank, r, s, err)
+			}
+			addrs = append(addrs, a)
+		}
+		h.Peerstore().AddAddrs(ids[r], addrs, peerstore.PermanentAddrTTL)
+	}
+
+	conns, err := j.connect(ctx, tag, ids, peers)
+	if err != nil {
+		return nil, err
+	}
+	opts := cfg.Stream
+	if reflect.ValueOf(opts).IsZero() {
+		opts = transport.DefaultStreamOptions()
+	}
+	ep, err := transport.NewStreamEndpoint(cfg.Rank, cfg.Size, conns, opts)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
+	}
+	hostnames := make([]string, len(peers))
+	for r, p := range peers {
+		hostnames[r] = p.Hostname
+	}
+	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, hostnames: hostnames}, nil
+}
+
+// connect dials every higher rank and waits for every lower one, all at once.
+func (j *joiner) connect(ctx context.Context, tag jobTag, ids []peer.ID, peers []peerInfo) ([]io.ReadWriteCloser, error) {
+	cfg := j.cfg
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	j.conns = make([]io.ReadWriteCloser, cfg.Size)
+	d := &dialer{cfg: cfg, tag: tag, ids: ids, peers: peers, h: j.h}
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	setErr := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		errMu.Unlock()
+	}
+	for to := cfg.Rank + 1; to < cfg.Size; to++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := d.dial(ctx, to)
+			if err != nil {
+				setErr(err)
+				return
+			}
+			j.mu.Lock()
+			j.conns[to] = c
+			j.mu.Unlock()
+		}()
+	}
+	if err := j.acc.wait(ctx); err != nil {
+		setErr(err)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	j.acc.stop(false)
+	conns := make([]io.ReadWriteCloser, cfg.Size)
+	copy(conns, j.acc.conns)
+	for to := cfg.Rank + 1; to < cfg.Size; to++ {
+		conns[to] = j.conns[to]
+	}
+	return conns, nil
+}
+
+// boundTCP returns the TCP address the host actually listens on.
+func boundTCP(h host.Host) (*net.TCPAddr, error) {
+	for _, a := range h.Network().ListenAddresses() {
+		na, err := manet.ToNetAddr(a)
+		if err != nil {
+			continue
+		}
+		if t, ok := na.(*net.TCPAddr); ok {
+			return t, nil
+		}
+	}
+	return nil, errors.New("the libp2p host has no TCP listen address")
+}
+
+// endpoint is the framed Endpoint plus the libp2p host under it.
+type endpoint struct {
+	transport.Endpoint
+	cfg       Config
+	host      host.Host
+	gater     *memberGater
+	conns     []io.ReadWriteCloser
+	hostnames []string // per rank, from the peer table
+	once      sync.Once
+	err       error
+}
+
+// Close closes the framed endpoint, every data connection and the libp2p host.
+func (e *endpoint) Close() error {
+	e.once.Do(func() {
+		e.err = e.Endpoint.Close()
+		for _, c := range e.conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+		if err := e.host.Close(); err != nil && e.err == nil {
+			e.err = fmt.Errorf("rank %d: closing the libp2p host: %w", e.Rank(), err)
+		}
+	})
+	return e.err
+}
