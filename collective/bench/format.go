@@ -1,0 +1,166 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Meta describes one table: the job and what was measured.
+type Meta struct {
+	P          int    `json:"p"`
+	Collective string `json:"collective"` // the algorithm's name
+	Op         Op     `json:"-"`
+	Config     Config `json:"-"`
+	// Notes are extra "key=value" facts (transport, codec, security) for the text header.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Result is one table as JSON.
+type Result struct {
+	Meta
+	OpName    string  `json:"op"`
+	MinBytes  int64   `json:"min_bytes"`
+	MaxBytes  int64   `json:"max_bytes"`
+	Factor    int     `json:"step_factor"`
+	Warmup    int     `json:"warmup_iters"`
+	Iters     int     `json:"iters"`
+	TargetSec float64 `json:"target_sec,omitempty"`
+	Check     int     `json:"check_iters"`
+	Rows      []Row   `json:"rows"`
+	Wrong     int64   `json:"out_of_bounds"`
+	OK        bool    `json:"ok"`
+	AvgBusBW  float64 `json:"avg_busbw_GBps"`
+}
+
+// NewResult bundles a table's metadata and rows.
+func NewResult(m Meta, rows []Row) Result {
+	wrong, avg := Totals(rows)
+	checked := m.Config.Check > 0
+	return Result{
+		Meta: m, OpName: m.Op.String(), MinBytes: m.Config.MinBytes, MaxBytes: m.Config.MaxBytes,
+		Factor: m.Config.Factor, Warmup: m.Config.Warmup, Iters: m.Config.Iters, TargetSec: m.Config.TargetSeconds, Check: m.Config.Check,
+		Rows: rows, Wrong: wrong, OK: checked && wrong == 0, AvgBusBW: avg,
+	}
+}
+
+// Totals returns the wrong elements over all rows and the mean busbw, as nccl-tests' trailer.
+func Totals(rows []Row) (wrong int64, avgBusBW float64) {
+	for _, r := range rows {
+		wrong += r.Wrong
+		avgBusBW += r.BusBW
+	}
+	if len(rows) > 0 {
+		avgBusBW /= float64(len(rows))
+	}
+	return wrong, avgBusBW
+}
+
+// Format is an output format of the benchmark table.
+type Format string
+
+// Formats.
+const (
+	Text Format = "text"
+	TSV  Format = "tsv"
+)
+
+// ParseFormat checks a --format value.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(strings.ToLower(strings.TrimSpace(s))); f {
+	case Text, TSV:
+		return f, nil
+	}
+	return "", fmt.Errorf("unknown format %q (known: text, tsv)", s)
+}
+
+// Table writes one benchmark table in a format, row by row: Header, then Row for each size as
+// it is measured, then Trailer.
+type Table struct {
+	W      io.Writer
+	Format Format
+	Meta   Meta
+	rows   []Row
+}
+
+const (
+	textCols = "%12s  %12s  %8s  %6s  %14s  %10s  %7s  %7s  %7s  %10s  %10s\n"
+	textHdr  = "#%11s  %12s  %8s  %6s  %14s  %10s  %7s  %7s  %7s  %10s  %10s\n" // '#' takes one column
+)
+
+// Header writes the lines before the rows.
+func (t *Table) Header() error {
+	m := t.Meta
+	var b strings.Builder
+	switch t.Format {
+	case TSV:
+		// Exactly one "# " line, carrying P=: the peers' summarize.py reads P from it.
+		fmt.Fprintf(&b, "# hetsync bench P=%d collective=%s op=%s\n", m.P, m.Collective, m.Op)
+		b.WriteString("#bytes\tcount\titers\tavg_us\tmin_us\tmax_us\talgbw_GBps\tbusbw_GBps\tcheck\n")
+	default:
+		c := m.Config
+		fmt.Fprintf(&b, "# hetsync bench: P=%d collective=%s op=%s", m.P, m.Collective, m.Op)
+		for _, n := range m.Notes {
+			b.WriteString(" " + n)
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "#  minBytes %d maxBytes %d step: %d(factor) warmup iters: %d iters: %d validation: %d",
+			c.MinBytes, c.MaxBytes, c.Factor, c.Warmup, c.Iters, c.Check)
+		if c.TargetSeconds > 0 {
+			fmt.Fprintf(&b, " target: %gs", c.TargetSeconds)
+		}
+		b.WriteString("\n")
+		b.WriteString("#\n")
+		fmt.Fprintf(&b, textHdr, "      size", "count", "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "min", "max")
+		fmt.Fprintf(&b, textHdr, "       (B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)")
+	}
+	_, err := io.WriteString(t.W, b.String())
+	return err
+}
+
+// Row writes one row.
+func (t *Table) Row(r Row) error {
+	t.rows = append(t.rows, r)
+	var err error
+	switch t.Format {
+	case TSV:
+		_, err = fmt.Fprintf(t.W, "%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.4f\t%.4f\t%s\n",
+			r.Bytes, r.Count, r.Iters, r.AvgUs, r.MinUs, r.MaxUs, r.AlgBW, r.BusBW, r.CheckString())
+	default:
+		wrong := "N/A"
+		if r.Checks > 0 {
+			wrong = fmt.Sprint(r.Wrong)
+		}
+		_, err = fmt.Fprintf(t.W, textCols, fmt.Sprint(r.Bytes), fmt.Sprint(r.Count), r.Type, r.RedOp, r.Algo,
+			fmt.Sprintf("%.2f", r.AvgUs), fmt.Sprintf("%.2f", r.AlgBW), fmt.Sprintf("%.2f", r.BusBW), wrong,
+			fmt.Sprintf("%.2f", r.MinUs), fmt.Sprintf("%.2f", r.MaxUs))
+	}
+	return err
+}
+
+// Trailer writes the lines after the rows: in text, nccl-tests' out-of-bounds count and average
+// bus bandwidth; TSV has no trailer (the harness reads rows only).
+func (t *Table) Trailer() error {
+	if t.Format == TSV {
+		return nil
+	}
+	wrong, avg := Totals(t.rows)
+	verdict := "OK"
+	if wrong != 0 {
+		verdict = "FAILED"
+	} else if t.Meta.Config.Check == 0 {
+		verdict = "(not checked)"
+	}
+	_, err := fmt.Fprintf(t.W, "# Out of bounds values : %d %s\n# Avg bus bandwidth : %.4f\n#\n", wrong, verdict, avg)
+	return err
+}
+
+// WriteJSON writes results as one indented JSON document {"results": [...]}.
+func WriteJSON(w io.Writer, results []Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		Results []Result `json:"results"`
+	}{results})
+}
