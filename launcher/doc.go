@@ -8,9 +8,15 @@
 // (SIGTERM to their process groups, SIGKILL after a grace period) and report which rank failed
 // and how. Cancelling the context (Ctrl-C, SIGTERM to the launcher) stops every rank the same
 // way. Spawning is behind the Spawner interface: LocalSpawner starts processes on this
-// machine; an SSH spawner plugs in beside it.
+// machine; SSHSpawner starts them on the hosts of a host list or hostfile (ParseHostList,
+// ParseHostfile, Place), over golang.org/x/crypto/ssh with known_hosts checking, each remote
+// rank under a sh supervisor that kills its process group when the launcher or its connection
+// goes away. Job.Timeout, Job.OutputDir and Job.Timestamps apply to either.
 //
-// The rank side (RankEnvFromEnviron) reads that environment back with clear errors.
+// The rank side (RankEnvFromEnviron) reads that environment back with clear errors, and
+// adopts the environment of Slurm, Open MPI or torchrun when HETSYNC_RANK is unset
+// (AdoptRankEnv). docs/multihost.md has the user's guide, with srun, mpirun and Kubernetes
+// examples.
 //
 // This package never imports the collective or transport layers, never talks to the ranks
 // other than through their environment, signals and output, and never leaves a rank running

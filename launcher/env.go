@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -16,6 +17,12 @@ const (
 	EnvLocalSize  = "HETSYNC_LOCAL_SIZE"
 	EnvRendezvous = "HETSYNC_RENDEZVOUS"
 	EnvSecret     = "HETSYNC_JOB_SECRET"
+	// Optional: the rank's host name for same-host detection (multi-host launches set it to
+	// the host's name in the host list), the interface whose address the rank advertises, or
+	// that address itself.
+	EnvHostname = "HETSYNC_HOSTNAME"
+	EnvIface    = "HETSYNC_IFACE"
+	EnvHost     = "HETSYNC_HOST"
 )
 
 // RankEnv is what a rank learns from its launcher.
@@ -26,6 +33,14 @@ type RankEnv struct {
 	Rendezvous string
 	// Secret is the per-job secret (hex) from which peer identities are derived.
 	Secret string
+	// Hostname, when set, replaces os.Hostname() for telling same-host peers apart.
+	Hostname string
+	// Iface names the network interface whose address the rank advertises (launcher side).
+	Iface string
+	// Host is the IP the rank listens on and advertises: HETSYNC_HOST, or the address of
+	// HETSYNC_IFACE, resolved by RankEnvFromEnviron on the rank's machine. Empty: the
+	// transport picks the address that routes to the rendezvous host.
+	Host string
 }
 
 // Validate checks that the values are consistent.
@@ -63,7 +78,7 @@ func (e RankEnv) Validate() error {
 
 // Environ returns the variables that carry e to a rank process, as "KEY=value" strings.
 func (e RankEnv) Environ() []string {
-	return []string{
+	vars := []string{
 		EnvRank + "=" + strconv.Itoa(e.Rank),
 		EnvWorldSize + "=" + strconv.Itoa(e.Size),
 		EnvLocalRank + "=" + strconv.Itoa(e.LocalRank),
@@ -75,14 +90,25 @@ func (e RankEnv) Environ() []string {
 		"LOCAL_RANK=" + strconv.Itoa(e.LocalRank),
 		"LOCAL_WORLD_SIZE=" + strconv.Itoa(e.LocalSize),
 	}
+	if e.Hostname != "" {
+		vars = append(vars, EnvHostname+"="+e.Hostname)
+	}
+	if e.Iface != "" {
+		vars = append(vars, EnvIface+"="+e.Iface)
+	}
+	if e.Host != "" {
+		vars = append(vars, EnvHost+"="+e.Host)
+	}
+	return vars
 }
 
-// RankEnvFromEnviron reads the rank environment through getenv (os.Getenv in a real rank). The
-// bool is false, with no error, when HETSYNC_RANK is unset: the process was not started by a
-// launcher. Otherwise every variable must be present and well formed.
+// RankEnvFromEnviron reads the rank environment through getenv (os.Getenv in a real rank).
+// When HETSYNC_RANK is unset it adopts the environment of Slurm, Open MPI or torchrun (see
+// AdoptRankEnv). The bool is false, with no error, when no launcher started the process.
+// Otherwise every variable must be present and well formed.
 func RankEnvFromEnviron(getenv func(string) string) (RankEnv, bool, error) {
 	if strings.TrimSpace(getenv(EnvRank)) == "" {
-		return RankEnv{}, false, nil
+		return AdoptRankEnv(getenv, os.ReadFile)
 	}
 	var e RankEnv
 	ints := []struct {
@@ -106,6 +132,9 @@ func RankEnvFromEnviron(getenv func(string) string) (RankEnv, bool, error) {
 	}
 	e.Secret = strings.TrimSpace(getenv(EnvSecret))
 	if err := e.Validate(); err != nil {
+		return RankEnv{}, true, err
+	}
+	if err := e.readHost(getenv); err != nil {
 		return RankEnv{}, true, err
 	}
 	return e, true, nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -42,6 +43,23 @@ type Job struct {
 	Grace time.Duration
 	// Spawner starts the processes; nil means LocalSpawner{}.
 	Spawner Spawner
+
+	// Hosts and Placement spread the ranks over several machines (see Place): rank r runs on
+	// Hosts[Placement[r].Host] and gets that host's local rank and size and HETSYNC_HOSTNAME.
+	// The Spawner must know the same placement (NewSSHSpawner). Nil Placement: every rank on
+	// this machine.
+	Hosts     []Host
+	Placement []Slot
+	// Iface is passed to every rank as HETSYNC_IFACE: the rank advertises that interface's
+	// address to its peers. Empty: the address that routes to the rendezvous host.
+	Iface string
+	// Timeout stops the job when it runs longer, with a *TimedOut naming the ranks still
+	// running; 0 means no limit.
+	Timeout time.Duration
+	// OutputDir, when set, also receives each rank's output unprefixed, in rank.N.log.
+	OutputDir string
+	// Timestamps prefixes every line of output with the time it reached the launcher.
+	Timestamps bool
 }
 
 // Validate checks the job description.
@@ -65,12 +83,17 @@ func (j *Job) Validate() error {
 			return fmt.Errorf("rendezvous %q: want host:port: %v", j.Rendezvous, err)
 		}
 	}
-	return nil
+	if j.Timeout < 0 {
+		return fmt.Errorf("--timeout %v is negative", j.Timeout)
+	}
+	return j.validatePlacement()
 }
 
 // RankFailure is the error of a job in which a rank failed: the first rank to fail, and how.
 type RankFailure struct {
 	Rank int
+	// Host is the rank's host in a multi-host job, else empty.
+	Host string
 	Exit Exit
 	// Stopped is how many other ranks were still running and had to be stopped.
 	Stopped int
@@ -78,6 +101,9 @@ type RankFailure struct {
 
 func (f *RankFailure) Error() string {
 	s := fmt.Sprintf("rank %d failed first: %v", f.Rank, f.Exit)
+	if f.Host != "" {
+		s = fmt.Sprintf("rank %d on host %s failed first: %v", f.Rank, f.Host, f.Exit)
+	}
 	if f.Stopped > 0 {
 		s += fmt.Sprintf("; stopped the other %d running rank(s)", f.Stopped)
 	}
@@ -96,6 +122,26 @@ func (e *Interrupted) Error() string {
 }
 
 func (e *Interrupted) Unwrap() error { return e.Cause }
+
+// TimedOut is the error of a job stopped because it ran longer than Job.Timeout.
+type TimedOut struct {
+	Timeout time.Duration
+	// Running are the ranks that were still running, and Hosts their hosts ("" on this
+	// machine).
+	Running []int
+	Hosts   []string
+}
+
+func (e *TimedOut) Error() string {
+	parts := make([]string, len(e.Running))
+	for i, r := range e.Running {
+		parts[i] = strconv.Itoa(r)
+		if e.Hosts[i] != "" {
+			parts[i] += " (" + e.Hosts[i] + ")"
+		}
+	}
+	return fmt.Sprintf("job ran longer than --timeout %v; %d rank(s) still running: %s", e.Timeout, len(e.Running), strings.Join(parts, ", "))
+}
 
 // FreeLocalAddr returns 127.0.0.1:PORT with a port that was free a moment ago.
 func FreeLocalAddr() (string, error) {
@@ -182,7 +228,15 @@ func (j *Job) Run(ctx context.Context) error {
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	if j.Timestamps {
+		stdout, stderr = &timestampWriter{w: stdout}, &timestampWriter{w: stderr}
+	}
 	outLock, errLock := &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
+	logs, err := openRankLogs(j.OutputDir, j.NP)
+	if err != nil {
+		return err
+	}
+	defer logs.close()
 
 	procs := make([]Process, j.NP)
 	writers := make([]*prefixWriter, 0, 2*j.NP)
@@ -209,12 +263,17 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		ow, ew := newPrefixWriter(prefix, outLock), newPrefixWriter(prefix, errLock)
 		writers = append(writers, ow, ew)
-		env := RankEnv{Rank: r, Size: j.NP, LocalRank: r, LocalSize: j.NP, Rendezvous: rdv, Secret: secret}
+		var rout, rerr io.Writer = ow, ew
+		if lw := logs.writer(r); lw != nil {
+			writers = append(writers, lw)
+			rout, rerr = io.MultiWriter(ow, lw), io.MultiWriter(ew, lw)
+		}
+		env := j.rankEnv(r, rdv, secret)
 		p, err := spawner.Spawn(ctx, ProcSpec{
-			Rank: r, Argv: j.Command, Env: rankEnviron(j.Env, env), Dir: j.Dir, Stdout: ow, Stderr: ew,
+			Rank: r, Argv: j.Command, Env: rankEnviron(j.Env, env), Dir: j.Dir, Stdout: rout, Stderr: rerr,
 		})
 		if err != nil {
-			failure = fmt.Errorf("starting rank %d of %d: %w", r, j.NP, err)
+			failure = fmt.Errorf("starting rank %d of %d%s: %w", r, j.NP, j.onHost(r), err)
 			break
 		}
 		procs[r] = p
@@ -240,17 +299,23 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 	}
 	ctxDone := ctx.Done()
+	var timeoutC <-chan time.Time
+	if j.Timeout > 0 {
+		t := time.NewTimer(j.Timeout)
+		defer t.Stop()
+		timeoutC = t.C
+	}
 	for running > 0 {
 		select {
 		case rep := <-done:
 			running--
 			procs[rep.rank] = nil
 			if !rep.exit.Success() && failure == nil {
-				f := &RankFailure{Rank: rep.rank, Exit: rep.exit, Stopped: running}
+				f := &RankFailure{Rank: rep.rank, Host: j.hostName(rep.rank), Exit: rep.exit, Stopped: running}
 				failure = f
 				if running > 0 {
-					fmt.Fprintf(logw, "hetsync launch: rank %d failed: %v; stopping the other %d rank(s)\n",
-						rep.rank, rep.exit, running)
+					fmt.Fprintf(logw, "hetsync launch: rank %d%s failed: %v; stopping the other %d rank(s)\n",
+						rep.rank, j.onHost(rep.rank), rep.exit, running)
 				}
 				stop()
 			}
@@ -259,6 +324,20 @@ func (j *Job) Run(ctx context.Context) error {
 			if failure == nil {
 				failure = &Interrupted{Cause: context.Cause(ctx), Stopped: running}
 				fmt.Fprintf(logw, "hetsync launch: interrupted; stopping %d rank(s)\n", running)
+			}
+			stop()
+		case <-timeoutC:
+			timeoutC = nil
+			if failure == nil {
+				t := &TimedOut{Timeout: j.Timeout}
+				for r, p := range procs {
+					if p != nil {
+						t.Running = append(t.Running, r)
+						t.Hosts = append(t.Hosts, j.hostName(r))
+					}
+				}
+				failure = t
+				fmt.Fprintf(logw, "hetsync launch: %v; stopping them\n", t)
 			}
 			stop()
 		case <-killTimer:
@@ -280,7 +359,8 @@ func (j *Job) Run(ctx context.Context) error {
 }
 
 // ExitCode is the status a launcher process should exit with after Run returned err: 0 for nil,
-// the failed rank's status (or 128+signal) for a RankFailure, 130 for an interruption, else 1.
+// the failed rank's status (or 128+signal) for a RankFailure, 130 for an interruption, 124 for a
+// timeout, else 1.
 func ExitCode(err error) int {
 	var f *RankFailure
 	var in *Interrupted
@@ -294,6 +374,8 @@ func ExitCode(err error) int {
 		return 1
 	case errors.As(err, &in):
 		return 130
+	case errors.As(err, new(*TimedOut)):
+		return 124 // as timeout(1)
 	default:
 		return 1
 	}
