@@ -1,17 +1,28 @@
-# hetsync — build, test and demo. `make demo` and `make test` install what they need.
-GO       ?= go
-BIN      := bin/hetsync
-TAGS     ?=
-SYSPKGS  ?=
+# hetsync — build, test and demo. `make demo` and `make test` install what they need:
+# Go modules through the module proxy, Debian packages (the Fashion-MNIST data set, an OpenSSH
+# server for the SSH launcher's tests) through apt when running as root, with a clear message
+# otherwise.
+GO        ?= go
+BIN       := bin/hetsync
+TAGS      ?=
 TESTFLAGS ?= -count=1 -timeout 900s
+# Debian packages the tests need (sshd for the SSH launcher tests, ip for the netns test).
+TEST_SYSPKGS := openssh-server iproute2
+DEMO_OUT  ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: all build deps test vet fmt-check demo bench peers clean
+.PHONY: all build deps data test-deps test vet fmt-check demo bench bench-compute clean \
+        cuda cuda-fetch cuda-check cuda-test-gpu ptx
 
 all: build
 
 deps:
 	@$(GO) mod download
-	@[ -z "$(SYSPKGS)" ] || scripts/setup-system.sh $(SYSPKGS)
+
+data:
+	@scripts/setup-data.sh
+
+test-deps: deps data
+	@scripts/setup-system.sh $(TEST_SYSPKGS)
 
 build: deps
 	$(GO) build -tags '$(TAGS)' -o $(BIN) ./cmd/hetsync
@@ -23,12 +34,45 @@ fmt-check:
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
 
-test: deps fmt-check vet
-	$(GO) test -tags '$(TAGS)' $(TESTFLAGS) -race ./transport/... ./collective/...
-	$(GO) test -tags '$(TAGS)' $(TESTFLAGS) ./...
+# The whole suite; transport and collective also under the race detector. The real data set is
+# required (HETSYNC_REQUIRE_DATA=1): a missing one fails the data test instead of skipping it.
+test: test-deps fmt-check vet
+	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) -race ./transport/... ./collective/...
+	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) ./...
 
-demo: build
-	$(BIN) bench -np 4 --collective all -b 4K -e 16M -f 4 -n 10 -w 2 -c 1
+# The main job: ESync against SSGD and ASGD on Fashion-MNIST with slowdowns 1,1,2,4, then the
+# report with its figures.
+demo: build data
+	$(BIN) experiment experiments/demo.yaml --out $(DEMO_OUT)
+	@echo "report: $(DEMO_OUT)/report/report.md"
+
+# Aggregation bandwidth of the four algorithms (nccl-tests format).
+bench: build
+	$(BIN) bench -np 4 --collective all -b 4K -e 64M -f 4 -n 10 -w 2 -c 1
+
+bench-compute:
+	scripts/bench-compute.sh
+
+# CUDA backend (kernels/cuda, build tag cuda). cuda-env.sh fetches Debian's nvidia-cuda-dev and
+# extracts only headers and link stubs into ~/.cache/hetsync/cuda; no CUDA toolkit is needed.
+cuda-fetch:
+	scripts/cuda-env.sh toolkit
+
+cuda:
+	scripts/cuda-env.sh run $(GO) build -tags cuda -o bin/hetsync-cuda ./cmd/hetsync
+
+ptx:
+	scripts/cuda-ptx.sh gen
+
+cuda-check: cuda
+	scripts/cuda-ptx.sh check
+	scripts/cuda-env.sh run $(GO) vet -tags cuda ./kernels/cuda/
+	scripts/cuda-env.sh run $(GO) test -c -tags cuda -o /dev/null ./kernels/cuda/
+	$(GO) vet -tags cudaemu ./kernels/cuda/
+	$(GO) test $(TESTFLAGS) -tags cudaemu ./kernels/cuda/
+
+cuda-test-gpu:
+	scripts/cuda-env.sh run $(GO) test -count=1 -timeout 600s -tags cuda -v ./kernels/cuda/
 
 clean:
 	rm -rf bin

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/collective/bench"
+	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/transport"
+)
+
+// benchOptions is the validated command line of `hetsync bench`.
+type benchOptions struct {
+	NP          int // 0: take the world size from the launcher's environment
+	Collectives []string
+	Config      bench.Config
+	Format      bench.Format
+	JSONPath    string
+	Transport   string // "p2p" or "mem"
+	DataPath    string
+	Security    string
+	Codec       transport.Codec
+	CodecName   string
+	Servers     int
+	Segment     int
+	JoinTimeout time.Duration
+}
+
+// preferredOrder is the order of "--collective all"; registered algorithms not listed here
+// follow, sorted. "auto" is a selector, not an algorithm of its own, and is left out of "all".
+var preferredOrder = [...]string{"ring", "butterfly", "binary-blocks", "ps"}
+
+func parseCollectives(s string) ([]string, error) {
+	known := collective.Algorithms()
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+			continue
+		case name == "all":
+			for _, n := range preferredOrder {
+				if slices.Contains(known, n) && !slices.Contains(out, n) {
+					out = append(out, n)
+				}
+			}
+			for _, n := range known {
+				if n != "auto" && !slices.Contains(out, n) {
+					out = append(out, n)
+				}
+			}
+		case slices.Contains(known, name):
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		default:
+			return nil, fmt.Errorf("--collective: unknown algorithm %q (known: %s, all)", name, strings.Join(known, ", "))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--collective %q: no algorithm named (known: %s, all)", s, strings.Join(known, ", "))
+	}
+	return out, nil
+}
+
+func parseCodec(s string) (transport.Codec, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "none", "":
+		return transport.CodecNone, nil
+	case "s2":
+		return transport.CodecS2, nil
+	case "zstd":
+		return transport.CodecZstd, nil
+	case "fp16":
+		return transport.CodecFP16, nil
+	case "bf16":
+		return transport.CodecBF16, nil
+	}
+	return 0, fmt.Errorf("--codec %q: unknown (known: none, s2, zstd, fp16, bf16)", s)
+}
+
+func oneOf(flag, v string, known ...string) error {
+	if slices.Contains(known, v) {
+		return nil
+	}
+	return fmt.Errorf("--%s %q: unknown (known: %s)", flag, v, strings.Join(known, ", "))
+}
+
+func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
+	o := benchOptions{
+		NP: c.Int("np"), JSONPath: c.String("J"), Transport: c.String("transport"),
+		DataPath: c.String("data-path"), Security: c.String("security"), CodecName: c.String("codec"),
+		Servers: c.Int("servers"), JoinTimeout: c.Duration("join-timeout"),
+	}
+	var err error
+	if o.NP < 0 {
+		return o, fmt.Errorf("--np %d: must be at least 1", o.NP)
+	}
+	if o.Collectives, err = parseCollectives(c.String("collective")); err != nil {
+		return o, err
+	}
+	cfg := bench.Config{Factor: c.Int("f"), Warmup: c.Int("w"), Iters: c.Int("n"), Check: c.Int("c"), Root: c.Int("r"),
+		TargetSeconds: c.Float64("target-sec")}
+	if cfg.Op, err = bench.ParseOp(c.String("op")); err != nil {
+		return o, fmt.Errorf("--op: %v", err)
+	}
+	if cfg.RedOp, err = bench.ParseRedOp(c.String("o")); err != nil {
+		return o, fmt.Errorf("-o: %v", err)
+	}
+	if cfg.MinBytes, err = bench.ParseSize(c.String("b")); err != nil {
+		return o, fmt.Errorf("-b: %v", err)
+	}
+	if cfg.MaxBytes, err = bench.ParseSize(c.String("e")); err != nil {
+		return o, fmt.Errorf("-e: %v", err)
+	}
+	seg, err := bench.ParseSize(c.String("segment"))
+	if err != nil {
+		return o, fmt.Errorf("--segment: %v", err)
+	}
+	if seg > 1<<30 {
+		return o, fmt.Errorf("--segment %s: larger than 1G", c.String("segment"))
+	}
+	o.Segment = int(seg)
+	// Without --np the world size comes from the launcher and the root is checked then.
+	p := o.NP
+	if p == 0 {
+		p = cfg.Root + 1
+	}
+	if err := cfg.Validate(p); err != nil {
+		return o, err
+	}
+	o.Config = cfg
+	if o.Format, err = bench.ParseFormat(c.String("format")); err != nil {
+		return o, fmt.Errorf("--format: %v", err)
+	}
+	if err := oneOf("transport", o.Transport, "p2p", "mem"); err != nil {
+		return o, err
+	}
+	if err := oneOf("data-path", o.DataPath, "auto", "stream", "tcp", "unix"); err != nil {
+		return o, err
+	}
+	if err := oneOf("security", o.Security, "tls", "none"); err != nil {
+		return o, err
+	}
+	if o.Codec, err = parseCodec(o.CodecName); err != nil {
+		return o, err
+	}
+	if o.Servers < 0 || (o.NP > 0 && o.Servers > o.NP) {
+		return o, fmt.Errorf("--servers %d: must be in [0, %d] (0 = every rank serves a shard)", o.Servers, max(o.NP, 0))
+	}
+	if o.Servers > 0 && !slices.Contains(o.Collectives, "ps") {
+		return o, fmt.Errorf("--servers %d: only the ps collective has servers (--collective %s)", o.Servers, strings.Join(o.Collectives, ","))
+	}
+	if o.JoinTimeout < 0 {
+		return o, fmt.Errorf("--join-timeout %v: must not be negative", o.JoinTimeout)
+	}
+	if o.Transport == "mem" && o.NP == 0 {
+		return o, fmt.Errorf("--transport mem needs --np")
+	}
+	return o, nil
+}
+
+// checkWorld checks the options against the job's real size.
+func (o benchOptions) checkWorld(p int) error {
+	if o.NP != 0 && o.NP != p {
+		return fmt.Errorf("--np %d but the launcher started %d ranks (%s=%d)", o.NP, p, launcher.EnvWorldSize, p)
+	}
+	if o.Config.Root >= p {
+		return fmt.Errorf("-r %d: root must be a rank in [0, %d)", o.Config.Root, p)
+	}
+	if o.Servers > p {
+		return fmt.Errorf("--servers %d: must be in [0, %d]", o.Servers, p)
+	}
+	return nil
+}
+
+func (o benchOptions) notes() []string {
+	n := []string{"transport=" + o.Transport}
+	if o.Transport == "p2p" {
+		n = append(n, "data-path="+o.DataPath, "security="+o.Security)
+	}
+	n = append(n, "codec="+o.CodecName)
+	if o.Servers > 0 {
+		n = append(n, fmt.Sprintf("servers=%d", o.Servers))
+	}
+	return n
+}
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "bench",
+		OnUsageError: onUsageError,
+		Usage:        "measure collectives (nccl-tests conventions: sizes -b -e -f, iterations -w -n -c)",
+		Description: "Without a launcher around it, bench starts --np ranks of itself on this machine and rank 0\n" +
+			"prints the table. Under a launcher (HETSYNC_RANK set) it runs as one rank. --transport mem runs\n" +
+			"all ranks as goroutines of one process. -b, -e and -f also read MIN_BYTES, MAX_BYTES and STEP,\n" +
+			"and --target-sec reads TARGET_SEC (the environment of shared/peers/run_all.sh).",
+		Flags: append([]cli.Flag{
+			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
+			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all"},
+			&cli.StringFlag{Name: "op", Value: "allreduce", Usage: strings.Join(bench.OpNames(), ", ")},
+			&cli.StringFlag{Name: "b", Value: "4K", EnvVars: []string{"MIN_BYTES"}, Usage: "smallest size"},
+			&cli.StringFlag{Name: "e", Value: "64M", EnvVars: []string{"MAX_BYTES"}, Usage: "largest size"},
+			&cli.IntFlag{Name: "f", Value: 4, EnvVars: []string{"STEP"}, Usage: "size step factor"},
+			&cli.IntFlag{Name: "n", Value: 20, Usage: "timed iterations per size (the most, with --target-sec)"},
+			&cli.Float64Flag{Name: "target-sec", EnvVars: []string{"TARGET_SEC"}, Usage: "shorten the timed loop of large sizes to about this many seconds (0 = always -n)"},
+			&cli.IntFlag{Name: "w", Value: 5, Usage: "warm-up iterations per size"},
+			&cli.IntFlag{Name: "c", Value: 1, Usage: "checked iterations per size (0 = no check)"},
+			&cli.StringFlag{Name: "o", Value: "sum", Usage: "reduction: sum, avg, min, max, prod"},
+			&cli.IntFlag{Name: "r", Value: 0, Usage: "broadcast root"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (nccl-tests table) or tsv (shared/peers columns)"},
+			&cli.StringFlag{Name: "J", Usage: "also write the results as JSON to this file"},
+			&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
+			&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto, stream, tcp or unix"},
+			&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
+			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
+			&cli.IntFlag{Name: "servers", Usage: "ps: number of server ranks (0 = every rank)"},
+			&cli.StringFlag{Name: "segment", Value: "0", Usage: "pipelining segment size (0 = the algorithm's default)"},
+			&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
+		}, jobFlags(true)...),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("bench: unexpected arguments %q", c.Args().Slice())
+			}
+			o, err := benchOptionsFrom(c)
+			if err != nil {
+				return usageError{err}
+			}
+			if o.Transport == "mem" {
+				return benchMem(c.Context, o, c.App.Writer)
+			}
+			env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
+			if err != nil {
+				return fmt.Errorf("bench: reading the rank environment: %w", err)
+			}
+			if under {
+				if err := o.checkWorld(env.Size); err != nil {
+					return usageError{err}
+				}
+				return benchRank(c.Context, o, env, c.App.Writer)
+			}
+			if o.NP == 0 {
+				return usagef("--np: required when bench is not started by a launcher")
+			}
+			return benchLaunch(c, o)
+		},
+	}
+}

@@ -1,0 +1,15 @@
+// Command hetsync is the command line of the hetsync runtime.
+//
+//	hetsync launch -np N [--] COMMAND ARGS...   start N ranks of COMMAND on this machine
+//	hetsync bench  -np N --collective ring ...  the collective micro-benchmark (nccl-tests style)
+//	hetsync version
+//
+// Every subcommand validates its flags up front and names the offending flag in its error.
+// Exit status: 0 on success; a launched job that failed exits with the first failed rank's
+// status (128+signal when it was killed), 130 when interrupted, 1 for any other error, 2 for
+// bad usage.
+//
+// The command wires packages together and holds no logic of its own that a library user would
+// need: launching is package launcher, measuring is package collective/bench. It never keeps
+// global state.
+package main

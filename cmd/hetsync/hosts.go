@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hetsync/hetsync/launcher"
+)
+
+// envVars is a repeatable flag whose values are kept whole (no splitting at commas): -x.
+type envVars []string
+
+func (e *envVars) Set(v string) error {
+	*e = append(*e, v)
+	return nil
+}
+
+func (e *envVars) String() string {
+	if e == nil {
+		return ""
+	}
+	return strings.Join(*e, " ")
+}
+
+// jobFlags are the flags of every command that launches ranks (launch, bench, train): hosts,
+// SSH, environment forwarding, output and the job's time limit. rendezvous adds
+// --rendezvous (launch has its own).
+func jobFlags(rendezvous bool) []cli.Flag {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Usage: "hosts and their slots, host1:2,host2:2 (a host without :N has 1 slot; \"localhost\" starts ranks here without SSH)"},
+		&cli.StringFlag{Name: "hostfile", Usage: "file of hosts, one a line: \"host slots=N\" (Open MPI) or \"host:N\"; # comments"},
+		&cli.BoolFlag{Name: "oversubscribe", Usage: "allow more ranks than slots"},
+		&cli.StringFlag{Name: "ssh-user", Usage: "SSH login user (default: the current user; user@host in -H overrides)"},
+		&cli.IntFlag{Name: "ssh-port", Value: 22, Usage: "SSH port of every host"},
+		&cli.StringSliceFlag{Name: "ssh-identity", Aliases: []string{"i"}, Usage: "private key file to log in with (repeatable; default ~/.ssh/id_ed25519, id_ecdsa, id_rsa)"},
+		&cli.BoolFlag{Name: "ssh-no-agent", Usage: "do not offer the keys of ssh-agent (SSH_AUTH_SOCK)"},
+		&cli.StringSliceFlag{Name: "ssh-known-hosts", Usage: "known_hosts file to check host keys against (repeatable; default ~/.ssh/known_hosts, /etc/ssh/ssh_known_hosts)"},
+		&cli.BoolFlag{Name: "ssh-insecure-skip-hostkey", Usage: "accept any host key (INSECURE: only on a trusted test network)"},
+		&cli.DurationFlag{Name: "ssh-timeout", Value: 10 * time.Second, Usage: "SSH connection timeout"},
+		&cli.StringFlag{Name: "remote-bin", Usage: "the program's path on remote hosts (default: the same as here)"},
+		&cli.StringFlag{Name: "remote-dir", Usage: "working directory on remote hosts (default: this directory when it exists there, else the login directory)"},
+		&cli.GenericFlag{Name: "x", Value: &envVars{}, Usage: "pass VAR (or set VAR=value) to every rank, remote ones included (repeatable)"},
+		&cli.StringFlag{Name: "iface", Usage: "network interface whose address ranks advertise (default: the one that routes to rank 0)"},
+		&cli.StringFlag{Name: "output-dir", Usage: "also write each rank's output to DIR/rank.N.log"},
+		&cli.BoolFlag{Name: "timestamp-output", Usage: "start every output line with the time"},
+		&cli.DurationFlag{Name: "timeout", Usage: "stop the job when it runs longer than this (0 = no limit)"},
+	}
+	if rendezvous {
+		flags = append(flags, &cli.StringFlag{Name: "rendezvous", Usage: "host:port for rank 0's rendezvous (default: a free port on rank 0's host)"})
+	}
+	return flags
+}
+
+// configureJob applies the job flags to job (whose NP may be 0 to fill every slot of the
+// hosts) and, with -H or --hostfile, connects to the hosts and places the ranks. The returned
+// function closes the connections; call it after job.Run.
+func configureJob(c *cli.Context, job *launcher.Job) (func(), error) {
+	noop := func() {}
+	vars := *c.Generic("x").(*envVars)
+	var forward []string
+	for _, v := range vars {
+		name, value, set := strings.Cut(v, "=")
+		if name == "" {
+			return noop, usagef("-x %q: want VAR or VAR=value", v)
+		}
+		if set {
+			job.Env = append(job.Env, name+"="+value)
+		} else if _, ok := os.LookupEnv(name); !ok {
+			return noop, usagef("-x %s: the variable is not set here (use -x %s=VALUE)", name, name)
+		}
+		forward = append(forward, name)
+	}
+	job.Timeout = c.Duration("timeout")
+	job.OutputDir = c.String("output-dir")
+	job.Timestamps = c.Bool("timestamp-output")
+	job.Iface = c.String("iface")
+	if job.Timeout < 0 {
+		return noop, usagef("--timeout %v: must not be negative", job.Timeout)
+	}
+	if c.IsSet("rendezvous") {
+		job.Rendezvous = c.String("rendezvous")
+	}
+	var hosts []launcher.Host
+	var err error
+	switch {
+	case c.IsSet("hosts") && c.IsSet("hostfile"):
+		return noop, usagef("-H and --hostfile: give one of them")
+	case c.IsSet("hosts"):
+		hosts, err = launcher.ParseHostList(c.String("hosts"))
+	case c.IsSet("hostfile"):
+		hosts, err = launcher.ReadHostfile(c.String("hostfile"))
+	default:
+		if job.NP == 0 {
+			return noop, usagef("--np: required without -H or --hostfile")
+		}
+		if job.Iface != "" && job.Rendezvous == "" {
+			if job.Rendezvous, err = ifaceRendezvous(job.Iface); err != nil {
+				return noop, err
+			}
+		}
+		return noop, nil
+	}
+	if err != nil {
+		return noop, usageError{err}
+	}
+	place, err := launcher.Place(hosts, job.NP, c.Bool("oversubscribe"))
+	if err != nil {
+		return noop, usageError{err}
+	}
+	job.NP, job.Hosts, job.Placement = len(place), hosts, place
+	cfg := launcher.SSHConfig{
+		User: c.String("ssh-user"), Port: c.Int("ssh-port"), IdentityFiles: c.StringSlice("ssh-identity"),
+		NoAgent: c.Bool("ssh-no-agent"), KnownHostsFiles: c.StringSlice("ssh-known-hosts"),
+		InsecureSkipHostKey: c.Bool("ssh-insecure-skip-hostkey"), ConnectTimeout: c.Duration("ssh-timeout"),
+		RemoteBin: c.String("remote-bin"), RemoteDir: c.String("remote-dir"), Forward: forward, Log: c.App.ErrWriter,
+	}
+	if err := cfg.Validate(); err != nil {
+		return noop, usageError{err}
+	}
+	sp, err := launcher.NewSSHSpawner(cfg, hosts, place)
+	if err != nil {
+		return noop, err
+	}
+	closeAll := func() { sp.Close() }
+	if err := sp.Connect(c.Context); err != nil {
+		closeAll()
+		return noop, err
+	}
+	if job.Rendezvous == "" {
+		if job.Rendezvous, err = sp.Rendezvous(c.Context, job.Iface); err != nil {
+			closeAll()
+			return noop, err
+		}
+	}
+	job.Spawner = sp
+	return closeAll, nil
+}
+
+// ifaceRendezvous is a free port on iface's address, for single-host jobs with --iface.
+func ifaceRendezvous(iface string) (string, error) {
+	ip, err := launcher.InterfaceIP(iface)
+	if err != nil {
+		return "", usagef("--iface: %v", err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return "", fmt.Errorf("--iface %s: finding a free port on %s for the rendezvous: %w", iface, ip, err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// hostsGiven reports whether the command line places ranks on hosts.
+func hostsGiven(c *cli.Context) bool { return c.IsSet("hosts") || c.IsSet("hostfile") }
+
+// runJob configures job from the job flags, runs it and closes the hosts' connections.
+func runJob(c *cli.Context, job *launcher.Job) error {
+	done, err := configureJob(c, job)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := job.Validate(); err != nil {
+		return usageError{err}
+	}
+	return job.Run(c.Context)
+}

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runCLI runs the command line in this process and returns its exit status and output.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code := run(ctx, append([]string{"hetsync"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestFlagErrorsNameTheFlag(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--np", "2", "--collective", "ring,nope"}, `--collective: unknown algorithm "nope" (known: `},
+		{[]string{"bench", "--np", "2", "--collective", ","}, "--collective"},
+		{[]string{"bench", "--np", "2", "--op", "gather"}, "--op: unknown op"},
+		{[]string{"bench", "--np", "2", "-b", "4Q"}, "-b: size \"4Q\""},
+		{[]string{"bench", "--np", "2", "-e", ""}, "-e: size"},
+		{[]string{"bench", "--np", "2", "-b", "64K", "-e", "4K"}, "-e 4K is smaller than -b 64K"},
+		{[]string{"bench", "--np", "2", "-f", "1"}, "-f 1"},
+		{[]string{"bench", "--np", "2", "-n", "0"}, "-n 0"},
+		{[]string{"bench", "--np", "2", "-w", "-1"}, "-w -1"},
+		{[]string{"bench", "--np", "2", "-c", "-2"}, "-c -2"},
+		{[]string{"bench", "--np", "2", "-r", "2"}, "-r 2"},
+		{[]string{"bench", "--np", "2", "-o", "mean"}, "-o: unknown reduction"},
+		{[]string{"bench", "--np", "2", "--format", "csv"}, "--format: unknown format"},
+		{[]string{"bench", "--np", "2", "--transport", "udp"}, `--transport "udp"`},
+		{[]string{"bench", "--np", "2", "--data-path", "rdma"}, `--data-path "rdma"`},
+		{[]string{"bench", "--np", "2", "--security", "noise"}, `--security "noise"`},
+		{[]string{"bench", "--np", "2", "--codec", "lz4"}, `--codec "lz4"`},
+		{[]string{"bench", "--np", "2", "--collective", "ps", "--servers", "3"}, "--servers 3"},
+		{[]string{"bench", "--np", "2", "--collective", "ring", "--servers", "1"}, "--servers 1: only the ps collective"},
+		{[]string{"bench", "--np", "2", "--segment", "big"}, "--segment"},
+		{[]string{"bench", "--np", "-1"}, "--np -1"},
+		{[]string{"bench", "--transport", "mem"}, "--transport mem needs --np"},
+		{[]string{"bench", "--np", "2", "extra"}, "unexpected arguments"},
+		{[]string{"bench", "--bogus"}, "bogus"},
+		{[]string{"launch", "-np", "0", "true"}, "--np 0"},
+		{[]string{"launch", "-np", "2"}, "no command given"},
+		{[]string{"launch", "true"}, "np"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, stderr := runCLI(t, tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCLI(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "hetsync ") || !strings.Contains(out, "go1.") {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+}
+
+// tsvTable is one table of `bench --format tsv` output.
+type tsvTable struct {
+	meta string
+	rows []map[string]string
+}
+
+// parseTSV reads bench's TSV the way shared/peers/summarize.py does.
+func parseTSV(t *testing.T, s string) []tsvTable {
+	t.Helper()
+	var tabs []tsvTable
+	var hdr []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "# "):
+			tabs = append(tabs, tsvTable{meta: line})
+		case strings.HasPrefix(line, "#"):
+			hdr = strings.Split(line[1:], "\t")
+		default:
+			parts := strings.Split(line, "\t")
+			if len(tabs) == 0 || len(parts) != len(hdr) {
+				t.Fatalf("stray line %q in TSV output:\n%s", line, s)
+			}
+			row := map[string]string{}
+			for i, h := range hdr {
+				row[h] = parts[i]
+			}
+			tabs[len(tabs)-1].rows = append(tabs[len(tabs)-1].rows, row)
+		}
+	}
+	want := "bytes count iters avg_us min_us max_us algbw_GBps busbw_GBps check"
+	if strings.Join(hdr, " ") != want {
+		t.Fatalf("TSV header %q, want %q", hdr, want)
+	}
+	return tabs
+}
+
+func checkAllOK(t *testing.T, tabs []tsvTable, p int, collectives []string, sizes []int) {
+	t.Helper()
+	if len(tabs) != len(collectives) {
+		t.Fatalf("%d tables, want %d (%v)", len(tabs), len(collectives), collectives)
+	}
+	for i, tab := range tabs {
+		wantMeta := fmt.Sprintf("# hetsync bench P=%d collective=%s op=allreduce", p, collectives[i])
+		if tab.meta != wantMeta {
+			t.Errorf("table %d meta %q, want %q", i, tab.meta, wantMeta)
+		}
+		if len(tab.rows) != len(sizes) {
+			t.Errorf("%s: %d rows, want %d", collectives[i], len(tab.rows), len(sizes))
+			continue
+		}
+		for j, r := range tab.rows {
+			if r["check"] != "OK" {
+				t.Errorf("%s size %s: check %q", collectives[i], r["bytes"], r["check"])
+			}
+			if r["bytes"] != strconv.Itoa(sizes[j]) || r["count"] != strconv.Itoa(sizes[j]/4) {
+				t.Errorf("%s row %d: bytes %s count %s, want %d", collectives[i], j, r["bytes"], r["count"], sizes[j])
+			}
+			avg, err1 := strconv.ParseFloat(r["avg_us"], 64)
+			bus, err2 := strconv.ParseFloat(r["busbw_GBps"], 64)
+			if err1 != nil || err2 != nil || avg <= 0 || bus < 0 {
+				t.Errorf("%s row %d: avg_us %q busbw %q", collectives[i], j, r["avg_us"], r["busbw_GBps"])
+			}
+		}
+	}
+}
+
+func TestBenchMemTransport(t *testing.T) {
+	// MIN_BYTES/MAX_BYTES/STEP are what shared/peers/run_all.sh exports.
+	t.Setenv("MIN_BYTES", "4096")
+	t.Setenv("MAX_BYTES", "65536")
+	t.Setenv("STEP", "4")
+	json := filepath.Join(t.TempDir(), "out.json")
+	code, out, stderr := runCLI(t, "bench", "--transport", "mem", "--np", "3", "--collective", "all",
+		"-n", "2", "-w", "1", "-c", "1", "--format", "tsv", "-J", json)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	checkAllOK(t, parseTSV(t, out), 3, []string{"ring", "butterfly", "binary-blocks", "ps"}, []int{4096, 16384, 65536})
+	checkJSON(t, json, 4, 3)
+}
+
+func checkJSON(t *testing.T, path string, tables, rows int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Results []struct {
+			P    int  `json:"p"`
+			OK   bool `json:"ok"`
+			Rows []struct {
+				Bytes int64 `json:"bytes"`
+			} `json:"rows"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("-J output: %v", err)
+	}
+	if len(doc.Results) != tables {
+		t.Fatalf("-J: %d results, want %d", len(doc.Results), tables)
+	}
+	for _, r := range doc.Results {
+		if !r.OK || len(r.Rows) != rows {
+			t.Errorf("-J result ok=%v with %d rows, want ok with %d", r.OK, len(r.Rows), rows)
+		}
+	}
+}
+
+func TestBenchMemTextAllOps(t *testing.T) {
+	for _, op := range []string{"allreduce", "reducescatter", "allgather", "broadcast", "alltoall"} {
+		t.Run(op, func(t *testing.T) {
+			code, out, stderr := runCLI(t, "bench", "--transport", "mem", "--np", "4", "--collective", "ring,ps",
+				"--op", op, "-b", "8", "-e", "8K", "-f", "32", "-n", "1", "-w", "0", "-c", "2", "-r", "3")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if n := strings.Count(out, "# Out of bounds values : 0 OK\n"); n != 2 {
+				t.Errorf("%d clean trailers, want 2:\n%s", n, out)
+			}
+			if !strings.Contains(out, "op="+op) {
+				t.Errorf("header does not name op %s:\n%s", op, out)
+			}
+		})
+	}
+}
+
+// The tests below run the built binary: over libp2p, through the launcher, with signals.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func hetsyncBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hetsync-cmd-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "hetsync")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+func runBinary(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hetsyncBinary(t), args...)
+	cmd.Dir = t.TempDir()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("hetsync %v did not finish: %v\nstdout:\n%s\nstderr:\n%s", args, err, out.String(), errb.String())
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+func TestBenchP2PEndToEnd(t *testing.T) {
+	code, out, stderr := runBinary(t, "bench", "-np", "4", "--collective", "all", "-b", "4K", "-e", "64K", "-f", "4",
+		"-n", "3", "-w", "1", "-c", "1", "--format", "tsv")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	checkAllOK(t, parseTSV(t, out), 4, []string{"ring", "butterfly", "binary-blocks", "ps"}, []int{4096, 16384, 65536})
+}
+
+func TestLaunchFailureNamesTheRank(t *testing.T) {
+	code, out, stderr := runBinary(t, "launch", "-np", "3", "--", "sh", "-c",
+		`echo "up $HETSYNC_RANK/$HETSYNC_WORLD_SIZE"; if [ "$HETSYNC_RANK" = 1 ]; then exit 3; fi; exec sleep 600`)
+	if code != 3 {
+		t.Errorf("exit status %d, want 3 (rank 1's)", code)
+	}
+	if !strings.Contains(stderr, "hetsync: rank 1 failed first: exit status 3") {
+		t.Errorf("stderr does not name rank 1 and its status:\n%s", stderr)
+	}
+	if !strings.Contains(out, "[1] up 1/3\n") {
+		t.Errorf("rank 1's output missing or unprefixed:\n%s", out)
+	}
+}
+
+func TestBenchRankFailureNamesTheRank(t *testing.T) {
+	// Every rank refuses to run: the launcher stops the job and names the first to exit.
+	code, _, stderr := runBinary(t, "launch", "-np", "2", "--", hetsyncBinary(t), "bench", "--np", "3", "--transport", "p2p")
+	if code != 2 {
+		t.Errorf("exit status %d, want 2 (the ranks' usage error)", code)
+	}
+	if !regexp.MustCompile(`(?m)^hetsync: rank [01] failed first: exit status 2`).MatchString(stderr) {
+		t.Errorf("no one-line summary naming the rank:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "--np 3 but the launcher started 2 ranks") {
+		t.Errorf("the rank's own error is missing:\n%s", stderr)
+	}
+}
+
+func TestLaunchSIGTERMStopsEveryRank(t *testing.T) {
+	cmd := exec.Command(hetsyncBinary(t), "launch", "-np", "3", "--grace", "1s", "--", "sh", "-c", `echo "pid $$"; exec sleep 600`)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stdout)
+	var pids []int
+	for len(pids) < 3 && sc.Scan() {
+		if m := regexp.MustCompile(`^\[\d\] pid (\d+)$`).FindStringSubmatch(sc.Text()); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) != 3 {
+		t.Fatalf("got %d rank pids; stderr:\n%s", len(pids), errb.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+	}
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit status %d, want 130", code)
+	}
+	if !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("stderr does not say the job was interrupted:\n%s", errb.String())
+	}
+	for _, pid := range pids {
+		// The launcher reaped its ranks, so they no longer exist at all.
+		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+			t.Errorf("rank process %d still exists after the launcher exited (kill 0: %v)", pid, err)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/collective/bench"
+	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/transport/p2p"
+)
+
+// runBenches runs every requested algorithm on one rank's endpoint. Rank 0 prints the tables
+// to out and writes the JSON file; every rank returns the first error. A run whose checks found
+// wrong elements is an error on rank 0 only, after everything has been printed, so that the
+// launcher names rank 0 and the other ranks exit cleanly.
+func runBenches(ctx context.Context, ep transport.Endpoint, o benchOptions, out io.Writer) error {
+	rank0 := ep.Rank() == 0
+	var results []bench.Result
+	var wrong int64
+	// Results are float64 and must arrive exactly whatever --codec is: gather them with a
+	// plain ring communicator of their own.
+	gather, err := collective.New(ep, collective.Options{Algorithm: "ring"})
+	if err != nil {
+		return fmt.Errorf("communicator for the results: %w", err)
+	}
+	for _, name := range o.Collectives {
+		opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec}
+		if name == "ps" {
+			opts.Servers = o.Servers
+		}
+		comm, err := collective.New(ep, opts)
+		if err != nil {
+			return fmt.Errorf("--collective %s: %w", name, err)
+		}
+		meta := bench.Meta{P: ep.Size(), Collective: name, Op: o.Config.Op, Config: o.Config, Notes: o.notes()}
+		tab := &bench.Table{W: out, Format: o.Format, Meta: meta}
+		if rank0 {
+			if err := tab.Header(); err != nil {
+				return err
+			}
+		}
+		runner := &bench.Runner{Comm: comm, Gather: gather, Config: o.Config, OnRow: func(r bench.Row) error {
+			if rank0 {
+				return tab.Row(r)
+			}
+			return nil
+		}}
+		rows, err := runner.Run(ctx)
+		if err != nil {
+			return err
+		}
+		if rank0 {
+			if err := tab.Trailer(); err != nil {
+				return err
+			}
+		}
+		res := bench.NewResult(meta, rows)
+		wrong += res.Wrong
+		results = append(results, res)
+	}
+	if !rank0 {
+		return nil
+	}
+	if o.JSONPath != "" {
+		if err := writeJSONFile(o.JSONPath, results); err != nil {
+			return err
+		}
+	}
+	if wrong > 0 {
+		return fmt.Errorf("rank 0: the checked iterations found %d wrong elements in total", wrong)
+	}
+	return nil
+}
+
+func writeJSONFile(path string, results []bench.Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("-J: %w", err)
+	}
+	if err := bench.WriteJSON(f, results); err != nil {
+		f.Close()
+		return fmt.Errorf("-J %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("-J %s: %w", path, err)
+	}
+	return nil
+}
+
+// benchRank runs this process as one rank of a launched job over libp2p.
+func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io.Writer) error {
+	ep, err := p2p.Join(ctx, p2p.Config{
+		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous,
+		Secret: env.Secret, Security: o.Security, DataPath: o.DataPath, JoinTimeout: o.JoinTimeout,
+		Host: env.Host, Hostname: env.Hostname,
+	})
+	if err != nil {
+		return fmt.Errorf("rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
+	}
+	err = runBenches(ctx, ep, o, out)
+	if cerr := ep.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("rank %d: closing the endpoint: %w", env.Rank, cerr)
+	}
+	return err
+}
+
+// benchMem runs every rank as a goroutine over the in-process transport.
+func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	eps := transport.NewMemJob(o.NP)
+	errs := make([]error, o.NP)
+	var wg sync.WaitGroup
+	for r, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := out
+			if r != 0 {
+				w = io.Discard
+			}
+			if errs[r] = runBenches(ctx, ep, o, w); errs[r] != nil {
+				cancel(errs[r])
+			}
+			_ = ep.Close()
+		}()
+	}
+	wg.Wait()
+	// The first failure caused the others' cancellations: report it.
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return errors.Join(errs...)
+}
+
+// benchLaunch starts --np ranks of this same command line through the launcher; rank 0's
+// output (the table) passes through unprefixed.
+func benchLaunch(c *cli.Context, o benchOptions) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: finding this executable to launch the ranks: %w", err)
+	}
+	args, _ := c.App.Metadata["args"].([]string)
+	if len(args) < 2 {
+		return errors.New("bench: the original command line is not known; use hetsync launch")
+	}
+	job := &launcher.Job{
+		NP: o.NP, Command: append([]string{exe}, args[1:]...), Env: os.Environ(),
+		Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter, UnprefixedRank0: true,
+	}
+	return runJob(c, job)
+}

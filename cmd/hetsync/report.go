@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hetsync/hetsync/trainer/report"
+)
+
+func reportCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "report",
+		OnUsageError: onUsageError,
+		Usage:        "compare finished runs: report.md, summary.json and PNG figures",
+		ArgsUsage:    "RUN_DIR...",
+		Description: "report reads run directories written by hetsync train (config.json, metrics.jsonl,\n" +
+			"eval.jsonl) and writes into --out: report.md (time to accuracy 0.70…0.90, speedup against a\n" +
+			"baseline, final and best accuracy, throughput, traffic, per-rank computation ratios),\n" +
+			"summary.json, and figures (accuracy against time per shard, throughput, traffic, computation\n" +
+			"ratios). The default baseline of each scenario (model, ranks, shard, heterogeneity) is its\n" +
+			"first ssgd run; --baseline NAME compares every run with the run directory named NAME.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Usage: "output directory (required)"},
+			&cli.StringFlag{Name: "baseline", Usage: "run name (directory base name) that speedups are against (default: ssgd per scenario)"},
+		},
+		Action: func(c *cli.Context) error {
+			dirs, err := trailingFlags(c, "report", "out", "baseline")
+			if err != nil {
+				return err
+			}
+			if len(dirs) == 0 {
+				return usagef("report: give one or more run directories")
+			}
+			out := c.String("out")
+			if out == "" {
+				return usagef("report: --out is required")
+			}
+			rep, err := report.Write(out, dirs, c.String("baseline"))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "%s\nwrote %s, %s and %d figures\n", rep.Markdown(),
+				filepath.Join(out, report.MarkdownFile), filepath.Join(out, report.SummaryFile), len(rep.Figures))
+			return nil
+		},
+	}
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/trainer"
+	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/transport/p2p"
+)
+
+// trainOptions is a parsed `hetsync train` command line.
+type trainOptions struct {
+	NP          int
+	Config      trainer.Config
+	Out         string
+	DataDir     string
+	Transport   string
+	DataPath    string
+	Security    string
+	Threads     int
+	JoinTimeout time.Duration
+}
+
+// trainLaunch is what config.json records besides the training configuration.
+type trainLaunch struct {
+	trainer.Config
+	Ranks     int    `json:"ranks"`
+	Transport string `json:"transport"`
+	DataPath  string `json:"data_path,omitempty"`
+	Security  string `json:"security,omitempty"`
+	Started   string `json:"started"`
+}
+
+func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
+	o := trainOptions{
+		NP: c.Int("np"), Out: c.String("out"), DataDir: c.String("data"), Transport: c.String("transport"),
+		DataPath: c.String("data-path"), Security: c.String("security"), Threads: c.Int("threads"),
+		JoinTimeout: c.Duration("join-timeout"),
+	}
+	cfg := trainer.Config{
+		Strategy: c.String("sync"), Collective: c.String("collective"), Model: c.String("model"),
+		Batch: c.Int("batch"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
+		WeightDecay: c.Float64("weight-decay"), GradReduction: c.String("grad-reduction"),
+		Shard: c.String("shard"), Seed: c.Uint64("seed"), TargetAcc: c.Float64("target-acc"),
+		Epochs: c.Float64("epochs"), MaxTime: c.Duration("max-time"), MaxRounds: c.Int("max-rounds"),
+		PSServers: c.Int("ps-servers"),
+	}
+	var err error
+	if s := c.String("eval-every"); s != "" {
+		if cfg.Eval, err = trainer.ParseEvalEvery(s); err != nil {
+			return o, err
+		}
+	}
+	if cfg.Slowdown, err = trainer.ParseFloatList("slowdown", c.String("slowdown")); err != nil {
+		return o, err
+	}
+	if cfg.StepSleep, err = trainer.ParseMillisList("step-sleep", c.String("step-sleep")); err != nil {
+		return o, err
+	}
+	if err := applyESyncFlags(c, &cfg); err != nil {
+		return o, err
+	}
+	if err := applySyncSwitchFlags(c, &cfg); err != nil {
+		return o, err
+	}
+	if err := applyPSFlags(c, &cfg); err != nil {
+		return o, err
+	}
+	cfg.Defaults()
+	o.Config = cfg
+	if o.NP < 0 {
+		return o, fmt.Errorf("--np %d: must be at least 1", o.NP)
+	}
+	if err := oneOf("transport", o.Transport, "p2p", "mem"); err != nil {
+		return o, err
+	}
+	if err := oneOf("data-path", o.DataPath, "auto", "stream", "tcp", "unix"); err != nil {
+		return o, err
+	}
+	if err := oneOf("security", o.Security, "tls", "none"); err != nil {
+		return o, err
+	}
+	if !slices.Contains(collective.Algorithms(), cfg.Collective) {
+		return o, fmt.Errorf("--collective %q: known algorithms are %s", cfg.Collective, strings.Join(collective.Algorithms(), ", "))
+	}
+	if o.Threads < 0 {
+		return o, fmt.Errorf("--threads %d: must not be negative", o.Threads)
+	}
+	if o.NP > 0 {
+		if err := o.Config.Validate(o.NP); err != nil {
+			return o, err
+		}
+	}
+	if o.Transport == "mem" && o.NP == 0 {
+		return o, errors.New("--transport mem needs --np")
+	}
+	return o, nil
+}
+
+func (o trainOptions) record(size int) trainLaunch {
+	l := trainLaunch{Config: o.Config, Ranks: size, Transport: o.Transport, Started: time.Now().UTC().Format(time.RFC3339)}
+	if o.Transport == "p2p" {
+		l.DataPath, l.Security = o.DataPath, o.Security
+	}
+	return l
+}
+
+// outDir is --out, or runs/SYNC-COLLECTIVE-TIMESTAMP.
+func (o trainOptions) outDir() string {
+	if o.Out != "" {
+		return o.Out
+	}
+	return metrics.RunPath("runs", o.Config.Strategy+"-"+o.Config.Collective, time.Now())
+}
+
+func trainCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "train",
+		OnUsageError: onUsageError,
+		Usage:        "train a model on Fashion-MNIST with a synchronization strategy over N ranks",
+		Description: "Without a launcher around it, train starts --np ranks of itself on this machine (the same\n" +
+			"supervision as hetsync launch) and shows rank 0's progress; under a launcher (HETSYNC_RANK set)\n" +
+			"it runs as one rank. Rank 0 decides when to stop (--target-acc, --epochs, --max-time,\n" +
+			"--max-rounds; without any bound, 3 epochs) and every rank stops after the same agreed round.\n" +
+			"Rank 0 gathers every rank's metrics and writes --out: config.json, metrics.jsonl, eval.jsonl,\n" +
+			"summary.json. --transport mem runs all ranks as goroutines of one process.",
+		Flags: slices.Concat([]cli.Flag{
+			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
+			&cli.StringFlag{Name: "sync", Value: "ssgd", Usage: "strategy: " + strings.Join(trainer.Strategies(), ", ")},
+			&cli.StringFlag{Name: "collective", Value: "ring", Usage: "allreduce algorithm: " + strings.Join(collective.Algorithms(), ", ")},
+			&cli.StringFlag{Name: "model", Value: "mlp", Usage: "mlp or cnn"},
+			&cli.IntFlag{Name: "batch", Value: 64, Usage: "per-rank mini-batch size"},
+			&cli.Float64Flag{Name: "lr", Usage: "learning rate (default 0.05 for mean gradients, 0.05/batch for sum)"},
+			&cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "workers' SGD momentum (asgd's server rule is plain SGD)"},
+			&cli.Float64Flag{Name: "weight-decay", Usage: "workers' SGD weight decay"},
+			&cli.StringFlag{Name: "grad-reduction", Value: "mean", Usage: "a rank's gradient over its batch: mean or sum (ESync's convention)"},
+			&cli.StringFlag{Name: "shard", Value: "iid", Usage: "training-set split: iid, by-class, by-class-shuffled"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the model initialisation and batch order"},
+			&cli.Float64Flag{Name: "target-acc", Usage: "stop when rank 0's evaluation reaches this test accuracy"},
+			&cli.Float64Flag{Name: "epochs", Usage: "stop after this many epochs over the whole training set"},
+			&cli.DurationFlag{Name: "max-time", Usage: "stop after this much training time"},
+			&cli.IntFlag{Name: "max-rounds", Usage: "stop after this many rounds"},
+			&cli.StringFlag{Name: "eval-every", Value: "20", Usage: "evaluate every N rounds (20) or every duration (5s)"},
+			&cli.StringFlag{Name: "slowdown", Usage: "per-rank slowdown factors, e.g. 1,1,2,4"},
+			&cli.StringFlag{Name: "step-sleep", Usage: "per-rank sleep per step in ms, e.g. 0,0,10,20"},
+			&cli.IntFlag{Name: "ps-servers", Usage: "asgd: ranks 0..N-1 host parameter-server shards (0 = rank 0)"},
+			&cli.StringFlag{Name: "out", Usage: "run directory (default runs/SYNC-COLLECTIVE-TIME)"},
+			&cli.StringFlag{Name: "data", Usage: "Fashion-MNIST directory (default: $HETSYNC_DATA, the Debian package, the cache, download)"},
+			&cli.IntFlag{Name: "threads", Usage: "kernel threads per rank (0 = cores / ranks on this host)"},
+			&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
+			&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto, stream, tcp or unix"},
+			&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
+			&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
+		}, esyncFlags(), syncSwitchFlags(), psFlags(), jobFlags(true)),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("train: unexpected arguments %q", c.Args().Slice())
+			}
+			o, err := trainOptionsFrom(c)
+			if err != nil {
+				return usageError{err}
+			}
+			if o.Transport == "mem" {
+				return trainMem(c.Context, o, c.App.Writer)
+			}
+			env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
+			if err != nil {
+				return fmt.Errorf("train: reading the rank environment: %w", err)
+			}
+			if under {
+				if o.NP != 0 && o.NP != env.Size {
+					return usagef("--np %d but the launcher started %d ranks", o.NP, env.Size)
+				}
+				if err := o.Config.Validate(env.Size); err != nil {
+					return usageError{err}
+				}
+				return trainRank(c.Context, o, env, c.App.Writer, c.App.ErrWriter)
+			}
+			if o.NP == 0 {
+				return usagef("--np: required when train is not started by a launcher")
+			}
+			return trainLaunchJob(c, o)
+		},
+	}
+}
+
+// trainRank runs this process as one rank of a launched job over libp2p.
+func trainRank(ctx context.Context, o trainOptions, env launcher.RankEnv, out, errOut io.Writer) error {
+	ep, err := p2p.Join(ctx, p2p.Config{
+		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous,
+		Secret: env.Secret, Security: o.Security, DataPath: o.DataPath, JoinTimeout: o.JoinTimeout,
+		Host: env.Host, Hostname: env.Hostname,
+	})
+	if err != nil {
+		return fmt.Errorf("rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
+	}
+	ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: env.LocalSize}
+	if env.Rank == 0 {
+		ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(env.Size), out, errOut
+	}
+	_, err = trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts)
+	if cerr := ep.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("rank %d: closing the endpoint: %w", env.Rank, cerr)
+	}
+	return err
+}
+
+// trainMem runs every rank as a goroutine over the in-process transport.
+func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	eps := transport.NewMemJob(o.NP)
+	errs := make([]error, o.NP)
+	var wg sync.WaitGroup
+	for r, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP}
+			if r == 0 {
+				ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
+			}
+			if _, errs[r] = trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts); errs[r] != nil {
+				cancel(errs[r])
+			}
+			_ = ep.Close()
+		}()
+	}
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return errors.Join(errs...)
+}
+
+// trainLaunchJob starts --np ranks of this same command line through the launcher; rank 0's
+// progress and summary pass through unprefixed. The run directory is fixed here so that it
+// does not depend on when rank 0 starts.
+func trainLaunchJob(c *cli.Context, o trainOptions) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("train: finding this executable to launch the ranks: %w", err)
+	}
+	args, _ := c.App.Metadata["args"].([]string)
+	if len(args) < 2 {
+		return errors.New("train: the original command line is not known; use hetsync launch")
+	}
+	cmd := append([]string{exe}, args[1:]...)
+	if o.Out == "" {
+		cmd = append(cmd, "--out", o.outDir())
+	}
+	job := &launcher.Job{
+		NP: o.NP, Command: cmd, Env: os.Environ(),
+		Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter, UnprefixedRank0: true,
+	}
+	return runJob(c, job)
+}

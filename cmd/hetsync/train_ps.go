@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/trainer"
+)
+
+// envHeteroTFast carries the measured fast step time from `hetsync train` to the ranks it
+// launches, so that every rank uses the same t_fast (the ranks re-read the command line).
+const envHeteroTFast = "HETSYNC_HETERO_TFAST"
+
+// psFlags are the flags of the parameter-server strategies (trainer.PSSyncConfig) and of
+// WBSP's heterogeneity profiles.
+func psFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "wbsp-apply", Value: "buffered", Usage: "wbsp, wbsp-opt: buffered (the paper: publish ΣΔ/N on the slowest worker's upload) or immediate (the code: apply each Δ/N at once)"},
+		&cli.IntFlag{Name: "wbsp-slow-rank", Value: -1, Usage: "wbsp, wbsp-opt: the rank whose upload triggers the global update (-1: detect the slowest from upload intervals)"},
+		&cli.StringFlag{Name: "dcasgd-variant", Value: "paper", Usage: "dcasgd: paper (per-worker backups) or mxnet (one shared previous weight, ESync's baseline)"},
+		&cli.Float64Flag{Name: "dcasgd-lambda", Value: trainer.DefaultDCASGDLambda, Usage: "dcasgd: λ of the delay compensation"},
+		&cli.IntFlag{Name: "staleness", Value: trainer.DefaultStaleness, Usage: "ssp: staleness bound s (0 is BSP)"},
+		&cli.StringFlag{Name: "ssp-pull", Value: "every", Usage: "ssp: every (pull each step, block while more than s ahead) or lazy (the ADSP code: pull only when ≥ s ahead)"},
+		&cli.StringFlag{Name: "hetero-profile", Usage: "WBSP heterogeneity h1, h2 or h3: odd ranks sleep 5, 10 or 15× t_fast per step (sets --step-sleep)"},
+		&cli.DurationFlag{Name: "hetero-tfast", EnvVars: []string{envHeteroTFast}, Usage: "t_fast of --hetero-profile (default: measured once on this machine: the median forward/backward time of --model at --batch)"},
+	}
+}
+
+// applyPSFlags copies the parameter-server flags into cfg and, with --hetero-profile, fills
+// cfg.StepSleep (measuring t_fast when --hetero-tfast is not given).
+func applyPSFlags(c *cli.Context, cfg *trainer.Config) error {
+	p := &cfg.PSSync
+	p.WBSPApply = c.String("wbsp-apply")
+	if r := c.Int("wbsp-slow-rank"); r >= 0 {
+		p.WBSPSlowRank = &r
+	}
+	p.DCASGDVariant = c.String("dcasgd-variant")
+	p.DCASGDLambda = c.Float64("dcasgd-lambda")
+	if p.DCASGDLambda == 0 {
+		return fmt.Errorf("--dcasgd-lambda 0: use --sync asgd for no delay compensation")
+	}
+	s := c.Int("staleness")
+	p.Staleness = &s
+	p.SSPPull = c.String("ssp-pull")
+
+	profile := c.String("hetero-profile")
+	if profile == "" {
+		return nil
+	}
+	if len(cfg.StepSleep) > 0 {
+		return fmt.Errorf("--hetero-profile %s sets the per-step sleeps: do not give --step-sleep too", profile)
+	}
+	size := c.Int("np")
+	if size == 0 {
+		env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
+		if err != nil || !under {
+			return fmt.Errorf("--hetero-profile needs --np (or a launcher's world size)")
+		}
+		size = env.Size
+	}
+	tFast := c.Duration("hetero-tfast")
+	if tFast == 0 {
+		model, batch := cfg.Model, cfg.Batch
+		if model == "" {
+			model = "mlp"
+		}
+		if batch <= 0 {
+			batch = 64
+		}
+		threads := c.Int("threads")
+		if threads <= 0 {
+			threads = max(1, runtime.NumCPU()/size)
+		}
+		var err error
+		if tFast, err = trainer.MeasureStepTime(model, batch, cfg.Seed, threads, 20); err != nil {
+			return fmt.Errorf("--hetero-profile: %w", err)
+		}
+		// The ranks this process launches inherit the environment: they use this t_fast.
+		if err := os.Setenv(envHeteroTFast, tFast.String()); err != nil {
+			return fmt.Errorf("--hetero-profile: passing t_fast to the ranks: %w", err)
+		}
+		fmt.Fprintf(c.App.ErrWriter, "hetero-profile %s: measured t_fast = %v (%s, batch %d, %d threads)\n", profile, tFast, model, batch, threads)
+	}
+	var err error
+	cfg.StepSleep, err = trainer.HeteroProfileSleep(profile, size, tFast)
+	return err
+}

@@ -1,0 +1,255 @@
+package trainer
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hetsync/hetsync/trainer/data"
+)
+
+// Config is one training run as every rank sees it. The same Config (with the same Seed) must
+// reach every rank: strategies rely on all ranks agreeing on it.
+type Config struct {
+	// Strategy is the synchronization strategy's registered name (see Strategies).
+	Strategy string `json:"strategy"`
+	// Collective is the allreduce algorithm for synchronous strategies (collective.Algorithms).
+	Collective string `json:"collective"`
+	// Model is the network: "mlp" or "cnn".
+	Model string `json:"model"`
+	// Batch is the per-rank mini-batch size.
+	Batch int `json:"batch"`
+	// LR is the learning rate applied to the gradient as GradReduction defines it.
+	LR float64 `json:"lr"`
+	// Momentum and WeightDecay configure the workers' SGD (PyTorch semantics). The
+	// asynchronous server rule of asgd is plain SGD: it ignores both.
+	Momentum    float64 `json:"momentum"`
+	WeightDecay float64 `json:"weight_decay"`
+	// GradReduction says how a rank's gradient reduces its batch: "mean" (the gradient of the
+	// mean loss) or "sum" (the gradient of the summed loss, ESync's convention: lr 5e-4 with
+	// sum equals lr 0.032 with mean at batch 64). Across ranks, synchronous strategies always
+	// average.
+	GradReduction string `json:"grad_reduction"`
+	// Shard is how the training set is split over ranks: "iid", "by-class" or
+	// "by-class-shuffled" (trainer/data).
+	Shard string `json:"shard"`
+	// Seed makes the run reproducible: model initialisation and batch order derive from it.
+	Seed uint64 `json:"seed"`
+
+	// Stop conditions, decided by rank 0 and agreed by all ranks (see Run). Zero disables one.
+	TargetAcc float64       `json:"target_acc,omitempty"`
+	Epochs    float64       `json:"epochs,omitempty"`
+	MaxTime   time.Duration `json:"max_time,omitempty"`
+	MaxRounds int           `json:"max_rounds,omitempty"`
+
+	// Eval is how often rank 0 evaluates a snapshot on the test set.
+	Eval EvalEvery `json:"eval_every"`
+
+	// Slowdown[i] is rank i's slowdown factor f_i ≥ 1: after each local step it sleeps
+	// (f_i−1)× the step's compute time. StepSleep[i] is a fixed sleep per step. Both count as
+	// compute time. Empty means no injection; otherwise one entry per rank.
+	Slowdown  []float64       `json:"slowdown,omitempty"`
+	StepSleep []time.Duration `json:"step_sleep,omitempty"`
+
+	// PSServers is the number of ranks hosting parameter-server shards for asynchronous
+	// strategies: ranks 0..PSServers-1. 0 means 1 (rank 0 alone).
+	PSServers int `json:"ps_servers,omitempty"`
+
+	// ESync, SyncSwitch and Stragglers are set in esync.go, syncswitch.go and straggler.go.
+	ESync      ESyncConfig      `json:"esync,omitempty"`
+	SyncSwitch SyncSwitchConfig `json:"sync_switch,omitempty"`
+	Stragglers StragglerConfig  `json:"stragglers,omitempty"`
+
+	// PSSync configures wbsp, wbsp-opt, dcasgd and ssp (wbsp_config.go).
+	PSSync PSSyncConfig `json:"ps_sync,omitempty"`
+}
+
+// Defaults fills the zero fields with the defaults of `hetsync train`. With no stop condition
+// other than TargetAcc, it bounds the run to 3 epochs.
+func (c *Config) Defaults() {
+	if c.Strategy == "" {
+		c.Strategy = "ssgd"
+	}
+	if c.Collective == "" {
+		c.Collective = "auto"
+	}
+	if c.Model == "" {
+		c.Model = "mlp"
+	}
+	if c.Batch == 0 {
+		c.Batch = 64
+	}
+	if c.GradReduction == "" {
+		c.GradReduction = "mean"
+	}
+	if c.LR == 0 {
+		c.LR = DefaultLR(c.GradReduction, c.Batch)
+	}
+	if c.Shard == "" {
+		c.Shard = "iid"
+	}
+	if c.Epochs == 0 && c.MaxTime == 0 && c.MaxRounds == 0 {
+		c.Epochs = 3
+	}
+	if c.Eval.Rounds == 0 && c.Eval.Interval == 0 {
+		c.Eval.Rounds = 20
+	}
+	c.defaultsESyncSwitch()
+	c.PSSyncDefaults()
+}
+
+// DefaultLR is the default learning rate: 0.05 for mean-reduced gradients, the same step for
+// summed ones (0.05/batch).
+func DefaultLR(gradReduction string, batch int) float64 {
+	if gradReduction == "sum" && batch > 0 {
+		return 0.05 / float64(batch)
+	}
+	return 0.05
+}
+
+// Validate checks c for a job of size ranks.
+func (c *Config) Validate(size int) error {
+	if size < 1 {
+		return fmt.Errorf("trainer: job size must be ≥ 1, got %d", size)
+	}
+	if _, err := lookupStrategy(c.Strategy); err != nil {
+		return err
+	}
+	switch {
+	case c.Model == "":
+		return fmt.Errorf("trainer: --model is empty (want mlp or cnn)")
+	case c.Batch < 1:
+		return fmt.Errorf("trainer: --batch must be ≥ 1, got %d", c.Batch)
+	case !(c.LR > 0) || math.IsInf(c.LR, 0):
+		return fmt.Errorf("trainer: --lr must be a positive number, got %v", c.LR)
+	case c.Momentum < 0 || c.Momentum >= 1 || math.IsNaN(c.Momentum):
+		return fmt.Errorf("trainer: --momentum must be in [0, 1), got %v", c.Momentum)
+	case c.WeightDecay < 0 || math.IsNaN(c.WeightDecay) || math.IsInf(c.WeightDecay, 0):
+		return fmt.Errorf("trainer: --weight-decay must be ≥ 0, got %v", c.WeightDecay)
+	case c.GradReduction != "mean" && c.GradReduction != "sum":
+		return fmt.Errorf("trainer: --grad-reduction must be mean or sum, got %q", c.GradReduction)
+	case c.TargetAcc < 0 || c.TargetAcc > 1 || math.IsNaN(c.TargetAcc):
+		return fmt.Errorf("trainer: --target-acc must be in [0, 1], got %v", c.TargetAcc)
+	case c.Epochs < 0 || math.IsNaN(c.Epochs) || math.IsInf(c.Epochs, 0):
+		return fmt.Errorf("trainer: --epochs must be ≥ 0, got %v", c.Epochs)
+	case c.MaxTime < 0:
+		return fmt.Errorf("trainer: --max-time must be ≥ 0, got %v", c.MaxTime)
+	case c.MaxRounds < 0:
+		return fmt.Errorf("trainer: --max-rounds must be ≥ 0, got %d", c.MaxRounds)
+	case c.Epochs == 0 && c.MaxTime == 0 && c.MaxRounds == 0:
+		return fmt.Errorf("trainer: no bound on the run: give --epochs, --max-time or --max-rounds")
+	case c.PSServers < 0 || c.PSServers > size:
+		return fmt.Errorf("trainer: --ps-servers must be in [0, %d] for %d ranks, got %d", size, size, c.PSServers)
+	}
+	if _, err := data.ParseSplit(c.Shard); err != nil {
+		return fmt.Errorf("trainer: --shard: %w", err)
+	}
+	if err := c.validateESyncSwitch(size); err != nil {
+		return err
+	}
+	if err := c.validatePSSync(size); err != nil {
+		return err
+	}
+	if err := c.Eval.Validate(); err != nil {
+		return err
+	}
+	if len(c.Slowdown) != 0 && len(c.Slowdown) != size {
+		return fmt.Errorf("trainer: --slowdown has %d factors for %d ranks (give one per rank)", len(c.Slowdown), size)
+	}
+	for i, f := range c.Slowdown {
+		if !(f >= 1) || math.IsInf(f, 0) {
+			return fmt.Errorf("trainer: --slowdown factor of rank %d must be a finite number ≥ 1, got %v", i, f)
+		}
+	}
+	if len(c.StepSleep) != 0 && len(c.StepSleep) != size {
+		return fmt.Errorf("trainer: --step-sleep has %d entries for %d ranks (give one per rank)", len(c.StepSleep), size)
+	}
+	for i, d := range c.StepSleep {
+		if d < 0 {
+			return fmt.Errorf("trainer: --step-sleep of rank %d must be ≥ 0, got %v", i, d)
+		}
+	}
+	return nil
+}
+
+// EvalEvery is an evaluation period: every Rounds rounds or every Interval of wall time.
+// Exactly one is set.
+type EvalEvery struct {
+	Rounds   int           `json:"rounds,omitempty"`
+	Interval time.Duration `json:"interval,omitempty"`
+}
+
+// ParseEvalEvery reads "20" (rounds) or "5s" (a Go duration).
+func ParseEvalEvery(s string) (EvalEvery, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.Atoi(s); err == nil {
+		e := EvalEvery{Rounds: n}
+		return e, e.Validate()
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return EvalEvery{}, fmt.Errorf("trainer: --eval-every %q is neither a round count (20) nor a duration (5s)", s)
+	}
+	e := EvalEvery{Interval: d}
+	return e, e.Validate()
+}
+
+// Validate checks that exactly one period is set and positive.
+func (e EvalEvery) Validate() error {
+	switch {
+	case e.Rounds < 0 || e.Interval < 0:
+		return fmt.Errorf("trainer: --eval-every must be positive, got %v", e)
+	case (e.Rounds == 0) == (e.Interval == 0):
+		return fmt.Errorf("trainer: --eval-every needs exactly one of a round count or a duration, got %v", e)
+	}
+	return nil
+}
+
+func (e EvalEvery) String() string {
+	if e.Interval > 0 {
+		return e.Interval.String()
+	}
+	return strconv.Itoa(e.Rounds)
+}
+
+// ParseFloatList reads a comma-separated list of numbers ("1,1,2,4").
+func ParseFloatList(flag, s string) ([]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]float64, len(parts))
+	for i, p := range parts {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil {
+			return nil, fmt.Errorf("trainer: --%s entry %d (%q) is not a number", flag, i, p)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// ParseMillisList reads a comma-separated list of milliseconds ("0,0,10,20") or durations
+// ("0,0,10ms,1.5s").
+func ParseMillisList(flag, s string) ([]time.Duration, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if v, err := strconv.ParseFloat(p, 64); err == nil {
+			out[i] = time.Duration(v * float64(time.Millisecond))
+			continue
+		}
+		d, err := time.ParseDuration(p)
+		if err != nil {
+			return nil, fmt.Errorf("trainer: --%s entry %d (%q) is neither milliseconds nor a duration", flag, i, p)
+		}
+		out[i] = d
+	}
+	return out, nil
+}

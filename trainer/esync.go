@@ -1,0 +1,245 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hetsync/hetsync/collective"
+)
+
+// ESyncConfig holds ESync's settings (algorithms.md §6).
+type ESyncConfig struct {
+	// LocalLR is η, the learning rate of the local SGD steps (weight decay as
+	// Config.WeightDecay). 0 means Config.LR.
+	LocalLR float64 `json:"local_lr,omitempty"`
+	// LocalMomentum is the momentum of the local steps. 0 (the default) is the paper's plain
+	// SGD; with momentum each rank keeps its own velocity across rounds (only the parameters
+	// are synchronized), the variant the paper mentions.
+	LocalMomentum float64 `json:"local_momentum,omitempty"`
+	// GlobalLR is γ in w_{t+1} = w_t + γ·ΣΔ/N. 0 means 1.
+	GlobalLR float64 `json:"global_lr,omitempty"`
+	// Epsilon is the state service's fixed ε (the original hard-codes 0.5 s). 0 selects
+	// EpsilonFactor × the median of the ranks' last step times.
+	Epsilon time.Duration `json:"epsilon,omitempty"`
+	// EpsilonFactor scales the median step time when Epsilon is 0. 0 means 0.1.
+	EpsilonFactor float64 `json:"epsilon_factor,omitempty"`
+}
+
+// DefaultESyncEpsilonFactor is ε / median step time when no fixed ε is given
+// (algorithms.md §13.3: a fixed 0.5 s would stop every millisecond-scale fast rank early).
+const DefaultESyncEpsilonFactor = 0.1
+
+// ESyncDefaults fills c.ESync's zero fields; Config.Defaults calls it after LR is set.
+func (c *Config) ESyncDefaults() {
+	e := &c.ESync
+	if e.LocalLR == 0 {
+		e.LocalLR = c.LR
+	}
+	if e.GlobalLR == 0 {
+		e.GlobalLR = 1
+	}
+	if e.Epsilon == 0 && e.EpsilonFactor == 0 {
+		e.EpsilonFactor = DefaultESyncEpsilonFactor
+	}
+}
+
+// Validate checks the ESync settings (zero fields are defaults still to be filled).
+func (e ESyncConfig) Validate() error {
+	switch {
+	case e.LocalLR < 0 || math.IsNaN(e.LocalLR) || math.IsInf(e.LocalLR, 0):
+		return fmt.Errorf("trainer: --local-lr must be a positive number, got %v", e.LocalLR)
+	case e.LocalMomentum < 0 || e.LocalMomentum >= 1 || math.IsNaN(e.LocalMomentum):
+		return fmt.Errorf("trainer: --local-momentum must be in [0, 1), got %v", e.LocalMomentum)
+	case e.GlobalLR < 0 || math.IsNaN(e.GlobalLR) || math.IsInf(e.GlobalLR, 0):
+		return fmt.Errorf("trainer: --global-lr must be a positive number, got %v", e.GlobalLR)
+	case e.Epsilon < 0:
+		return fmt.Errorf("trainer: --esync-epsilon must be ≥ 0, got %v", e.Epsilon)
+	case e.EpsilonFactor < 0 || math.IsNaN(e.EpsilonFactor) || math.IsInf(e.EpsilonFactor, 0):
+		return fmt.Errorf("trainer: --esync-epsilon factor must be a finite number ≥ 0, got %v", e.EpsilonFactor)
+	}
+	return nil
+}
+
+// ParseESyncEpsilon reads --esync-epsilon: "auto" (0.1× the median step time), "0.25x" (that
+// multiple of the median step time) or a duration ("0.5s", the original's value).
+func ParseESyncEpsilon(s string) (fixed time.Duration, factor float64, err error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "" || s == "auto":
+		return 0, DefaultESyncEpsilonFactor, nil
+	case strings.HasSuffix(s, "x"):
+		f, err := strconv.ParseFloat(strings.TrimSuffix(s, "x"), 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			return 0, 0, fmt.Errorf("trainer: --esync-epsilon %q: a factor of the median step time must be a positive number followed by x (0.1x)", s)
+		}
+		return 0, f, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, 0, fmt.Errorf("trainer: --esync-epsilon %q is neither auto, a factor (0.1x) nor a positive duration (0.5s)", s)
+	}
+	return d, 0, nil
+}
+
+// esync is ESync (algorithms.md §6.1): each round every rank takes local SGD steps (rate η)
+// from the global model w_t until the state service answers READY, then the model deltas
+// Δ_i = w_local − w_t are summed with the chosen --collective and every rank sets
+// w_{t+1} = w_t + γ·ΣΔ/N. Every rank weighs 1/N whatever its number of steps. No batch is
+// discarded on the READY query (the original's code artefact, §13.2): n_i steps use n_i
+// batches.
+//
+// The allreduced vector is Δ followed by five extras: rank 0's stop vote, the rank's mean
+// training loss, its correct count, its sample count and its local steps, so one collective
+// carries the update, the agreed stop and the global progress. Since w_t and ΣΔ are identical
+// on every rank, so is w_{t+1}, bitwise.
+type esync struct {
+	cfg     ESyncConfig
+	svc     *esyncService
+	opt     SGD
+	pre     []float32 // w_t
+	buf     []float32
+	round   int           // t, from 1 as in the original
+	lastC   time.Duration // duration of this rank's last local step
+	rounds  int
+	samples int64
+	clean   bool
+}
+
+const esyncExtra = 5 // stop vote, loss, correct, samples, local steps
+
+func newESync(cfg *Config) (Strategy, error) {
+	e := cfg.ESync
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	if e.LocalLR == 0 {
+		e.LocalLR = cfg.LR
+	}
+	if e.GlobalLR == 0 {
+		e.GlobalLR = 1
+	}
+	if e.Epsilon == 0 && e.EpsilonFactor == 0 {
+		e.EpsilonFactor = DefaultESyncEpsilonFactor
+	}
+	return &esync{cfg: e}, nil
+}
+
+func (s *esync) Name() string { return "esync" }
+
+func (s *esync) Start(ctx context.Context, w *Worker) error {
+	if w.Comm == nil {
+		return fmt.Errorf("trainer: rank %d: esync needs a communicator", w.Rank)
+	}
+	n := len(w.Params)
+	s.pre = append(make([]float32, 0, n), w.Params...)
+	s.buf = make([]float32, n+esyncExtra)
+	s.opt = SGD{LR: float32(s.cfg.LocalLR), Momentum: float32(s.cfg.LocalMomentum), WeightDecay: float32(w.Cfg.WeightDecay)}
+	s.round = 1
+	applyComputeStragglers(w)
+	s.svc = startESyncService(ctx, w.Endpoint, s.cfg.Epsilon, s.cfg.EpsilonFactor)
+	return nil
+}
+
+func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	var (
+		st      RoundStats
+		lossSum float64
+		query   time.Duration
+	)
+	k := 0
+	for {
+		q0 := w.Now()
+		ready, err := s.svc.Query(ctx, s.round, k, s.lastC)
+		query += w.Now().Sub(q0)
+		if err != nil {
+			return RoundStats{}, err
+		}
+		if ready {
+			break
+		}
+		t0 := w.Now()
+		ls, err := w.LocalStep(ctx)
+		if err != nil {
+			return RoundStats{}, err
+		}
+		s.opt.Step(w.Params, w.Grads, 1)
+		if err := w.Load(); err != nil {
+			return RoundStats{}, err
+		}
+		s.lastC = w.Now().Sub(t0)
+		k++
+		lossSum += ls.Loss
+		st.Correct += ls.Correct
+		st.Samples += ls.Samples
+		st.Compute += s.lastC
+	}
+	st.LocalSteps = k
+	st.Loss = lossSum / float64(k)
+
+	n := len(w.Params)
+	for i, p := range w.Params {
+		s.buf[i] = p - s.pre[i]
+	}
+	s.buf[n] = 0
+	if stopVote {
+		s.buf[n] = 1
+	}
+	s.buf[n+1] = float32(st.Loss)
+	s.buf[n+2] = float32(st.Correct)
+	s.buf[n+3] = float32(st.Samples)
+	s.buf[n+4] = float32(k)
+
+	t0 := w.Now()
+	if err := w.Comm.Barrier(ctx); err != nil {
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: barrier: %w", w.Rank, s.round, err)
+	}
+	t1 := w.Now()
+	if err := w.Comm.AllReduce(ctx, collective.F32(s.buf), collective.Sum); err != nil {
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.round, err)
+	}
+	esyncUpdate(s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
+	copy(w.Params, s.pre)
+	if err := w.Load(); err != nil {
+		return RoundStats{}, err
+	}
+	s.round++
+	if err := s.svc.Reset(ctx, s.round); err != nil {
+		return RoundStats{}, err
+	}
+	t2 := w.Now()
+	s.rounds++
+	s.samples += int64(s.buf[n+3] + 0.5)
+	st.GlobalLoss = float64(s.buf[n+1]) / float64(w.Size)
+	st.GlobalSamples = s.samples
+	st.GlobalRounds = s.rounds
+	st.Wait = t1.Sub(t0)
+	st.Comm = t2.Sub(t1) + query
+	st.Stop = s.buf[n] > 0.5
+	s.clean = st.Stop
+	return st, nil
+}
+
+// esyncUpdate is the global update w ← w + γ·S/N in place, with S the summed deltas.
+func esyncUpdate(w, sum []float32, gamma float64, size int) {
+	a := float32(gamma / float64(size))
+	sum = sum[:len(w)]
+	for i := range w {
+		w[i] += a * sum[i]
+	}
+}
+
+func (s *esync) Finish(ctx context.Context, w *Worker) error {
+	if s.svc == nil {
+		return nil
+	}
+	if !s.clean && w.Rank == 0 {
+		// A failed run: the peers may never say bye; do not wait for them.
+		s.svc.cancel()
+		return nil
+	}
+	return s.svc.Close(ctx)
+}

@@ -1,0 +1,192 @@
+package trainer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hetsync/hetsync/transport"
+)
+
+// esyncService is ESync's state service over the job's own transport (transport.ChanState).
+// Rank 0 hosts the state machine (esyncState); it answers the other ranks from one goroutine
+// per peer, and its own queries go straight to the state machine under the same lock.
+//
+// One clock: te and now are rank 0's monotonic clock (time since the service started). A
+// remote query leaves right after the step it reports, so rank 0 stamps te at receipt: te lags
+// the true end of the step by the one-way latency, which is also what the original's HTTP
+// timings saw, and no wall clocks of different hosts are ever compared (§6.2). Workers send
+// only durations (c).
+//
+// Wire protocol (all frames on ChanState): a request's Header.Op is esyncMagic|op, Seq the
+// round, Segment k; a query's payload is c in nanoseconds (8 bytes), a reset's and a bye's is
+// empty. A reply's Op is esyncMagic|esyncReply (|esyncReady), echoing Seq and Segment. Each
+// rank has at most one query in flight, so replies need no matching beyond the echo check.
+type esyncService struct {
+	ep    transport.Endpoint
+	rank  int
+	start time.Time
+
+	// rank 0
+	mu      sync.Mutex
+	sm      *esyncState
+	servers sync.WaitGroup
+	cancel  context.CancelFunc
+	errMu   sync.Mutex
+	err     error
+
+	// other ranks
+	req, rep [8]byte
+}
+
+const (
+	esyncMagic uint32 = 0x45530000 // "ES"
+	esyncQuery uint32 = 1
+	esyncReset uint32 = 2
+	esyncBye   uint32 = 3
+	esyncReply uint32 = 1 << 8
+	esyncReady uint32 = 1 << 9
+	esyncOpMsk uint32 = 0xff
+)
+
+// startESyncService starts the service on this rank; every rank calls it.
+func startESyncService(ctx context.Context, ep transport.Endpoint, epsilon time.Duration, epsFactor float64) *esyncService {
+	s := &esyncService{ep: ep, rank: ep.Rank(), start: time.Now()}
+	if s.rank != 0 {
+		return s
+	}
+	s.sm = newESyncState(ep.Size(), epsilon, epsFactor)
+	sctx, cancel := context.WithCancel(ctx)
+	s.cancel = cancel
+	for peer := 1; peer < ep.Size(); peer++ {
+		s.servers.Add(1)
+		go func() {
+			defer s.servers.Done()
+			if err := s.serve(sctx, peer); err != nil {
+				s.fail(err)
+			}
+		}()
+	}
+	return s
+}
+
+func (s *esyncService) now() time.Duration { return time.Since(s.start) }
+
+func (s *esyncService) fail(err error) {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+func (s *esyncService) failed() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+// serve answers one peer until it says bye.
+func (s *esyncService) serve(ctx context.Context, peer int) error {
+	var buf [8]byte
+	for {
+		h, n, err := s.ep.RecvAny(ctx, peer, transport.ChanState, buf[:])
+		if err != nil {
+			return fmt.Errorf("trainer: rank 0: esync state service: receiving from rank %d: %w", peer, err)
+		}
+		if h.Op&^esyncOpMsk != esyncMagic {
+			return fmt.Errorf("trainer: rank 0: esync state service: rank %d sent a foreign frame (%v)", peer, h)
+		}
+		switch h.Op & esyncOpMsk {
+		case esyncQuery:
+			if n != 8 {
+				return fmt.Errorf("trainer: rank 0: esync state service: query from rank %d has %d bytes, want 8", peer, n)
+			}
+			c := time.Duration(binary.LittleEndian.Uint64(buf[:]))
+			s.mu.Lock()
+			now := s.now()
+			ready := s.sm.query(peer, int(h.Segment), c, now, now)
+			s.mu.Unlock()
+			rh := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncReply, Seq: h.Seq, Segment: h.Segment}
+			if ready {
+				rh.Op |= esyncReady
+			}
+			if err := s.ep.Send(ctx, peer, rh, nil); err != nil {
+				return fmt.Errorf("trainer: rank 0: esync state service: replying to rank %d: %w", peer, err)
+			}
+		case esyncReset:
+			s.mu.Lock()
+			s.sm.reset(peer, int(h.Seq), s.now())
+			s.mu.Unlock()
+		case esyncBye:
+			return nil
+		default:
+			return fmt.Errorf("trainer: rank 0: esync state service: rank %d sent unknown op %#x", peer, h.Op)
+		}
+	}
+}
+
+// Query asks whether this rank is READY for the global update of round, having taken k local
+// steps this round, the last of which took c.
+func (s *esyncService) Query(ctx context.Context, round, k int, c time.Duration) (bool, error) {
+	if s.rank == 0 {
+		if err := s.failed(); err != nil {
+			return false, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := s.now()
+		return s.sm.query(0, k, c, now, now), nil
+	}
+	binary.LittleEndian.PutUint64(s.req[:], uint64(c))
+	h := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncQuery, Seq: uint64(round), Segment: uint32(k)}
+	if err := s.ep.Send(ctx, 0, h, s.req[:]); err != nil {
+		return false, fmt.Errorf("trainer: rank %d: esync query to rank 0 (round %d, k=%d): %w", s.rank, round, k, err)
+	}
+	rh, _, err := s.ep.RecvAny(ctx, 0, transport.ChanState, s.rep[:])
+	if err != nil {
+		return false, fmt.Errorf("trainer: rank %d: esync reply from rank 0 (round %d, k=%d): %w", s.rank, round, k, err)
+	}
+	if rh.Op&^(esyncReady|esyncOpMsk) != esyncMagic|esyncReply || rh.Seq != h.Seq || rh.Segment != h.Segment {
+		return false, fmt.Errorf("trainer: rank %d: esync reply from rank 0 does not answer round %d, k=%d (got %v)", s.rank, round, k, rh)
+	}
+	return rh.Op&esyncReady != 0, nil
+}
+
+// Reset tells the state service that this rank finished the global update and entered round.
+func (s *esyncService) Reset(ctx context.Context, round int) error {
+	if s.rank == 0 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.sm.reset(0, round, s.now())
+		return nil
+	}
+	h := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncReset, Seq: uint64(round)}
+	if err := s.ep.Send(ctx, 0, h, nil); err != nil {
+		return fmt.Errorf("trainer: rank %d: esync reset to rank 0 (round %d): %w", s.rank, round, err)
+	}
+	return nil
+}
+
+// Close ends the service: other ranks say bye; rank 0 waits until every peer has.
+func (s *esyncService) Close(ctx context.Context) error {
+	if s.rank != 0 {
+		h := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncBye}
+		if err := s.ep.Send(ctx, 0, h, nil); err != nil {
+			return fmt.Errorf("trainer: rank %d: esync bye to rank 0: %w", s.rank, err)
+		}
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { s.servers.Wait(); close(done) }()
+	defer s.cancel()
+	select {
+	case <-done:
+		return s.failed()
+	case <-ctx.Done():
+		return errors.Join(s.failed(), fmt.Errorf("trainer: rank 0: esync state service: waiting for the other ranks' bye: %w", ctx.Err()))
+	}
+}

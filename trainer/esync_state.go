@@ -1,0 +1,119 @@
+package trainer
+
+import (
+	"slices"
+	"time"
+)
+
+// esyncState is ESync's state server (paper Alg. 2, SimpleStateServer/server/views.py) as a
+// pure, deterministic state machine: no I/O, no clock. The caller passes every time in: te
+// and now are instants on ONE clock (the state service's, on rank 0), c is a duration. The
+// number of local steps n_i of a round is implicit: it is the number of NOT-READY answers a
+// rank gets before its first READY.
+//
+// The predicates are exactly those of the original:
+//
+//   - query(r, k, c, te): store k, c, te in r's record; if k == 0, NOT-READY (every rank
+//     takes at least one local step). The slowest rank s is the one with the largest last
+//     step time c (ties to the lowest rank). If s has not yet reset into the current round
+//     T, NOT-READY. rest = te_s + c_s − now predicts when s finishes its current step. READY
+//     (and r is flagged ready) when r == s, or s is already flagged ready, or c_r + ε > rest.
+//   - reset(r, T', te): if T' ≠ T (the first rank through this round's global update), T = T'
+//     and every record's k and ready flag are cleared; then r's round = T' and te = te.
+//
+// ε is either fixed (the original's 0.5 s) or, when epsilon is 0, epsFactor × the median of
+// the ranks' last step times (those that have reported one): 0.5 s is far longer than a
+// millisecond-scale step and would stop every fast rank early.
+type esyncState struct {
+	round     int           // T, the current global round (starts at 1)
+	epsilon   time.Duration // fixed ε; 0 selects epsFactor × median step time
+	epsFactor float64
+	recs      []esyncRecord
+	scratch   []time.Duration // median buffer, reused
+}
+
+// esyncRecord is one rank's record.
+type esyncRecord struct {
+	k     int           // local steps taken this round
+	c     time.Duration // duration of the last local step
+	te    time.Duration // end of the last local step or reset, on the service's clock
+	ready bool
+	round int // the last round this rank reset into
+}
+
+// newESyncState is init(num_workers, ε): T = 1 and every record cleared (round 1).
+func newESyncState(size int, epsilon time.Duration, epsFactor float64) *esyncState {
+	s := &esyncState{round: 1, epsilon: epsilon, epsFactor: epsFactor,
+		recs: make([]esyncRecord, size), scratch: make([]time.Duration, 0, size)}
+	for i := range s.recs {
+		s.recs[i].round = 1
+	}
+	return s
+}
+
+// slowest is argmax_j c_j with ties to the lowest rank.
+func (s *esyncState) slowest() int {
+	best := 0
+	for j := range s.recs {
+		if s.recs[j].c > s.recs[best].c {
+			best = j
+		}
+	}
+	return best
+}
+
+// eps is the ε in force: fixed, or epsFactor × the median of the reported step times.
+func (s *esyncState) eps() time.Duration {
+	if s.epsilon > 0 {
+		return s.epsilon
+	}
+	s.scratch = s.scratch[:0]
+	for _, r := range s.recs {
+		if r.c > 0 {
+			s.scratch = append(s.scratch, r.c)
+		}
+	}
+	if len(s.scratch) == 0 {
+		return 0
+	}
+	slices.Sort(s.scratch)
+	n := len(s.scratch)
+	med := s.scratch[n/2]
+	if n%2 == 0 {
+		med = (s.scratch[n/2-1] + s.scratch[n/2]) / 2
+	}
+	return time.Duration(s.epsFactor * float64(med))
+}
+
+// query is apply(r, k, c, te) at instant now; it reports READY.
+func (s *esyncState) query(r, k int, c, te, now time.Duration) bool {
+	rec := &s.recs[r]
+	rec.k, rec.c, rec.te = k, c, te
+	if k == 0 {
+		return false
+	}
+	sl := s.slowest()
+	srec := &s.recs[sl]
+	if srec.round != s.round {
+		return false
+	}
+	rest := srec.te + srec.c - now
+	if r == sl || srec.ready || c+s.eps() > rest {
+		rec.ready = true
+		return true
+	}
+	return false
+}
+
+// reset is reset(r, T', te).
+func (s *esyncState) reset(r, round int, te time.Duration) {
+	if round != s.round {
+		s.round = round
+		for i := range s.recs {
+			s.recs[i].k = 0
+			s.recs[i].ready = false
+		}
+	}
+	s.recs[r].round = round
+	s.recs[r].te = te
+}

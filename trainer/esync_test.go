@@ -1,0 +1,226 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/transport"
+)
+
+// capturedJob is an in-process job of the synthetic problem with every rank's model after
+// every round, its records and its strategy kept for inspection.
+type capturedJob struct {
+	params  [][][]float32 // rank → round → Params after the round
+	records [][]metrics.RoundRecord
+	strats  []Strategy
+	results []*Result
+}
+
+// runCapturedJob trains cfg on size in-process ranks; wrap, when set, decorates each endpoint.
+func runCapturedJob(t *testing.T, cfg Config, size int, wrap func(transport.Endpoint) transport.Endpoint) *capturedJob {
+	t.Helper()
+	cfg.Defaults()
+	if err := cfg.Validate(size); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	train := newSynthSet(1200, 1)
+	test := newSynthSet(600, 2)
+	eps := transport.NewMemJob(size)
+	out := &capturedJob{params: make([][][]float32, size), records: make([][]metrics.RoundRecord, size),
+		strats: make([]Strategy, size), results: make([]*Result, size)}
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r, ep := range eps {
+		if wrap != nil {
+			ep = wrap(ep)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer ep.Close()
+			errs[r] = func() error {
+				comm, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
+				if err != nil {
+					return err
+				}
+				w, err := NewWorker(&cfg, ep, comm, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
+				if err != nil {
+					return err
+				}
+				strat, err := NewStrategy(&cfg)
+				if err != nil {
+					return err
+				}
+				out.strats[r] = strat
+				opts := RunOptions{TrainSize: len(train.y), AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+					out.params[r] = append(out.params[r], append([]float32(nil), w.Params...))
+				}}
+				if r == 0 {
+					opts.Eval = synthEval(test)
+				}
+				res, err := Run(ctx, w, strat, opts)
+				if err != nil {
+					return err
+				}
+				out.records[r], out.results[r] = res.Records, res
+				return nil
+			}()
+			if errs[r] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return out
+}
+
+func globalLoss(rec metrics.RoundRecord) float64 {
+	for _, f := range rec.Extra {
+		if f.Key == "global_loss" {
+			return f.Value
+		}
+	}
+	return math.NaN()
+}
+
+// TestESyncReplicasIdenticalFastRanksStepMore runs ESync over each collective with one slow
+// rank: after every round all ranks hold bitwise the same model, the training loss falls, and
+// the fast ranks take more local steps than the slow one.
+func TestESyncReplicasIdenticalFastRanksStepMore(t *testing.T) {
+	for _, coll := range []string{"ring", "butterfly", "binary-blocks", "ps"} {
+		t.Run(coll, func(t *testing.T) {
+			const size, rounds = 3, 25
+			cfg := Config{Strategy: "esync", Collective: coll, Batch: 8, LR: 0.05, MaxRounds: rounds, Seed: 4,
+				Eval: EvalEvery{Rounds: 5}, StepSleep: []time.Duration{0, 0, 4 * time.Millisecond}}
+			out := runCapturedJob(t, cfg, size, nil)
+			for r := range size {
+				if len(out.params[r]) != rounds {
+					t.Fatalf("rank %d ran %d rounds, want %d", r, len(out.params[r]), rounds)
+				}
+			}
+			for round := range rounds {
+				for r := 1; r < size; r++ {
+					if paramsHash(out.params[r][round]) != paramsHash(out.params[0][round]) {
+						t.Fatalf("round %d: rank %d's model differs from rank 0's", round, r)
+					}
+				}
+			}
+			recs := out.records[0]
+			first, last := globalLoss(recs[0]), globalLoss(recs[len(recs)-1])
+			if !(last < 0.7*first) {
+				t.Errorf("global training loss did not fall: round 0 %.4f, last round %.4f", first, last)
+			}
+			steps := make([]int, size)
+			for r := range size {
+				for _, rec := range out.records[r] {
+					if rec.LocalSteps < 1 {
+						t.Fatalf("rank %d round %d took %d local steps, want ≥ 1", r, rec.Round, rec.LocalSteps)
+					}
+					steps[r] += rec.LocalSteps
+				}
+			}
+			t.Logf("local steps per rank over %d rounds: %v", rounds, steps)
+			if steps[0] <= steps[2] || steps[1] <= steps[2] {
+				t.Errorf("local steps per rank %v: the fast ranks 0 and 1 should step more than the slow rank 2", steps)
+			}
+			if acc := out.results[0].FinalAcc; acc < 0.85 {
+				t.Errorf("final accuracy %.3f, want ≥ 0.85", acc)
+			}
+		})
+	}
+}
+
+// TestESyncUpdateRule replays every rank's local steps from the recorded global models and
+// checks w_{t+1} = w_t + γ·ΣΔ/N, with Δ_i the change of n_i plain SGD steps at rate η from
+// w_t on rank i's next n_i batches.
+func TestESyncUpdateRule(t *testing.T) {
+	const size, rounds = 3, 12
+	const eta, gamma = 0.15, 0.8
+	cfg := Config{Strategy: "esync", Collective: "ring", Batch: 8, LR: 0.05, MaxRounds: rounds, Seed: 6,
+		Eval: EvalEvery{Rounds: 100}, StepSleep: []time.Duration{0, time.Millisecond, 3 * time.Millisecond},
+		ESync: ESyncConfig{LocalLR: eta, GlobalLR: gamma}}
+	out := runCapturedJob(t, cfg, size, nil)
+	train := newSynthSet(1200, 1)
+	models := make([]*synthModel, size)
+	batches := make([]*synthBatches, size)
+	for r := range size {
+		models[r] = newSynthModel(cfg.Seed)
+		batches[r] = &synthBatches{set: train.shard(r, size), batch: cfg.Batch}
+	}
+	wt := append([]float32(nil), newSynthModel(cfg.Seed).p...)
+	sum := make([]float64, len(wt))
+	multi := false
+	for round := range rounds {
+		clear(sum)
+		for r := range size {
+			m := models[r]
+			copy(m.p, wt)
+			n := out.records[r][round].LocalSteps
+			multi = multi || n > 1
+			for range n {
+				x, y, _ := batches[r].Next()
+				if _, _, err := m.ForwardBackward(x, y); err != nil {
+					t.Fatal(err)
+				}
+				for i := range m.p {
+					m.p[i] -= float32(eta) * m.g[i]
+				}
+			}
+			for i := range sum {
+				sum[i] += float64(m.p[i] - wt[i])
+			}
+		}
+		got := out.params[0][round]
+		for i := range wt {
+			want := float64(wt[i]) + gamma*sum[i]/size
+			if math.Abs(float64(got[i])-want) > 1e-5*(1+math.Abs(want)) {
+				t.Fatalf("round %d, param %d: got %v, want w_t + γ·ΣΔ/N = %v", round, i, got[i], want)
+			}
+		}
+		copy(wt, got)
+	}
+	if !multi {
+		t.Error("no rank took more than one local step: the replay did not exercise n_i > 1")
+	}
+}
+
+func TestParseESyncEpsilon(t *testing.T) {
+	tests := []struct {
+		in     string
+		fixed  time.Duration
+		factor float64
+		err    bool
+	}{
+		{"", 0, DefaultESyncEpsilonFactor, false},
+		{"auto", 0, DefaultESyncEpsilonFactor, false},
+		{"0.25x", 0, 0.25, false},
+		{"0.5s", 500 * time.Millisecond, 0, false},
+		{"-1s", 0, 0, true},
+		{"0x", 0, 0, true},
+		{"fast", 0, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%q", tc.in), func(t *testing.T) {
+			fixed, factor, err := ParseESyncEpsilon(tc.in)
+			if (err != nil) != tc.err {
+				t.Fatalf("err = %v, want error %v", err, tc.err)
+			}
+			if err == nil && (fixed != tc.fixed || factor != tc.factor) {
+				t.Fatalf("got (%v, %v), want (%v, %v)", fixed, factor, tc.fixed, tc.factor)
+			}
+		})
+	}
+}

@@ -1,0 +1,112 @@
+package trainer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/transport"
+)
+
+// gatherChunk bounds one control message, well under any transport's frame limit.
+const gatherChunk = 1 << 20
+
+// GatherRecords sends every rank's round records to rank 0 over the control channel, so the
+// launching host ends with one run directory. Rank 0 returns all records (its own first, then
+// rank 1's, ...); the other ranks return nil. Every rank must call it once, after Run.
+func GatherRecords(ctx context.Context, ep transport.Endpoint, mine []metrics.RoundRecord) ([]metrics.RoundRecord, error) {
+	rank, size := ep.Rank(), ep.Size()
+	h := transport.Header{Channel: transport.ChanControl, Op: ctrlMetrics}
+	if rank != 0 {
+		var data []byte
+		for i := range mine {
+			data = append(mine[i].AppendJSON(data), '\n')
+		}
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(data)))
+		if err := ep.Send(ctx, 0, h, n[:]); err != nil {
+			return nil, fmt.Errorf("trainer: rank %d: sending metrics to rank 0: %w", rank, err)
+		}
+		for seg := uint32(1); len(data) > 0; seg++ {
+			c := min(len(data), gatherChunk)
+			h.Segment = seg
+			if err := ep.Send(ctx, 0, h, data[:c]); err != nil {
+				return nil, fmt.Errorf("trainer: rank %d: sending metrics to rank 0: %w", rank, err)
+			}
+			data = data[c:]
+		}
+		return nil, nil
+	}
+	all := append([]metrics.RoundRecord(nil), mine...)
+	for r := 1; r < size; r++ {
+		var n [8]byte
+		h.Segment = 0
+		if _, err := ep.Recv(ctx, r, h, n[:]); err != nil {
+			return nil, fmt.Errorf("trainer: rank 0: receiving metrics of rank %d: %w", r, err)
+		}
+		total := binary.LittleEndian.Uint64(n[:])
+		if total > 1<<34 {
+			return nil, fmt.Errorf("trainer: rank 0: rank %d announces %d bytes of metrics", r, total)
+		}
+		data := make([]byte, total)
+		for off, seg := 0, uint32(1); off < len(data); seg++ {
+			h.Segment = seg
+			k, err := ep.Recv(ctx, r, h, data[off:min(len(data), off+gatherChunk)])
+			if err != nil {
+				return nil, fmt.Errorf("trainer: rank 0: receiving metrics of rank %d: %w", r, err)
+			}
+			if k == 0 {
+				return nil, fmt.Errorf("trainer: rank 0: empty metrics chunk from rank %d", r)
+			}
+			off += k
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var rec metrics.RoundRecord
+			if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+				return nil, fmt.Errorf("trainer: rank 0: bad metrics line from rank %d: %w", r, err)
+			}
+			if rec.Rank != r {
+				return nil, fmt.Errorf("trainer: rank 0: rank %d sent a record of rank %d", r, rec.Rank)
+			}
+			all = append(all, rec)
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("trainer: rank 0: reading metrics of rank %d: %w", r, err)
+		}
+	}
+	return all, nil
+}
+
+// controlBarrier returns on every rank once all ranks have entered it: the others report to
+// rank 0 on the control channel and rank 0 releases them.
+func controlBarrier(ctx context.Context, ep transport.Endpoint, op uint32) error {
+	rank, size := ep.Rank(), ep.Size()
+	h := transport.Header{Channel: transport.ChanControl, Op: op}
+	var b [1]byte
+	if rank != 0 {
+		if err := ep.Send(ctx, 0, h, b[:]); err != nil {
+			return fmt.Errorf("trainer: rank %d: start barrier: %w", rank, err)
+		}
+		if _, err := ep.Recv(ctx, 0, h, b[:]); err != nil {
+			return fmt.Errorf("trainer: rank %d: start barrier: %w", rank, err)
+		}
+		return nil
+	}
+	for r := 1; r < size; r++ {
+		if _, err := ep.Recv(ctx, r, h, b[:]); err != nil {
+			return fmt.Errorf("trainer: rank 0: start barrier: waiting for rank %d: %w", r, err)
+		}
+	}
+	for r := 1; r < size; r++ {
+		if err := ep.Send(ctx, r, h, b[:]); err != nil {
+			return fmt.Errorf("trainer: rank 0: start barrier: releasing rank %d: %w", r, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/hetsync/hetsync/transport"
+)
+
+// local trains every rank alone, with no communication: the baseline every strategy is
+// measured against. Rank 0's model is the one evaluated. Rank 0's stop vote reaches the other
+// ranks as a control message that a watcher goroutine turns into a flag.
+type local struct {
+	stop    atomic.Bool
+	watcher chan error
+	sent    bool
+	rounds  int
+	samples int64
+}
+
+// Control-channel message kinds of the trainer (Header.Op), under a magic ("TR").
+const (
+	ctrlStop    uint32 = 0x54520001
+	ctrlMetrics uint32 = 0x54520002
+	ctrlStart   uint32 = 0x54520003
+)
+
+func (s *local) Name() string { return "local" }
+
+func (s *local) Start(ctx context.Context, w *Worker) error {
+	if w.Rank == 0 {
+		return nil
+	}
+	s.watcher = make(chan error, 1)
+	go func() {
+		var b [1]byte
+		_, err := w.Endpoint.Recv(ctx, 0, transport.Header{Channel: transport.ChanControl, Op: ctrlStop}, b[:])
+		if err == nil {
+			s.stop.Store(true)
+		}
+		s.watcher <- err
+	}()
+	return nil
+}
+
+func (s *local) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	st, err := w.LocalStep(ctx)
+	if err != nil {
+		return RoundStats{}, err
+	}
+	if err := w.Apply(w.Grads, 1); err != nil {
+		return RoundStats{}, err
+	}
+	s.rounds++
+	s.samples += int64(st.Samples) * int64(w.Size)
+	rs := RoundStats{
+		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
+		// Only rank 0's progress is known here; the job's is estimated as if all ranks kept pace.
+		GlobalSamples: s.samples,
+		GlobalRounds:  s.rounds,
+		Compute:       st.Compute,
+	}
+	if w.Rank == 0 {
+		if stopVote {
+			if err := s.broadcastStop(ctx, w); err != nil {
+				return rs, err
+			}
+			rs.Stop = true
+		}
+		return rs, nil
+	}
+	rs.Stop = s.stop.Load()
+	return rs, nil
+}
+
+func (s *local) broadcastStop(ctx context.Context, w *Worker) error {
+	if s.sent {
+		return nil
+	}
+	s.sent = true
+	for r := 1; r < w.Size; r++ {
+		if err := w.Endpoint.Send(ctx, r, transport.Header{Channel: transport.ChanControl, Op: ctrlStop}, []byte{1}); err != nil {
+			return fmt.Errorf("trainer: rank 0: sending the stop vote to rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+func (s *local) Finish(ctx context.Context, w *Worker) error {
+	if w.Rank == 0 {
+		// Rank 0 may end on an error before voting; the others must still learn to stop.
+		return s.broadcastStop(ctx, w)
+	}
+	select {
+	case err := <-s.watcher:
+		if err != nil {
+			return fmt.Errorf("trainer: rank %d: waiting for rank 0's stop vote: %w", w.Rank, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

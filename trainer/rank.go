@@ -1,0 +1,183 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/kernels"
+	"github.com/hetsync/hetsync/trainer/data"
+	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/trainer/nn"
+	"github.com/hetsync/hetsync/transport"
+)
+
+// RankOptions are one rank's local settings for RunRank.
+type RankOptions struct {
+	// DataDir is the --data flag ("" searches $HETSYNC_DATA, the Debian package, the cache).
+	DataDir string
+	// Out is the run directory rank 0 writes ("" writes nothing).
+	Out string
+	// Config is what config.json records (typically Config plus launch details); nil
+	// records the Config.
+	Config any
+	// Threads is the number of kernel threads of this rank's device; 0 shares the host's
+	// cores among LocalSize ranks.
+	Threads   int
+	LocalSize int
+	// EvalBatch is the evaluator's batch size (default 1000).
+	EvalBatch int
+	// Progress receives rank 0's progress lines and the final summary; nil is silent.
+	Progress io.Writer
+	// DataProgress receives download progress if the data set must be fetched; nil is silent.
+	DataProgress io.Writer
+}
+
+// RankResult is what RunRank returns.
+type RankResult struct {
+	Result  *Result
+	Summary *metrics.Summary // rank 0 with Out set
+}
+
+// RunRank is a whole training rank on Fashion-MNIST: it loads the data and its shard, builds
+// the model on a CPU device, the communicator and the strategy, trains (Run), gathers every
+// rank's metrics to rank 0, and on rank 0 writes the run directory and prints the summary.
+func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOptions) (*RankResult, error) {
+	rank, size := ep.Rank(), ep.Size()
+	if err := cfg.Validate(size); err != nil {
+		return nil, err
+	}
+	loc := data.NewLocator(opts.DataDir)
+	loc.Progress = opts.DataProgress
+	dir, err := loc.Locate(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
+	}
+	train, test, err := data.LoadFashionMNIST(dir)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
+	}
+	split, err := data.ParseSplit(cfg.Shard)
+	if err != nil {
+		return nil, err
+	}
+	shard, err := data.NewShard(train, data.ShardConfig{Split: split, Rank: rank, Size: size, Seed: cfg.Seed})
+	if err != nil {
+		return nil, err
+	}
+	it, err := shard.Batches(cfg.Batch)
+	if err != nil {
+		return nil, err
+	}
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = max(1, runtime.NumCPU()/max(1, opts.LocalSize))
+	}
+	dev, err := kernels.NewCPU(threads)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
+	}
+	model, err := nn.NewModel(cfg.Model, dev, cfg.Batch, cfg.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
+	}
+	comm, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
+	if err != nil {
+		return nil, fmt.Errorf("trainer: rank %d: --collective: %w", rank, err)
+	}
+	w, err := NewWorker(&cfg, ep, comm, nnModel{model}, &shardBatches{it: it})
+	if err != nil {
+		return nil, err
+	}
+	strat, err := NewStrategy(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	ropts := RunOptions{TrainSize: shard.Len() * size, Progress: opts.Progress}
+	if rank == 0 {
+		ev, err := newTestEvaluator(cfg, test, opts.EvalBatch)
+		if err != nil {
+			return nil, err
+		}
+		ropts.Eval = ev
+	}
+	res, err := Run(ctx, w, strat, ropts)
+	if err != nil {
+		return nil, err
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	all, err := GatherRecords(gctx, ep, res.Records)
+	if err != nil {
+		return nil, err
+	}
+	out := &RankResult{Result: res}
+	if rank != 0 || opts.Out == "" {
+		return out, nil
+	}
+	config := opts.Config
+	if config == nil {
+		config = cfg
+	}
+	sum, err := WriteRun(opts.Out, config, all, res.Evals)
+	if err != nil {
+		return nil, err
+	}
+	out.Summary = &sum
+	if opts.Progress != nil {
+		fmt.Fprint(opts.Progress, FormatSummary(sum, res.StopReason))
+		fmt.Fprintf(opts.Progress, "  run directory: %s\n", opts.Out)
+	}
+	return out, nil
+}
+
+// newTestEvaluator evaluates snapshots on the full test set with a private model on a
+// single-threaded device of its own (a Device is not safe for concurrent use).
+func newTestEvaluator(cfg Config, test *data.Dataset, batch int) (EvalFunc, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	dev, err := kernels.NewCPU(1)
+	if err != nil {
+		return nil, err
+	}
+	m, err := nn.NewModel(cfg.Model, dev, batch, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, params []float32) (float64, float64, error) {
+		if err := m.ParamsFromHost(params); err != nil {
+			return 0, 0, err
+		}
+		loss, correct, err := m.Evaluate(test.Images, test.Labels)
+		if err != nil {
+			return 0, 0, err
+		}
+		return float64(correct) / float64(test.N), loss, nil
+	}, nil
+}
+
+// nnModel adapts *nn.Model to Model.
+type nnModel struct{ m *nn.Model }
+
+func (a nnModel) NumParams() int { return a.m.NumParams() }
+func (a nnModel) ForwardBackward(x []float32, labels []uint8) (float64, int, error) {
+	return a.m.ForwardBackward(x, labels)
+}
+func (a nnModel) ReadParams(dst []float32) error  { return a.m.ParamsToHost(dst) }
+func (a nnModel) WriteParams(src []float32) error { return a.m.ParamsFromHost(src) }
+func (a nnModel) ReadGrads(dst []float32) error   { return a.m.GradsToHost(dst) }
+
+// shardBatches adapts a data.BatchIterator to Batches.
+type shardBatches struct {
+	it *data.BatchIterator
+	b  data.Batch
+}
+
+func (s *shardBatches) Next() ([]float32, []uint8, error) {
+	s.it.Next(&s.b)
+	return s.b.Images, s.b.Labels, nil
+}

@@ -1,0 +1,74 @@
+package trainer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
+)
+
+// WriteRun writes a finished run into the new run directory dir: config.json, metrics.jsonl
+// (every rank's rounds, by rank then round), eval.jsonl (rank 0's evaluations in time order)
+// and summary.json. It returns the summary.
+func WriteRun(dir string, config any, all []metrics.RoundRecord, evals []EvalResult) (metrics.Summary, error) {
+	rd, err := metrics.CreateRunDir(dir, config)
+	if err != nil {
+		return metrics.Summary{}, err
+	}
+	defer rd.Close()
+	recs := append([]metrics.RoundRecord(nil), all...)
+	sort.SliceStable(recs, func(i, j int) bool {
+		if recs[i].Rank != recs[j].Rank {
+			return recs[i].Rank < recs[j].Rank
+		}
+		return recs[i].Round < recs[j].Round
+	})
+	for i := range recs {
+		if err := rd.Metrics().WriteRound(&recs[i]); err != nil {
+			return metrics.Summary{}, err
+		}
+	}
+	ev := append([]EvalResult(nil), evals...)
+	sort.SliceStable(ev, func(i, j int) bool { return ev[i].SnapshotTime < ev[j].SnapshotTime })
+	for _, e := range ev {
+		if e.Err != nil {
+			continue
+		}
+		rec := metrics.EvalRecord{TimeS: e.SnapshotTime.Seconds(), Round: e.GlobalRound, Accuracy: e.Acc, Loss: e.Loss}
+		if err := rd.Evals().WriteEval(&rec); err != nil {
+			return metrics.Summary{}, err
+		}
+	}
+	return rd.Finish()
+}
+
+// FormatSummary renders a summary for the terminal.
+func FormatSummary(s metrics.Summary, stopReason string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "summary: %d ranks, %d rounds, %.1fs", s.Ranks, s.Rounds, s.WallS)
+	if stopReason != "" {
+		fmt.Fprintf(&b, " (%s)", stopReason)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "  final test accuracy %.4f (best %.4f, loss %.4f, %d evaluations)\n",
+		s.FinalAccuracy, s.BestAccuracy, s.FinalLoss, s.Evaluations)
+	b.WriteString("  time to accuracy:")
+	for _, a := range metrics.AccuracyTargets() {
+		k := metrics.TargetKey(a)
+		if t, ok := s.TimeToAccuracy[k]; ok {
+			fmt.Fprintf(&b, " %s→%.1fs", k, t)
+		} else {
+			fmt.Fprintf(&b, " %s→-", k)
+		}
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "  throughput %.0f samples/s, traffic %.2f MB/s (sent %.2f, received %.2f)\n",
+		s.Throughput, s.TrafficMBps, s.SentMBps, s.RecvMBps)
+	b.WriteString("  computation ratio:")
+	for _, p := range s.PerRank {
+		fmt.Fprintf(&b, " r%d=%.2f", p.Rank, p.ComputationRatio)
+	}
+	fmt.Fprintf(&b, " (mean %.2f)\n", s.MeanComputation)
+	return b.String()
+}

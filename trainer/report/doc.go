@@ -1,0 +1,30 @@
+// Package report turns finished run directories (trainer/metrics: config.json, metrics.jsonl,
+// eval.jsonl) into what a reader compares: a markdown table (report.md), a machine-readable
+// summary (summary.json) and PNG figures — test accuracy against time, throughput, traffic and
+// the per-rank computation ratios — the figures of ESync, WBSP and Sync-Switch
+// (research/algorithms.md §10).
+//
+// # Definitions
+//
+// Every number is recomputed from the records with metrics.Summarize, so a report never
+// depends on which version of the trainer wrote summary.json.
+//
+//   - time to accuracy A: the training time of the first evaluated snapshot with test
+//     accuracy ≥ A, for A in metrics.AccuracyTargets (0.70 … 0.90).
+//   - speedup = time-to-accuracy of the baseline ÷ that of the run, at the highest target both
+//     reached (the table says which, e.g. "2.10× @0.80"); summary.json has every target.
+//   - baseline: --baseline NAME (a run name) for every run; by default, for each scenario the
+//     first run whose strategy is ssgd. A scenario is what the strategies must not change to be
+//     comparable: model, ranks, shard and heterogeneity (slowdown, step sleep, stragglers).
+//   - computation ratio: ours is compute ÷ elapsed per rank (injected sleep is compute);
+//     ESync's figure 5 is 1 − (communication + waiting) ÷ elapsed.
+//
+// # Figures
+//
+// The PNGs are drawn by a small renderer of this package on image/png with the fixed 7×13
+// bitmap font of golang.org/x/image/font/basicfont: no cgo, no system fonts, identical bytes
+// on every machine.
+//
+// This package must never run training, talk to the network, or modify a run directory: it
+// reads runs and writes only into the output directory it is given.
+package report

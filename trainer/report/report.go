@@ -1,0 +1,355 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
+)
+
+// Files a report writes into its output directory (figures are listed in Report.Figures).
+const (
+	MarkdownFile = "report.md"
+	SummaryFile  = "summary.json"
+)
+
+// Report is the comparison of a set of runs.
+type Report struct {
+	// Baseline is the --baseline run name, or "" for the default (ssgd per scenario).
+	Baseline string   `json:"baseline,omitempty"`
+	Targets  []string `json:"targets"`
+	Rows     []Row    `json:"runs"`
+	// Figures are the PNG files written, relative to the output directory.
+	Figures []string `json:"figures,omitempty"`
+}
+
+// Row is one run of a report.
+type Row struct {
+	Name     string `json:"name"`
+	Dir      string `json:"dir"`
+	Strategy string `json:"strategy"`
+	Shard    string `json:"shard"`
+	Hetero   string `json:"hetero"`
+	Ranks    int    `json:"ranks"`
+	// TimeToAccuracy maps a target ("0.80") to seconds; targets never reached are absent.
+	TimeToAccuracy map[string]float64 `json:"time_to_accuracy"`
+	// BaselineRun names the run the speedups compare against ("" when there is none).
+	BaselineRun string `json:"baseline_run,omitempty"`
+	// Speedups maps each target both runs reached to TTA(baseline) ÷ TTA(run).
+	Speedups map[string]float64 `json:"speedups,omitempty"`
+	// SpeedupTarget is the highest target both reached, the one the table shows.
+	SpeedupTarget string  `json:"speedup_target,omitempty"`
+	FinalAcc      float64 `json:"final_accuracy"`
+	BestAcc       float64 `json:"best_accuracy"`
+	Evaluations   int     `json:"evaluations"`
+	WallS         float64 `json:"wall_s"`
+	Throughput    float64 `json:"throughput_samples_per_s"`
+	TrafficMBps   float64 `json:"traffic_mb_per_s"`
+	// PerRank has each rank's computation ratios (compute ÷ elapsed, and ESync's
+	// 1 − aggregate ÷ elapsed) and times.
+	PerRank []metrics.RankSummary `json:"per_rank"`
+}
+
+// Speedup is the table's speedup (at SpeedupTarget), NaN when there is none.
+func (r Row) Speedup() float64 {
+	if v, ok := r.Speedups[r.SpeedupTarget]; ok {
+		return v
+	}
+	return math.NaN()
+}
+
+// Build compares runs. baseline names the run every speedup is against; "" picks, per
+// scenario, the first run whose strategy is ssgd (package doc). A baseline name that is not
+// a run is an error listing the runs.
+func Build(runs []Run, baseline string) (*Report, error) {
+	rep := &Report{Baseline: baseline}
+	for _, a := range metrics.AccuracyTargets() {
+		rep.Targets = append(rep.Targets, metrics.TargetKey(a))
+	}
+	byName := map[string]*Run{}
+	names := make([]string, len(runs))
+	for i := range runs {
+		byName[runs[i].Name] = &runs[i]
+		names[i] = runs[i].Name
+	}
+	if baseline != "" && byName[baseline] == nil {
+		return nil, fmt.Errorf("report: --baseline %q is not one of the runs (%s)", baseline, strings.Join(names, ", "))
+	}
+	defaults := map[string]*Run{} // scenario → its first ssgd run
+	for i := range runs {
+		k := runs[i].Setup.scenario()
+		if defaults[k] == nil && runs[i].Setup.Strategy == "ssgd" {
+			defaults[k] = &runs[i]
+		}
+	}
+	for i := range runs {
+		r := &runs[i]
+		s := r.Summary
+		row := Row{
+			Name: r.Name, Dir: r.Dir, Strategy: r.Setup.Strategy, Shard: r.Setup.Shard,
+			Hetero: r.Setup.Hetero(), Ranks: r.Setup.Ranks, TimeToAccuracy: s.TimeToAccuracy,
+			FinalAcc: s.FinalAccuracy, BestAcc: s.BestAccuracy, Evaluations: s.Evaluations,
+			WallS: s.WallS, Throughput: s.Throughput, TrafficMBps: s.TrafficMBps, PerRank: s.PerRank,
+		}
+		if row.TimeToAccuracy == nil {
+			row.TimeToAccuracy = map[string]float64{}
+		}
+		base := defaults[r.Setup.scenario()]
+		if baseline != "" {
+			base = byName[baseline]
+		}
+		if base != nil {
+			row.BaselineRun = base.Name
+			for _, k := range rep.Targets {
+				tb, okb := base.Summary.TimeToAccuracy[k]
+				tr, okr := s.TimeToAccuracy[k]
+				if okb && okr && tr > 0 {
+					if row.Speedups == nil {
+						row.Speedups = map[string]float64{}
+					}
+					row.Speedups[k] = tb / tr
+					row.SpeedupTarget = k
+				}
+			}
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	return rep, nil
+}
+
+// Markdown renders the report as markdown: the comparison table, then per-rank times and
+// computation ratios.
+func (rep *Report) Markdown() string {
+	var b strings.Builder
+	b.WriteString("# Run comparison\n\n")
+	if rep.Baseline != "" {
+		fmt.Fprintf(&b, "Speedup = time to accuracy of run `%s` ÷ that of the run, at the highest target both reached.\n\n", rep.Baseline)
+	} else {
+		b.WriteString("Speedup = time to accuracy of the first ssgd run of the same scenario (model, ranks, shard, heterogeneity) ÷ that of the run, at the highest target both reached.\n\n")
+	}
+	b.WriteString("| run | strategy | shard | heterogeneity |")
+	for _, k := range rep.Targets {
+		fmt.Fprintf(&b, " t@%s (s) |", k)
+	}
+	b.WriteString(" speedup | baseline | final acc | best acc | samples/s | traffic MB/s | compute ratio (per rank) | ESync ratio (per rank) |\n|---|---|---|---|")
+	for range rep.Targets {
+		b.WriteString("---:|")
+	}
+	b.WriteString("---:|---|---:|---:|---:|---:|---|---|\n")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |", mdEscape(r.Name), mdEscape(r.Strategy), mdEscape(r.Shard), mdEscape(r.Hetero))
+		for _, k := range rep.Targets {
+			if t, ok := r.TimeToAccuracy[k]; ok {
+				fmt.Fprintf(&b, " %.1f |", t)
+			} else {
+				b.WriteString(" - |")
+			}
+		}
+		if sp := r.Speedup(); !math.IsNaN(sp) {
+			fmt.Fprintf(&b, " %.2f× @%s |", sp, r.SpeedupTarget)
+		} else {
+			b.WriteString(" - |")
+		}
+		base := r.BaselineRun
+		if base == "" {
+			base = "-"
+		}
+		fmt.Fprintf(&b, " %s | %.4f | %.4f | %.0f | %.2f | %s | %s |\n", mdEscape(base), r.FinalAcc, r.BestAcc,
+			r.Throughput, r.TrafficMBps, ratios(r.PerRank, false), ratios(r.PerRank, true))
+	}
+	b.WriteString("\n## Per rank\n\n")
+	b.WriteString("| run | rank | rounds | samples | elapsed (s) | compute (s) | comm (s) | wait (s) | compute ratio | ESync ratio |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.Rows {
+		for _, p := range r.PerRank {
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.3f | %.3f |\n", mdEscape(r.Name), p.Rank,
+				p.Rounds, p.Samples, p.ElapsedS, p.ComputeS, p.CommS, p.WaitS, p.ComputationRatio, p.ESyncComputingRatio)
+		}
+	}
+	if len(rep.Figures) > 0 {
+		b.WriteString("\n## Figures\n\n")
+		for _, f := range rep.Figures {
+			fmt.Fprintf(&b, "![%s](%s)\n", strings.TrimSuffix(f, ".png"), f)
+		}
+	}
+	return b.String()
+}
+
+// ratios prints per-rank ratios as "0.95 / 0.93 / 0.61".
+func ratios(ps []metrics.RankSummary, esync bool) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		v := p.ComputationRatio
+		if esync {
+			v = p.ESyncComputingRatio
+		}
+		parts[i] = strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strings.Join(parts, " / ")
+}
+
+// mdEscape keeps a table cell in its cell.
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// Write loads the run directories, builds the report and writes report.md, summary.json and
+// the figures into out (created if needed). It returns the report.
+func Write(out string, dirs []string, baseline string) (*Report, error) {
+	runs, err := LoadRuns(dirs)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := Build(runs, baseline)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	figs, err := writeFigures(out, runs, rep)
+	if err != nil {
+		return nil, err
+	}
+	rep.Figures = figs
+	if err := os.WriteFile(filepath.Join(out, MarkdownFile), []byte(rep.Markdown()), 0o644); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("report: encoding %s: %w", SummaryFile, err)
+	}
+	if err := os.WriteFile(filepath.Join(out, SummaryFile), append(js, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	return rep, nil
+}
+
+// writeFigures draws the figures and returns their file names, in a fixed order: accuracy
+// against time per shard kind, throughput, traffic, computation ratio, ESync's computing ratio.
+func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
+	var files []string
+	emit := func(name string, render func(w, h int) error) error {
+		if err := render(FigureWidth, FigureHeight); err != nil {
+			return err
+		}
+		files = append(files, name)
+		return nil
+	}
+	var shards []string
+	for _, r := range runs {
+		if !slices.Contains(shards, r.Setup.Shard) {
+			shards = append(shards, r.Setup.Shard)
+		}
+	}
+	for _, shard := range shards {
+		lc := LineChart{XLabel: "training time (s)", YLabel: "test accuracy", YMin: 0, YMax: 1, YClamp: true}
+		lc.Title = "Test accuracy against time"
+		if shard != "" {
+			lc.Title += " (" + shard + ")"
+		}
+		targets := map[float64]bool{}
+		for _, r := range runs {
+			if r.Setup.Shard != shard {
+				continue
+			}
+			s := Series{Name: r.Name}
+			for _, e := range sortedEvals(r.Evals) {
+				s.X = append(s.X, e.TimeS)
+				s.Y = append(s.Y, e.Accuracy)
+			}
+			lc.Series = append(lc.Series, s)
+			if r.Setup.TargetAcc > 0 && !targets[r.Setup.TargetAcc] {
+				targets[r.Setup.TargetAcc] = true
+				lc.HLines = append(lc.HLines, HLine{Y: r.Setup.TargetAcc, Label: "target " + strconv.FormatFloat(r.Setup.TargetAcc, 'f', -1, 64)})
+			}
+		}
+		name := "accuracy_" + fileSafe(shardOr(shard)) + ".png"
+		if err := emit(name, func(w, h int) error { return writePNG(filepath.Join(out, name), lc.Render(w, h)) }); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, len(runs))
+	for i, r := range runs {
+		names[i] = r.Name
+	}
+	single := func(title, ylabel, format string, v func(Row) float64) BarChart {
+		bc := BarChart{Title: title, YLabel: ylabel, Groups: names, Format: format}
+		for _, r := range rep.Rows {
+			bc.Values = append(bc.Values, []float64{v(r)})
+		}
+		return bc
+	}
+	perRank := func(title, ylabel string, esync bool) BarChart {
+		bc := BarChart{Title: title, YLabel: ylabel, Groups: names, Format: "%.2f", YMax: 1}
+		ranks := 0
+		for _, r := range rep.Rows {
+			for _, p := range r.PerRank {
+				ranks = max(ranks, p.Rank+1)
+			}
+		}
+		for i := range ranks {
+			bc.SeriesNames = append(bc.SeriesNames, "rank "+strconv.Itoa(i))
+		}
+		for _, r := range rep.Rows {
+			vals := make([]float64, ranks)
+			for i := range vals {
+				vals[i] = math.NaN()
+			}
+			for _, p := range r.PerRank {
+				vals[p.Rank] = p.ComputationRatio
+				if esync {
+					vals[p.Rank] = p.ESyncComputingRatio
+				}
+			}
+			bc.Values = append(bc.Values, vals)
+		}
+		return bc
+	}
+	bars := []struct {
+		name  string
+		chart BarChart
+	}{
+		{"throughput.png", single("Data throughput", "samples / s (all ranks)", "%.0f", func(r Row) float64 { return r.Throughput })},
+		{"traffic.png", single("Traffic load", "MB / s (sent + received, all ranks)", "%.2f", func(r Row) float64 { return r.TrafficMBps })},
+		{"computation_ratio.png", perRank("Computation ratio per rank (compute / elapsed)", "computation ratio", false)},
+		{"esync_computing_ratio.png", perRank("ESync computing ratio per rank (1 - aggregate / elapsed)", "computing ratio", true)},
+	}
+	for _, b := range bars {
+		if err := emit(b.name, func(w, h int) error { return writePNG(filepath.Join(out, b.name), b.chart.Render(w, h)) }); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+func shardOr(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// sortedEvals returns the evaluations in time order (ties by round).
+func sortedEvals(ev []metrics.EvalRecord) []metrics.EvalRecord {
+	out := slices.Clone(ev)
+	slices.SortStableFunc(out, func(a, b metrics.EvalRecord) int {
+		switch {
+		case a.TimeS < b.TimeS:
+			return -1
+		case a.TimeS > b.TimeS:
+			return 1
+		}
+		return a.Round - b.Round
+	})
+	return out
+}

@@ -1,0 +1,342 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"image"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// fakeRun describes a hand-made run directory.
+type fakeRun struct {
+	name, strategy, shard string
+	slowdown              []float64
+	target                float64
+	// evals are (time_s, accuracy) pairs.
+	evals [][2]float64
+	// compute, comm, wait are per-rank totals, spread over two rounds.
+	compute, comm, wait []float64
+	elapsed             float64
+	samples             int
+	bytes               int64
+}
+
+// writeFakeRun writes config.json, metrics.jsonl and eval.jsonl the way the trainer does.
+func writeFakeRun(t *testing.T, root string, f fakeRun) string {
+	t.Helper()
+	dir := filepath.Join(root, f.name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]any{"strategy": f.strategy, "collective": "ring", "model": "mlp", "shard": f.shard,
+		"seed": 1, "ranks": len(f.compute), "transport": "mem", "esync": map[string]any{"local_lr": 0.05}}
+	if f.slowdown != nil {
+		cfg["slowdown"] = f.slowdown
+	}
+	if f.target > 0 {
+		cfg["target_acc"] = f.target
+	}
+	js, _ := json.MarshalIndent(cfg, "", "  ")
+	write(t, filepath.Join(dir, "config.json"), string(js))
+	var m strings.Builder
+	for r := range f.compute {
+		for round := range 2 {
+			t := f.elapsed * float64(round+1) / 2
+			fmt.Fprintf(&m, `{"rank":%d,"round":%d,"time_s":%g,"samples":%d,"compute_s":%g,"comm_s":%g,"wait_s":%g,"bytes_sent":%d,"bytes_recv":%d,"loss":0.5,"local_steps":1,"staleness":%d}`+"\n",
+				r, round, t, f.samples/2, f.compute[r]/2, f.comm[r]/2, f.wait[r]/2, f.bytes/2, f.bytes/2, r)
+		}
+	}
+	write(t, filepath.Join(dir, "metrics.jsonl"), m.String())
+	var e strings.Builder
+	for i, ev := range f.evals {
+		fmt.Fprintf(&e, `{"time_s":%g,"round":%d,"accuracy":%g,"loss":%g}`+"\n", ev[0], i*10, ev[1], 1-ev[1])
+	}
+	write(t, filepath.Join(dir, "eval.jsonl"), e.String())
+	return dir
+}
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeRuns is a small experiment: three iid strategies under slowdown 1,1,2,4 and two
+// by-class runs.
+func fakeRuns() []fakeRun {
+	slow := []float64{1, 1, 2, 4}
+	return []fakeRun{
+		{name: "ssgd", strategy: "ssgd", shard: "iid", slowdown: slow, target: 0.8,
+			evals:   [][2]float64{{5, 0.6}, {10, 0.72}, {20, 0.78}, {40, 0.81}},
+			compute: []float64{10, 10, 20, 38}, comm: []float64{2, 2, 2, 2}, wait: []float64{28, 28, 18, 0},
+			elapsed: 40, samples: 4000, bytes: 8_000_000},
+		{name: "esync", strategy: "esync", shard: "iid", slowdown: slow, target: 0.8,
+			evals:   [][2]float64{{2, 0.65}, {5, 0.76}, {8, 0.801}, {10, 0.805}},
+			compute: []float64{9, 9, 9, 9}, comm: []float64{0.5, 0.5, 0.5, 0.5}, wait: []float64{0.5, 0.5, 0.5, 0.5},
+			elapsed: 10, samples: 6000, bytes: 2_000_000},
+		{name: "asgd", strategy: "asgd", shard: "iid", slowdown: slow, target: 0.8,
+			evals:   [][2]float64{{3, 0.7}, {9, 0.79}, {12, 0.8}},
+			compute: []float64{11, 11, 11, 11}, comm: []float64{1, 1, 1, 1}, wait: []float64{0, 0, 0, 0},
+			elapsed: 12, samples: 7000, bytes: 12_000_000},
+		{name: "ssgd-byclass", strategy: "ssgd", shard: "by-class", slowdown: slow,
+			evals:   [][2]float64{{10, 0.5}, {30, 0.71}},
+			compute: []float64{7, 7, 15, 29}, comm: []float64{1, 1, 1, 1}, wait: []float64{22, 22, 14, 0},
+			elapsed: 30, samples: 3000, bytes: 6_000_000},
+		{name: "esync-byclass", strategy: "esync", shard: "by-class", slowdown: slow,
+			evals:   [][2]float64{{4, 0.55}, {10, 0.73}},
+			compute: []float64{9, 9, 9, 9}, comm: []float64{0.5, 0.5, 0.5, 0.5}, wait: []float64{0.5, 0.5, 0.5, 0.5},
+			elapsed: 10, samples: 6000, bytes: 2_000_000},
+	}
+}
+
+func writeFakeRuns(t *testing.T) []string {
+	root := t.TempDir()
+	var dirs []string
+	for _, f := range fakeRuns() {
+		dirs = append(dirs, writeFakeRun(t, root, f))
+	}
+	return dirs
+}
+
+// golden compares got with testdata/name (rewritten with -update).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, path, got)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestMarkdownGolden(t *testing.T) {
+	tests := []struct {
+		name, baseline, golden string
+	}{
+		{"default baseline per scenario", "", "report_default.md"},
+		{"named baseline", "asgd", "report_asgd.md"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			runs, err := LoadRuns(writeFakeRuns(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Build(runs, tc.baseline)
+			if err != nil {
+				t.Fatal(err)
+			}
+			md := rep.Markdown()
+			// Directories are temporary; the markdown must not depend on them.
+			golden(t, tc.golden, md)
+		})
+	}
+}
+
+func TestSpeedups(t *testing.T) {
+	runs, err := LoadRuns(writeFakeRuns(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Build(runs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		run, base, target string
+		speedup           float64
+	}{
+		{"ssgd", "ssgd", "0.80", 1},
+		{"esync", "ssgd", "0.80", 40.0 / 8},
+		{"asgd", "ssgd", "0.80", 40.0 / 12},
+		{"ssgd-byclass", "ssgd-byclass", "0.70", 1},
+		{"esync-byclass", "ssgd-byclass", "0.70", 30.0 / 10},
+	}
+	for i, tc := range tests {
+		r := rep.Rows[i]
+		if r.Name != tc.run || r.BaselineRun != tc.base || r.SpeedupTarget != tc.target || math.Abs(r.Speedup()-tc.speedup) > 1e-9 {
+			t.Errorf("row %d: %s vs %s: %.4f @%s, want %s vs %s: %.4f @%s", i, r.Name, r.BaselineRun, r.Speedup(), r.SpeedupTarget,
+				tc.run, tc.base, tc.speedup, tc.target)
+		}
+	}
+	// esync: 0.70 at 5 s against ssgd's 10 s.
+	if got := rep.Rows[1].Speedups["0.70"]; got != 2 {
+		t.Errorf("esync speedup at 0.70 = %v, want 2", got)
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	dirs := writeFakeRuns(t)
+	runs, err := LoadRuns(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(runs, "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), "esync-byclass") {
+		t.Errorf("unknown baseline: err = %v, want one naming it and the runs", err)
+	}
+	tests := []struct {
+		name string
+		dirs []string
+		want string
+	}{
+		{"no runs", nil, "no run directories"},
+		{"missing dir", []string{filepath.Join(t.TempDir(), "absent")}, "config.json"},
+		{"duplicate names", []string{dirs[0], dirs[0]}, "same name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadRuns(tc.dirs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	bad := t.TempDir()
+	write(t, filepath.Join(bad, "config.json"), "{}")
+	write(t, filepath.Join(bad, "metrics.jsonl"), "{\"rank\":0,\"round\":0}\nnot json\n")
+	if _, err := LoadRun(bad); err == nil || !strings.Contains(err.Error(), "metrics.jsonl:2") {
+		t.Errorf("corrupt metrics: err = %v, want one naming metrics.jsonl:2", err)
+	}
+}
+
+// TestWriteFigures checks the files a report writes: the markdown and summary.json, and
+// PNGs of the expected size with more than background and axes in them.
+func TestWriteFigures(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "report")
+	if dir := os.Getenv("HETSYNC_REPORT_KEEP"); dir != "" {
+		out = dir // to look at the figures
+	}
+	rep, err := Write(out, writeFakeRuns(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFigs := []string{"accuracy_iid.png", "accuracy_by-class.png", "throughput.png", "traffic.png",
+		"computation_ratio.png", "esync_computing_ratio.png"}
+	if strings.Join(rep.Figures, " ") != strings.Join(wantFigs, " ") {
+		t.Errorf("figures %v, want %v", rep.Figures, wantFigs)
+	}
+	for _, name := range wantFigs {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := img.Bounds(); got != image.Rect(0, 0, FigureWidth, FigureHeight) {
+			t.Errorf("%s: bounds %v, want %dx%d", name, got, FigureWidth, FigureHeight)
+		}
+		if n := colouredPixels(img); n < 2000 {
+			t.Errorf("%s: only %d coloured pixels; the data is not drawn", name, n)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "![throughput](throughput.png)") {
+		t.Errorf("report.md does not link the figures:\n%s", md)
+	}
+	var back Report
+	js, err := os.ReadFile(filepath.Join(out, SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Rows) != 5 || back.Rows[1].Speedups["0.80"] != 5 || len(back.Rows[1].PerRank) != 4 {
+		t.Errorf("summary.json round trip: %+v", back.Rows)
+	}
+}
+
+// colouredPixels counts pixels that are neither grey (background, text, axes, grid) nor
+// white: the plotted data.
+func colouredPixels(img image.Image) int {
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if max(r, g, bl)-min(r, g, bl) > 0x2000 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func TestNiceAxis(t *testing.T) {
+	tests := []struct {
+		lo, hi  float64
+		n       int
+		ticks   string
+		labelAt int
+		label   string
+	}{
+		{0, 1, 5, "0 0.2 0.4 0.6 0.8 1", 1, "0.2"},
+		{0.12, 0.83, 6, "0 0.2 0.4 0.6 0.8 1", 4, "0.8"},
+		{0.52, 0.83, 6, "0.5 0.6 0.7 0.8 0.9", 1, "0.6"},
+		{0.52, 0.83, 10, "0.5 0.55 0.6 0.65 0.7 0.75 0.8 0.85", 1, "0.55"},
+		{0, 37, 8, "0 5 10 15 20 25 30 35 40", 2, "10"},
+		{0, 0, 5, "0 0.2 0.4 0.6 0.8 1", 5, "1.0"},
+		{0, 1234, 6, "0 250 500 750 1000 1250", 1, "250"},
+		{math.NaN(), 3, 5, "0 0.2 0.4 0.6 0.8 1", 0, "0.0"},
+	}
+	for _, tc := range tests {
+		a := niceAxis(tc.lo, tc.hi, tc.n, 0, 100)
+		var got []string
+		for _, v := range a.ticks {
+			got = append(got, fmt.Sprint(math.Round(v*1e9)/1e9))
+		}
+		if strings.Join(got, " ") != tc.ticks {
+			t.Errorf("niceAxis(%v, %v, %d) ticks %v, want %s", tc.lo, tc.hi, tc.n, got, tc.ticks)
+		}
+		if l := tickLabel(a.ticks[tc.labelAt], a.tickStep); l != tc.label {
+			t.Errorf("niceAxis(%v, %v): label of tick %d = %q, want %q", tc.lo, tc.hi, tc.labelAt, l, tc.label)
+		}
+	}
+}
+
+func TestHetero(t *testing.T) {
+	tests := []struct {
+		config, want string
+	}{
+		{`{}`, "none"},
+		{`{"slowdown":[1,1,2.5,4]}`, "slowdown 1,1,2.5,4"},
+		{`{"step_sleep":[0,20000000]}`, "sleep 0s,20ms"},
+		{`{"stragglers":{}}`, "none"},
+		{`{"slowdown":[1,2],"stragglers":{"ranks":[1,2],"delay":30000000,"at":[3000000000,10000000000],"for":5000000000}}`,
+			"slowdown 1,2; stragglers 1,2 +30ms at 3s,10s for 5s"},
+		{`{"stragglers":{"ranks":[1],"delay":10000000,"at":[1000000000],"for":2000000000,"mode":"compute"}}`,
+			"stragglers 1 +10ms at 1s for 2s (compute)"},
+	}
+	for _, tc := range tests {
+		var s Setup
+		if err := json.Unmarshal([]byte(tc.config), &s); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Hetero(); got != tc.want {
+			t.Errorf("Hetero(%s) = %q, want %q", tc.config, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
+)
+
+// RunOptions are the per-rank knobs of Run that are not part of the shared Config.
+type RunOptions struct {
+	// Eval tests a snapshot (rank 0 only); nil disables evaluation.
+	Eval EvalFunc
+	// TrainSize is the number of training samples of the whole job, for epoch counting.
+	TrainSize int
+	// Progress receives rank 0's progress lines; nil prints nothing.
+	Progress io.Writer
+	// ProgressEvery is the period of progress lines (default 1s).
+	ProgressEvery time.Duration
+	// AfterRound, when set, sees each round's record on every rank (tests, live plots).
+	AfterRound func(w *Worker, rec *metrics.RoundRecord)
+}
+
+// Result is what Run returns on one rank.
+type Result struct {
+	Records    []metrics.RoundRecord // this rank's rounds
+	Evals      []EvalResult          // rank 0: every evaluation, the final one last
+	StopReason string                // rank 0: why the job stopped
+	Elapsed    time.Duration         // training time (first round to agreed stop)
+	FinalAcc   float64               // rank 0: accuracy of the final model, negative when not evaluated
+	FinalLoss  float64
+}
+
+// Run trains w with strat until all ranks agree to stop (see stop.go for how). Rank 0 decides
+// the stop, evaluates snapshots on its own goroutine and prints progress; every rank records
+// one RoundRecord per round.
+func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Result, error) {
+	cfg := w.Cfg
+	rule := StopRule{TargetAcc: cfg.TargetAcc, Epochs: cfg.Epochs, MaxTime: cfg.MaxTime, MaxRounds: cfg.MaxRounds, TrainSize: opts.TrainSize}
+	if opts.ProgressEvery <= 0 {
+		opts.ProgressEvery = time.Second
+	}
+	res := &Result{FinalAcc: -1, FinalLoss: -1}
+	evalCtx, cancelEval := context.WithCancel(ctx)
+	defer cancelEval()
+	var ev *evaluator
+	if w.Rank == 0 && opts.Eval != nil {
+		ev = newEvaluator(evalCtx, opts.Eval, len(w.Params))
+	}
+	// Align the ranks' clocks: every time_s then counts from (nearly) the same instant.
+	if err := controlBarrier(ctx, w.Endpoint, ctrlStart); err != nil {
+		return nil, err
+	}
+	if err := strat.Start(ctx, w); err != nil {
+		return nil, err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			_ = strat.Finish(ctx, w)
+		}
+	}()
+
+	start := w.Now()
+	var (
+		prog       Progress
+		lastStats  = w.Endpoint.Stats()
+		lastEval   time.Duration
+		lastPrint  time.Duration
+		samples    int64
+		lastAcc    = -1.0
+		lastLoss   = -1.0
+		reason     string
+		accByRound = map[int]float64{}
+	)
+	prog.BestAcc = -1
+	for round := 0; ; round++ {
+		vote := false
+		if w.Rank == 0 {
+			prog.Elapsed = w.Now().Sub(start)
+			if ev != nil {
+				prog.BestAcc = ev.Best()
+			}
+			if reason == "" {
+				// Judge the progress this round will have made, so that the vote rides on
+				// the round that reaches a round or epoch bound (N rounds run, not N+1).
+				next := prog
+				next.Rounds++
+				next.GlobalSamples += int64(w.Size) * int64(cfg.Batch)
+				if stop, why := rule.Decide(next); stop {
+					reason = why
+				}
+			}
+			vote = reason != ""
+		}
+		st, err := strat.Round(ctx, w, vote)
+		if err != nil {
+			return nil, err
+		}
+		now := w.Now().Sub(start)
+		stats := w.Endpoint.Stats()
+		rec := metrics.RoundRecord{
+			Rank: w.Rank, Round: round, TimeS: now.Seconds(), Samples: st.Samples, LocalSteps: st.LocalSteps,
+			ComputeS: st.Compute.Seconds(), CommS: st.Comm.Seconds(), WaitS: st.Wait.Seconds(),
+			BytesSent: int64(stats.BytesSent - lastStats.BytesSent), BytesRecv: int64(stats.BytesRecv - lastStats.BytesRecv),
+			Loss: st.Loss,
+		}
+		rec.Extra = roundExtras(st)
+		lastStats = stats
+		samples += int64(st.Samples)
+		prog.Rounds, prog.GlobalSamples = st.GlobalRounds, st.GlobalSamples
+		res.Records = append(res.Records, rec)
+		if opts.AfterRound != nil {
+			opts.AfterRound(w, &res.Records[len(res.Records)-1])
+		}
+		if ev != nil && !st.Stop {
+			due := (cfg.Eval.Rounds > 0 && (round+1)%cfg.Eval.Rounds == 0) ||
+				(cfg.Eval.Interval > 0 && now-lastEval >= cfg.Eval.Interval)
+			if due {
+				lastEval = now
+				ev.Offer(w.Params, EvalResult{Round: round, GlobalRound: st.GlobalRounds, SnapshotTime: now, GlobalSamples: st.GlobalSamples, Epochs: rule.EpochsDone(prog)})
+			}
+			for _, r := range ev.Take() {
+				res.Evals = append(res.Evals, r)
+				if r.Err != nil {
+					return nil, fmt.Errorf("trainer: rank 0: evaluating the round-%d snapshot: %w", r.Round, r.Err)
+				}
+				lastAcc, lastLoss = r.Acc, r.Loss
+				accByRound[r.Round] = r.Acc
+			}
+		}
+		if w.Rank == 0 && opts.Progress != nil && (now-lastPrint >= opts.ProgressEvery || st.Stop) {
+			lastPrint = now
+			prog.Elapsed = now
+			if ev != nil {
+				prog.BestAcc = ev.Best()
+			}
+			writeProgress(opts.Progress, w, rule, prog, round, lastAcc, lastLoss, st, samples)
+		}
+		if st.Stop {
+			res.Elapsed = now
+			break
+		}
+	}
+	finished = true
+	if err := strat.Finish(ctx, w); err != nil {
+		return nil, err
+	}
+	if w.Rank == 0 {
+		res.StopReason = reason
+		if reason == "" {
+			res.StopReason = "stopped by rank 0"
+		}
+	}
+	if ev != nil {
+		ev.Drain(ctx)
+		res.Evals = append(res.Evals, ev.Take()...)
+		t0 := time.Now()
+		acc, loss, err := opts.Eval(ctx, w.Params)
+		if err != nil {
+			return nil, fmt.Errorf("trainer: rank 0: evaluating the final model: %w", err)
+		}
+		last := len(res.Records) - 1
+		res.Evals = append(res.Evals, EvalResult{
+			Round: last, GlobalRound: prog.Rounds, SnapshotTime: res.Elapsed, GlobalSamples: prog.GlobalSamples,
+			Epochs: rule.EpochsDone(prog), Acc: acc, Loss: loss, EvalSeconds: time.Since(t0).Seconds(),
+		})
+		res.FinalAcc, res.FinalLoss = acc, loss
+		for _, r := range res.Evals {
+			if r.Err == nil {
+				accByRound[r.Round] = r.Acc
+			}
+		}
+		for i := range res.Records {
+			if a, ok := accByRound[res.Records[i].Round]; ok {
+				res.Records[i].Accuracy, res.Records[i].HasAccuracy = a, true
+			}
+		}
+		if opts.Progress != nil {
+			fmt.Fprintf(opts.Progress, "done: %s after %.1fs, %d rounds; final test accuracy %.4f (loss %.4f)\n",
+				res.StopReason, res.Elapsed.Seconds(), len(res.Records), acc, loss)
+		}
+	}
+	return res, nil
+}
+
+// writeProgress prints one progress line: round, epochs, accuracy, samples/s, elapsed and a
+// bar toward the nearest stop condition.
+func writeProgress(out io.Writer, w *Worker, rule StopRule, p Progress, round int, acc, loss float64, st RoundStats, samples int64) {
+	const width = 20
+	f := rule.Fraction(p)
+	n := int(f * width)
+	bar := strings.Repeat("#", n) + strings.Repeat(".", width-n)
+	accS := "  -  "
+	if acc >= 0 {
+		accS = fmt.Sprintf("%.3f", acc)
+	}
+	rate := 0.0
+	if p.Elapsed > 0 {
+		rate = float64(p.GlobalSamples) / p.Elapsed.Seconds()
+	}
+	trainLoss := st.Loss
+	if st.GlobalLoss >= 0 {
+		trainLoss = st.GlobalLoss
+	}
+	fmt.Fprintf(out, "progress: round %6d  epoch %5.2f  test-acc %s  train-loss %.4f  %7.0f samples/s  %6.1fs  [%s] %3.0f%%\n",
+		round+1, rule.EpochsDone(p), accS, trainLoss, rate, p.Elapsed.Seconds(), bar, 100*f)
+}
+
+// roundExtras are the strategy-specific fields of a round record.
+func roundExtras(st RoundStats) []metrics.Field {
+	f := make([]metrics.Field, 0, 4)
+	if st.Samples > 0 {
+		f = append(f, metrics.Field{Key: "train_acc", Value: float64(st.Correct) / float64(st.Samples)})
+	}
+	if st.GlobalLoss >= 0 {
+		f = append(f, metrics.Field{Key: "global_loss", Value: st.GlobalLoss})
+	}
+	f = append(f, metrics.Field{Key: "global_samples", Value: float64(st.GlobalSamples)})
+	if st.Staleness > 0 {
+		f = append(f, metrics.Field{Key: "staleness", Value: float64(st.Staleness)})
+	}
+	return f
+}

@@ -1,0 +1,77 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hetsync/hetsync/collective"
+)
+
+// ssgd is synchronous SGD (BSP): every round each rank takes one local step, the gradients
+// are allreduced (sum) with the chosen collective algorithm and every rank applies the same
+// averaged gradient, so the replicas stay bitwise identical.
+//
+// The allreduced vector is the gradient followed by four extra elements: rank 0's stop vote,
+// the rank's training loss, its correct count and its sample count. One collective thus carries the update, the
+// agreed stop decision and the global training loss. A barrier before the allreduce separates
+// the time spent waiting for slower ranks (Wait) from moving data (Comm).
+type ssgd struct {
+	buf     []float32
+	rounds  int
+	samples int64
+}
+
+const ssgdExtra = 4 // stop vote, loss, correct, samples
+
+func (s *ssgd) Name() string { return "ssgd" }
+
+func (s *ssgd) Start(ctx context.Context, w *Worker) error {
+	if w.Comm == nil {
+		return fmt.Errorf("trainer: rank %d: ssgd needs a communicator", w.Rank)
+	}
+	s.buf = make([]float32, len(w.Grads)+ssgdExtra)
+	return nil
+}
+
+func (s *ssgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	st, err := w.LocalStep(ctx)
+	if err != nil {
+		return RoundStats{}, err
+	}
+	n := len(w.Grads)
+	copy(s.buf, w.Grads)
+	s.buf[n] = 0
+	if stopVote {
+		s.buf[n] = 1
+	}
+	s.buf[n+1] = float32(st.Loss)
+	s.buf[n+2] = float32(st.Correct)
+	s.buf[n+3] = float32(st.Samples)
+
+	t0 := w.Now()
+	if err := w.Comm.Barrier(ctx); err != nil {
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: ssgd round %d: barrier: %w", w.Rank, s.rounds, err)
+	}
+	t1 := w.Now()
+	if err := w.Comm.AllReduce(ctx, collective.F32(s.buf), collective.Sum); err != nil {
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: ssgd round %d: allreduce: %w", w.Rank, s.rounds, err)
+	}
+	t2 := w.Now()
+	if err := w.Apply(s.buf[:n], 1/float32(w.Size)); err != nil {
+		return RoundStats{}, err
+	}
+	s.rounds++
+	s.samples += int64(s.buf[n+3] + 0.5)
+	return RoundStats{
+		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct,
+		GlobalLoss:    float64(s.buf[n+1]) / float64(w.Size),
+		GlobalSamples: s.samples,
+		GlobalRounds:  s.rounds,
+		Compute:       st.Compute,
+		Wait:          t1.Sub(t0),
+		Comm:          t2.Sub(t1),
+		Stop:          s.buf[n] > 0.5,
+	}, nil
+}
+
+func (s *ssgd) Finish(context.Context, *Worker) error { return nil }

@@ -1,0 +1,108 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hetsync/hetsync/collective/kv"
+)
+
+// ssp is stale synchronous parallel over the parameter server of collective/kv, with bound
+// s = --staleness (40, WBSP's SSP baseline). A worker's clock c_i counts its completed steps.
+//
+//   - --ssp-pull every (textbook, Ho et al. 2013): each step the worker pushes g and pulls w
+//     in one request; the server applies w ← w − lr·g at once and holds the reply while
+//     c_i − min_j c_j > s, so the worker starts step c_i+1 only within the bound (s = 0 is
+//     BSP, a large s is ASGD).
+//   - --ssp-pull lazy (the ADSP/WBSP code, mySSP.py): the worker steps on its own copy, pushes
+//     the model change Δ every step (the server adds Δ/N at once, never holding a push), and
+//     pulls only when the minimum clock of its last reply is s or more behind it; the server
+//     holds that pull until the worker is less than s ahead.
+//
+// The servers' gate never blocks their reader goroutines (a held reply is queued in the
+// shard), and rank 0's stop vote releases every held worker with the stop flag, so the end of
+// training cannot deadlock. The time a worker spends held counts as Comm.
+type ssp struct {
+	svc   *kv.Service
+	clock uint64
+	lazy  bool
+	bound uint64
+	prev  []float32 // lazy: Params before the step (kept current)
+	delta []float32 // lazy: this step's change
+}
+
+func (s *ssp) Name() string { return "ssp" }
+
+func (s *ssp) Start(ctx context.Context, w *Worker) error {
+	p := w.Cfg.PSSync
+	s.lazy = p.SSPPull == "lazy"
+	s.bound = uint64(p.StalenessBound())
+	var rule kv.RuleFactory
+	gate := &kv.SSPGate{Staleness: s.bound}
+	if s.lazy {
+		rule = kv.Delta{Scale: 1 / float32(w.Size)}.Factory()
+		gate.Staleness = s.bound - 1 // hold while c − min ≥ s (validated: s ≥ 1)
+		s.prev = make([]float32, len(w.Params))
+		s.delta = make([]float32, len(w.Params))
+	} else {
+		rule = kv.SGD{LR: float32(w.Cfg.LR)}.Factory()
+	}
+	svc, err := startPS(ctx, w, "ssp", rule, gate)
+	s.svc = svc
+	copy(s.prev, w.Params)
+	return err
+}
+
+func (s *ssp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	st, err := w.LocalStep(ctx)
+	if err != nil {
+		return RoundStats{}, err
+	}
+	s.clock++
+	t0 := w.Now()
+	var rep kv.Reply
+	pulled := true
+	if !s.lazy {
+		rep, err = s.svc.PushPull(ctx, w.Grads, w.Params, s.clock, stopVote)
+	} else {
+		if err = w.Apply(w.Grads, 1); err != nil {
+			return RoundStats{}, err
+		}
+		t := w.Now()
+		st.Compute += t.Sub(t0) // the local SGD step is computation
+		t0 = t
+		stepDelta(s.delta, w.Params, s.prev)
+		rep, err = s.svc.Push(ctx, s.delta, s.clock, stopVote)
+		pulled = err == nil && !rep.Stop && s.clock >= rep.MinClock+s.bound
+		if pulled {
+			var prep kv.Reply
+			if prep, err = s.svc.Pull(ctx, w.Params, s.clock); err == nil {
+				prep.Staleness = rep.Staleness
+				rep = prep
+				copy(s.prev, w.Params)
+			}
+		}
+	}
+	if err != nil {
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: ssp step %d: %w", w.Rank, s.clock, err)
+	}
+	t1 := w.Now()
+	if pulled {
+		if err := w.Load(); err != nil {
+			return RoundStats{}, err
+		}
+	}
+	rs := RoundStats{
+		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
+		Compute: st.Compute, Comm: t1.Sub(t0), Staleness: rep.Staleness,
+	}
+	psProgress(w, &rs, rep)
+	return rs, nil
+}
+
+func (s *ssp) Finish(ctx context.Context, w *Worker) error {
+	if s.svc == nil {
+		return nil
+	}
+	return s.svc.Close(ctx)
+}

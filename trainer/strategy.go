@@ -1,0 +1,94 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Strategy is a synchronization strategy: how the ranks' local steps become one model. The
+// common loop (Run) calls Start once, then Round until a round reports Stop, then Finish;
+// it owns stopping, metrics and evaluation, so a strategy only says what one round does.
+//
+// Strategies keep their decisions pure where they can (ESync's READY predicate, WBSP's
+// trigger, Sync-Switch's detector are functions of their inputs) and leave I/O to Round.
+type Strategy interface {
+	// Name is the registered name.
+	Name() string
+	// Start prepares the strategy on this rank (services, buffers); every rank calls it.
+	Start(ctx context.Context, w *Worker) error
+	// Round runs one round on this rank. stopVote is rank 0's vote (false elsewhere); the
+	// strategy carries it to every rank and sets RoundStats.Stop on all ranks for the same
+	// agreed round (see the package's stopping rules in stop.go). After Round, w.Params holds
+	// the model this rank would evaluate.
+	Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error)
+	// Finish tears the strategy down after the last round; every rank calls it, and it
+	// returns only when no other rank still needs this one.
+	Finish(ctx context.Context, w *Worker) error
+}
+
+// RoundStats is what one round did on this rank.
+type RoundStats struct {
+	LocalSteps int
+	Samples    int     // samples this rank trained on
+	Loss       float64 // mean training loss of this rank's steps
+	Correct    int     // correct predictions on those samples
+	// GlobalLoss is the mean training loss over all ranks when the strategy computes it
+	// (synchronous strategies); negative otherwise.
+	GlobalLoss float64
+	// GlobalSamples and GlobalRounds are the job's progress after this round as this rank
+	// knows it: samples trained by all ranks, and rounds (for asynchronous strategies,
+	// server updates divided by the number of ranks).
+	GlobalSamples int64
+	GlobalRounds  int
+	Compute       time.Duration // local steps including injected slowdown
+	Comm          time.Duration // moving data
+	Wait          time.Duration // blocked on other ranks (barriers)
+	Staleness     uint64        // asynchronous strategies: server updates between pull and push
+	Stop          bool          // all ranks agreed to stop after this round
+}
+
+// StrategyFactory builds a strategy for a validated Config.
+type StrategyFactory func(cfg *Config) (Strategy, error)
+
+// strategyTable maps names to strategies, like database/sql drivers. New strategies add a line.
+func strategyTable() map[string]StrategyFactory {
+	return map[string]StrategyFactory{
+		"local": func(*Config) (Strategy, error) { return &local{}, nil },
+		"ssgd":  func(*Config) (Strategy, error) { return &ssgd{}, nil },
+		"asgd":  func(*Config) (Strategy, error) { return &asgd{}, nil },
+		"esync": newESync,
+		"wbsp":  newWBSP, "wbsp-opt": newWBSPOpt, "dcasgd": newDCASGD, "ssp": newSSP,
+
+		"sync-switch": newSyncSwitch,
+	}
+}
+
+// Strategies lists the registered strategy names, sorted.
+func Strategies() []string {
+	names := make([]string, 0, 8)
+	for n := range strategyTable() {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func lookupStrategy(name string) (StrategyFactory, error) {
+	f, ok := strategyTable()[name]
+	if !ok {
+		return nil, fmt.Errorf("trainer: unknown --sync strategy %q (known: %s)", name, strings.Join(Strategies(), ", "))
+	}
+	return f, nil
+}
+
+// NewStrategy builds the strategy cfg.Strategy names.
+func NewStrategy(cfg *Config) (Strategy, error) {
+	f, err := lookupStrategy(cfg.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	return f(cfg)
+}

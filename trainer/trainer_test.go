@@ -1,0 +1,245 @@
+package trainer
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/fnv"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/transport"
+)
+
+// jobOutcome is what an in-process job of the synthetic problem produced.
+type jobOutcome struct {
+	results []*Result
+	all     []metrics.RoundRecord  // gathered on rank 0
+	hashes  map[int]map[int]uint64 // round → rank → hash of Params after the round
+	params  [][]float32            // final Params per rank
+	losses  map[int][]float64      // rank → loss per round (global loss where known)
+	mu      sync.Mutex
+}
+
+func paramsHash(p []float32) uint64 {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, v := range p {
+		binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+		h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+// runSynthJob trains the synthetic problem on size in-process ranks.
+func runSynthJob(t *testing.T, cfg Config, size int) *jobOutcome {
+	t.Helper()
+	cfg.Defaults()
+	if err := cfg.Validate(size); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	train := newSynthSet(1200, 1)
+	test := newSynthSet(600, 2)
+	eps := transport.NewMemJob(size)
+	out := &jobOutcome{
+		results: make([]*Result, size), params: make([][]float32, size),
+		hashes: map[int]map[int]uint64{}, losses: map[int][]float64{},
+	}
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer ep.Close()
+			errs[r] = func() error {
+				comm, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
+				if err != nil {
+					return err
+				}
+				w, err := NewWorker(&cfg, ep, comm, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
+				if err != nil {
+					return err
+				}
+				strat, err := NewStrategy(&cfg)
+				if err != nil {
+					return err
+				}
+				opts := RunOptions{TrainSize: len(train.y), AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+					h := paramsHash(w.Params)
+					out.mu.Lock()
+					defer out.mu.Unlock()
+					if out.hashes[rec.Round] == nil {
+						out.hashes[rec.Round] = map[int]uint64{}
+					}
+					out.hashes[rec.Round][w.Rank] = h
+					l := rec.Loss
+					for _, f := range rec.Extra {
+						if f.Key == "global_loss" {
+							l = f.Value
+						}
+					}
+					out.losses[w.Rank] = append(out.losses[w.Rank], l)
+				}}
+				if r == 0 {
+					opts.Eval = synthEval(test)
+				}
+				res, err := Run(ctx, w, strat, opts)
+				if err != nil {
+					return err
+				}
+				all, err := GatherRecords(ctx, ep, res.Records)
+				if err != nil {
+					return err
+				}
+				out.results[r] = res
+				out.params[r] = append([]float32(nil), w.Params...)
+				if r == 0 {
+					out.all = all
+				}
+				return nil
+			}()
+			if errs[r] != nil {
+				cancel() // let the other ranks fail fast instead of waiting for this one
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return out
+}
+
+func mean(x []float64) float64 {
+	s := 0.0
+	for _, v := range x {
+		s += v
+	}
+	return s / float64(len(x))
+}
+
+// TestSSGDReplicasIdenticalAndLossDecreases checks the two properties of SSGD: every rank
+// holds bitwise the same model after every round, and the training loss falls.
+func TestSSGDReplicasIdenticalAndLossDecreases(t *testing.T) {
+	cases := []struct {
+		size      int
+		coll      string
+		reduction string
+		momentum  float64
+	}{
+		{1, "ring", "mean", 0},
+		{2, "butterfly", "sum", 0},
+		{3, "ring", "mean", 0.9},
+		{4, "ring", "mean", 0.5},
+		{5, "binary-blocks", "mean", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.coll+"_p"+string(rune('0'+tc.size)), func(t *testing.T) {
+			cfg := Config{Strategy: "ssgd", Collective: tc.coll, Batch: 8, LR: 0.2, Momentum: tc.momentum,
+				GradReduction: tc.reduction, MaxRounds: 40, Seed: 3, Eval: EvalEvery{Rounds: 10}}
+			if tc.reduction == "sum" {
+				cfg.LR = 0.2 / 8
+			}
+			out := runSynthJob(t, cfg, tc.size)
+			for r, res := range out.results {
+				if len(res.Records) != 40 {
+					t.Errorf("rank %d ran %d rounds, want 40", r, len(res.Records))
+				}
+			}
+			for round, byRank := range out.hashes {
+				if len(byRank) != tc.size {
+					t.Fatalf("round %d: %d ranks reported", round, len(byRank))
+				}
+				for r, h := range byRank {
+					if h != byRank[0] {
+						t.Fatalf("round %d: rank %d's model differs from rank 0's", round, r)
+					}
+				}
+			}
+			l := out.losses[0]
+			first, last := mean(l[:5]), mean(l[len(l)-5:])
+			if !(last < 0.7*first) {
+				t.Errorf("global training loss did not fall: first rounds %.4f, last rounds %.4f", first, last)
+			}
+			if acc := out.results[0].FinalAcc; acc < 0.85 {
+				t.Errorf("final accuracy %.3f, want ≥ 0.85 on the synthetic blobs", acc)
+			}
+			if len(out.all) != 40*tc.size {
+				t.Errorf("rank 0 gathered %d records, want %d", len(out.all), 40*tc.size)
+			}
+		})
+	}
+}
+
+// TestASGDConverges checks asynchronous SGD through the parameter server.
+func TestASGDConverges(t *testing.T) {
+	for _, servers := range []int{0, 1, 3} {
+		t.Run("servers"+string(rune('0'+servers)), func(t *testing.T) {
+			cfg := Config{Strategy: "asgd", Batch: 8, LR: 0.1, MaxRounds: 60, Seed: 5, Eval: EvalEvery{Rounds: 15}, PSServers: servers}
+			out := runSynthJob(t, cfg, 4)
+			if acc := out.results[0].FinalAcc; acc < 0.85 {
+				t.Errorf("final accuracy %.3f, want ≥ 0.85", acc)
+			}
+			total := 0
+			for _, res := range out.results {
+				total += len(res.Records)
+			}
+			if total < 4*60 {
+				t.Errorf("%d worker steps in all, want ≥ %d (max rounds counts server updates per rank)", total, 4*60)
+			}
+			sawStale := false
+			for _, rec := range out.all {
+				for _, f := range rec.Extra {
+					sawStale = sawStale || f.Key == "staleness"
+				}
+			}
+			if !sawStale {
+				t.Log("no push was stale in this run (possible, but unusual with 4 concurrent workers)")
+			}
+		})
+	}
+}
+
+// TestStopOnTargetAccuracy checks that rank 0's target-accuracy stop reaches every rank
+// (no rank hangs in a collective or on the server) for each strategy.
+func TestStopOnTargetAccuracy(t *testing.T) {
+	for _, strat := range []string{"ssgd", "asgd", "local"} {
+		t.Run(strat, func(t *testing.T) {
+			cfg := Config{Strategy: strat, Collective: "ring", Batch: 8, LR: 0.2, TargetAcc: 0.8,
+				MaxRounds: 100000, Seed: 9, Eval: EvalEvery{Rounds: 1}}
+			out := runSynthJob(t, cfg, 3)
+			res := out.results[0]
+			if !strings.Contains(res.StopReason, "target accuracy") {
+				t.Fatalf("stop reason %q, want the target accuracy", res.StopReason)
+			}
+			if len(res.Records) > 20000 {
+				t.Errorf("rank 0 ran %d rounds before stopping on an easy target", len(res.Records))
+			}
+			if strat == "ssgd" {
+				for r, other := range out.results {
+					if len(other.Records) != len(res.Records) {
+						t.Errorf("rank %d stopped after %d rounds, rank 0 after %d", r, len(other.Records), len(res.Records))
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownStrategyListsKnown(t *testing.T) {
+	cfg := Config{Strategy: "bogus"}
+	cfg.Defaults()
+	err := cfg.Validate(2)
+	if err == nil || !strings.Contains(err.Error(), "asgd, local, ssgd") {
+		t.Fatalf("err = %v, want one listing the known strategies", err)
+	}
+}

@@ -1,0 +1,93 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hetsync/hetsync/collective/kv"
+)
+
+// wbsp is Worker-Busy Synchronous Parallel (Yang et al., Parallel Computing 2024;
+// algorithms.md §7.1–7.2). Workers never wait for each other: every step a worker takes one
+// local SGD step on its own copy and uploads that step's model change Δ = w_after − w_before
+// to the parameter server. The global model changes only when the slowest worker uploads:
+//
+//   - --wbsp-apply buffered (default, the paper): the server accumulates ΣΔ/N and publishes
+//     w ← w + acc on the slowest worker's upload, so every pulled model is a trigger-time
+//     model.
+//   - --wbsp-apply immediate (the code): w ← w + Δ/N on every upload; the slowest worker's
+//     upload still marks the new version.
+//
+// A worker receives the new global model with its next upload after the trigger (one
+// request: push, and pull only if newer) and continues from it; the slowest worker receives
+// it with its own triggering upload. Every local step is uploaded exactly once, so no update
+// is lost or counted twice. The slowest worker is detected by the servers from the workers'
+// upload intervals (kv.SlowDetector), or pinned with --wbsp-slow-rank (the code: rank 1).
+//
+// Between triggers a fast worker's Params is the last global model plus its own steps; that
+// is the model rank 0 evaluates.
+type wbsp struct {
+	svc   *kv.Service
+	clock uint64
+	prev  []float32 // Params before the step (kept current: no copy per step)
+	delta []float32 // the step's change, uploaded
+}
+
+func (s *wbsp) Name() string { return "wbsp" }
+
+// wbspRule is the server rule both WBSP strategies use.
+func wbspRule(cfg *Config) kv.RuleFactory {
+	p := cfg.PSSync
+	r := kv.WBSP{Immediate: p.WBSPApply == "immediate"}
+	if p.WBSPSlowRank != nil {
+		r.PinSlow, r.SlowRank = true, *p.WBSPSlowRank
+	}
+	return r.Factory()
+}
+
+func (s *wbsp) Start(ctx context.Context, w *Worker) error {
+	s.prev = make([]float32, len(w.Params))
+	s.delta = make([]float32, len(w.Params))
+	svc, err := startPS(ctx, w, "wbsp", wbspRule(w.Cfg), nil)
+	s.svc = svc
+	copy(s.prev, w.Params)
+	return err
+}
+
+func (s *wbsp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	st, err := w.LocalStep(ctx)
+	if err != nil {
+		return RoundStats{}, err
+	}
+	t0 := w.Now()
+	if err := w.Apply(w.Grads, 1); err != nil {
+		return RoundStats{}, err
+	}
+	t1 := w.Now()
+	st.Compute += t1.Sub(t0) // the local SGD step is computation (WBSP's step time includes it)
+	stepDelta(s.delta, w.Params, s.prev)
+	s.clock++
+	rep, err := s.svc.PushPullIfNewer(ctx, s.delta, w.Params, s.clock, stopVote)
+	if err != nil {
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: wbsp step %d: %w", w.Rank, s.clock, err)
+	}
+	if rep.Fresh > 0 {
+		if err := w.Load(); err != nil {
+			return RoundStats{}, err
+		}
+		copy(s.prev, w.Params)
+	}
+	rs := RoundStats{
+		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
+		Compute: st.Compute, Comm: w.Now().Sub(t1),
+	}
+	psProgress(w, &rs, rep)
+	return rs, nil
+}
+
+func (s *wbsp) Finish(ctx context.Context, w *Worker) error {
+	if s.svc == nil {
+		return nil
+	}
+	return s.svc.Close(ctx)
+}

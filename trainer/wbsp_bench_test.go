@@ -1,0 +1,86 @@
+package trainer
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/hetsync/hetsync/kernels"
+	"github.com/hetsync/hetsync/trainer/nn"
+	"github.com/hetsync/hetsync/transport"
+)
+
+// randomBatches repeats one random Fashion-MNIST-shaped batch.
+type randomBatches struct {
+	x []float32
+	y []uint8
+}
+
+func (b *randomBatches) Next() ([]float32, []uint8, error) { return b.x, b.y, nil }
+
+// benchPSRound times one round of a parameter-server strategy with the MLP on a one-rank
+// in-process job (the rank is its own server), next to a bare local step: the difference is
+// what the strategy adds per step on this machine.
+func benchPSRound(b *testing.B, strategy string) {
+	cfg := Config{Strategy: strategy, Batch: 64, LR: 0.05, Momentum: 0.9, MaxRounds: 1 << 30}
+	cfg.Defaults()
+	if err := cfg.Validate(1); err != nil {
+		b.Fatal(err)
+	}
+	dev, err := kernels.NewCPU(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := nn.NewModel("mlp", dev, cfg.Batch, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	data := &randomBatches{x: make([]float32, cfg.Batch*m.InputLen()), y: make([]uint8, cfg.Batch)}
+	for i := range data.x {
+		data.x[i] = rng.Float32()
+	}
+	ep := transport.NewMemJob(1)[0]
+	defer ep.Close()
+	w, err := NewWorker(&cfg, ep, nil, nnModel{m}, data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if strategy == "" {
+		for b.Loop() {
+			if _, err := w.LocalStep(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	s, err := NewStrategy(&cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(ctx, w); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := s.Round(ctx, w, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := s.Round(ctx, w, true); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Finish(ctx, w); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkPSRoundMLP(b *testing.B) {
+	for _, s := range []string{"", "wbsp", "wbsp-opt", "ssp", "dcasgd"} {
+		name := s
+		if name == "" {
+			name = "local-step"
+		}
+		b.Run(name, func(b *testing.B) { benchPSRound(b, s) })
+	}
+}

@@ -1,0 +1,238 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hetsync/hetsync/collective/kv"
+)
+
+// wbspOpt is WBSP-optimized ("pcc", algorithms.md §7.3): WBSP's server and trigger, with the
+// uploads overlapping computation. A goroutine (the uploader) does each push/pull while the
+// worker computes its next steps; the worker never waits for an upload. Deltas are
+// double-buffered so that no local update is ever lost or counted twice (the original's race
+// is gone):
+//
+//   - pending holds the sum of the local deltas not yet handed to the uploader; inflight the
+//     deltas of the upload in progress.
+//   - At each step boundary the worker adds its step's delta to pending. If the uploader is
+//     idle, the worker takes its result: for every shard that came back with a newer global
+//     model G, the local model becomes G + pending (the deltas computed while the upload was in
+//     flight are re-based onto the new model, and still uploaded); then pending is handed over
+//     as the next upload.
+//   - New global models are thus applied only at step boundaries, never in the middle of a
+//     step. When a reply says training stops, the worker uploads what is still pending,
+//     synchronously, and stops.
+//
+// Compute is the local step including its SGD update; Comm is the rest of the round on the
+// worker's goroutine: delta bookkeeping, rebasing onto new global models, the final flush.
+type wbspOpt struct {
+	svc   *kv.Service
+	clock uint64
+	prev  []float32
+	delta []float32
+	pipe  *deltaPipeline
+
+	reqs   chan wbspUpload
+	done   chan wbspUploaded
+	exited chan struct{}
+	busy   bool
+	stop   bool
+	last   kv.Reply
+
+	// onDelta, when set (tests), sees every computed step delta (uploaded=false) and every
+	// uploaded vector (uploaded=true).
+	onDelta func(uploaded bool, d []float32)
+}
+
+type wbspUpload struct {
+	clock uint64
+	vote  bool
+}
+
+type wbspUploaded struct {
+	rep kv.Reply
+	err error
+}
+
+// deltaPipeline is WBSP-optimized's double buffer of local deltas. It holds no I/O: the
+// strategy and its tests drive it.
+type deltaPipeline struct {
+	pending  []float32 // Σ local deltas not handed to the uploader yet
+	inflight []float32 // the upload in progress
+	global   []float32 // where the uploader receives new global shards
+	empty    bool      // pending holds stale values that count as zero (saves clearing it)
+}
+
+func newDeltaPipeline(n int) *deltaPipeline {
+	return &deltaPipeline{pending: make([]float32, n), inflight: make([]float32, n), global: make([]float32, n)}
+}
+
+// addStep records the step that took prev to params, in one pass: delta = params − prev,
+// pending += delta, prev = params.
+func (p *deltaPipeline) addStep(delta, params, prev []float32) {
+	prev, delta, q := prev[:len(params)], delta[:len(params)], p.pending[:len(params)]
+	if p.empty {
+		p.empty = false
+		for i, v := range params {
+			d := v - prev[i]
+			delta[i], q[i], prev[i] = d, d, v
+		}
+		return
+	}
+	for i, v := range params {
+		d := v - prev[i]
+		delta[i] = d
+		q[i] += d
+		prev[i] = v
+	}
+}
+
+// handoff makes the pending deltas the next upload and starts a new, empty pending sum. It
+// returns the vector to upload; the caller must not call it while an upload is in flight.
+func (p *deltaPipeline) handoff() []float32 {
+	if p.empty {
+		clear(p.pending) // nothing was added since the last handoff: upload zeros
+	}
+	p.pending, p.inflight = p.inflight, p.pending
+	p.empty = true
+	return p.inflight
+}
+
+// rebase sets local[lo:hi] to the new global values plus the deltas not uploaded yet.
+func (p *deltaPipeline) rebase(local []float32, lo, hi int) {
+	g, l := p.global[lo:hi], local[lo:hi]
+	if p.empty {
+		copy(l, g)
+		return
+	}
+	q := p.pending[lo:hi]
+	for i := range l {
+		l[i] = g[i] + q[i]
+	}
+}
+
+func (s *wbspOpt) Name() string { return "wbsp-opt" }
+
+func (s *wbspOpt) Start(ctx context.Context, w *Worker) error {
+	n := len(w.Params)
+	s.prev, s.delta, s.pipe = make([]float32, n), make([]float32, n), newDeltaPipeline(n)
+	svc, err := startPS(ctx, w, "wbsp-opt", wbspRule(w.Cfg), nil)
+	if err != nil {
+		return err
+	}
+	s.svc = svc
+	copy(s.prev, w.Params)
+	s.reqs, s.done, s.exited = make(chan wbspUpload, 1), make(chan wbspUploaded, 1), make(chan struct{})
+	go s.upload(ctx)
+	return nil
+}
+
+// upload is the uploader goroutine: it pushes the in-flight deltas and receives the shards
+// published since this worker's last pull into the pipeline's global buffer.
+func (s *wbspOpt) upload(ctx context.Context) {
+	defer close(s.exited)
+	for u := range s.reqs {
+		rep, err := s.svc.PushPullIfNewer(ctx, s.pipe.inflight, s.pipe.global, u.clock, u.vote)
+		s.done <- wbspUploaded{rep: rep, err: err}
+	}
+}
+
+// received applies an upload's result at a step boundary.
+func (s *wbspOpt) received(w *Worker, r wbspUploaded) error {
+	s.busy = false
+	if r.err != nil {
+		return fmt.Errorf("trainer: rank %d: wbsp-opt upload: %w", w.Rank, r.err)
+	}
+	s.last = r.rep
+	s.stop = s.stop || r.rep.Stop
+	if r.rep.Fresh == 0 {
+		return nil
+	}
+	for i := range s.svc.Servers() {
+		if s.svc.Fresh(i) {
+			lo, hi := s.svc.ShardRange(i)
+			s.pipe.rebase(w.Params, lo, hi)
+			copy(s.prev[lo:hi], w.Params[lo:hi])
+		}
+	}
+	return w.Load()
+}
+
+func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	st, err := w.LocalStep(ctx)
+	if err != nil {
+		return RoundStats{}, err
+	}
+	t0 := w.Now()
+	if err := w.Apply(w.Grads, 1); err != nil {
+		return RoundStats{}, err
+	}
+	t1 := w.Now()
+	st.Compute += t1.Sub(t0) // the local SGD step is computation (WBSP's step time includes it)
+	s.pipe.addStep(s.delta, w.Params, s.prev)
+	if s.onDelta != nil {
+		s.onDelta(false, s.delta)
+	}
+	s.clock++
+	if s.busy {
+		select {
+		case r := <-s.done:
+			if err := s.received(w, r); err != nil {
+				return RoundStats{}, err
+			}
+		default:
+		}
+	}
+	stopNow := false
+	if !s.busy {
+		up := s.pipe.handoff()
+		if s.onDelta != nil {
+			s.onDelta(true, up)
+		}
+		if s.stop {
+			// The last upload: what is still pending, synchronously.
+			rep, err := s.svc.PushPullIfNewer(ctx, up, s.pipe.global, s.clock, stopVote)
+			if err := s.received(w, wbspUploaded{rep: rep, err: err}); err != nil {
+				return RoundStats{}, err
+			}
+			stopNow = true
+		} else {
+			s.busy = true
+			s.reqs <- wbspUpload{clock: s.clock, vote: stopVote}
+		}
+	}
+	rs := RoundStats{
+		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
+		Compute: st.Compute, Comm: w.Now().Sub(t1), // bookkeeping, rebasing and the final flush
+	}
+	psProgress(w, &rs, s.last)
+	rs.Stop = stopNow
+	return rs, nil
+}
+
+func (s *wbspOpt) Finish(ctx context.Context, w *Worker) error {
+	if s.svc == nil {
+		return nil
+	}
+	var err error
+	if s.busy {
+		select {
+		case r := <-s.done:
+			s.busy = false
+			if r.err != nil {
+				err = r.err
+			}
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	close(s.reqs)
+	if !s.busy {
+		<-s.exited
+	}
+	if cerr := s.svc.Close(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
