@@ -39,11 +39,7 @@ func newJob(t testing.TB, eps []transport.Endpoint, opts Options) *job {
 		}
 		j.comms = append(j.comms, c)
 	}
-	t.Cleanup(func() {
-		for _, ep := range eps {
-			ep.Close()
-		}
-	})
+	t.Cleanup(func() { transport.CloseAll(eps) })
 	return j
 }
 

@@ -2,7 +2,9 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 )
 
 // Channel separates independent conversations between the same pair of ranks. Each channel has
@@ -125,3 +127,23 @@ const (
 	CodecFP16       // float32 payload sent as IEEE half precision (lossy)
 	CodecBF16       // float32 payload sent as bfloat16 (lossy)
 )
+
+// CloseAll closes endpoints concurrently, as the ranks of a job do when it ends, and returns
+// their errors joined. Network endpoints linger on Close until their peers have read what they
+// sent (see NewStreamEndpoint), so closing one rank after another would wait on each.
+func CloseAll(eps []Endpoint) error {
+	errs := make([]error, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		if ep == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = ep.Close()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -35,6 +35,11 @@ type StreamOptions struct {
 	// Unix sockets default to about 200 KiB. 0 leaves the system default (and, for TCP, its
 	// autotuning).
 	SocketBuffer int
+	// Linger, when positive, makes Close half-close every connection and wait up to this long
+	// for each peer to half-close too, so that frames already sent are read before the links go
+	// down (a libp2p stream, or a socket with unread data, is reset by a plain close). Jobs set
+	// it (transport/p2p does); 0 closes at once.
+	Linger time.Duration
 }
 
 // DefaultStreamOptions returns checksums on, 1 GiB messages and 64 KiB read buffers.
@@ -46,6 +51,9 @@ func DefaultStreamOptions() StreamOptions {
 func (o StreamOptions) Validate() error {
 	if o.MaxMessage < 0 || o.MaxMessage > MaxFrameLen {
 		return fmt.Errorf("stream options: MaxMessage %d out of range [0, %d] (0 = default)", o.MaxMessage, MaxFrameLen)
+	}
+	if o.Linger < 0 {
+		return fmt.Errorf("stream options: Linger %v is negative", o.Linger)
 	}
 	if o.SocketBuffer < 0 || o.SocketBuffer > 1<<30 {
 		return fmt.Errorf("stream options: SocketBuffer %d out of range [0, %d]", o.SocketBuffer, 1<<30)
@@ -282,6 +290,7 @@ func (e *streamEndpoint) isClosed() bool {
 func (e *streamEndpoint) Close() error {
 	e.closeOnce.Do(func() {
 		close(e.closed)
+		e.linger()
 		for _, p := range e.peers {
 			if p != nil {
 				p.conn.Close()
@@ -298,6 +307,46 @@ func (e *streamEndpoint) Close() error {
 		}
 	})
 	return nil
+}
+
+// linger half-closes every connection that supports it and waits, at most opts.Linger, until
+// every peer has half-closed too (its reader saw the end of the stream). A plain Close would
+// reset a libp2p stream (and a socket with unread data) while frames this rank already sent are
+// still in flight, and the peer would lose the job's last messages. A peer that is busy writing
+// keeps its lock: that link is closed hard after the wait.
+func (e *streamEndpoint) linger() {
+	if e.opts.Linger <= 0 {
+		return
+	}
+	type closeWriter interface{ CloseWrite() error }
+	any := false
+	for _, p := range e.peers {
+		if p == nil {
+			continue
+		}
+		cw, ok := p.conn.(closeWriter)
+		if !ok || !p.wmu.TryLock() {
+			continue
+		}
+		if cw.CloseWrite() == nil {
+			any = true
+		}
+		p.wmu.Unlock()
+	}
+	if !any {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(e.opts.Linger)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // ---- send ----

@@ -27,6 +27,9 @@ const (
 	DataPathUnix   = "unix"   // a Unix socket between ranks on the same host, token-authenticated
 )
 
+// DefaultLinger is how long a rank's Close waits for its peers to read what it sent last.
+const DefaultLinger = 5 * time.Second
+
 // DefaultJoinTimeout bounds Join when Config.JoinTimeout is zero.
 const DefaultJoinTimeout = 60 * time.Second
 

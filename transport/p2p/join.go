@@ -205,6 +205,10 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if reflect.ValueOf(opts).IsZero() {
 		opts = transport.DefaultStreamOptions()
 	}
+	if opts.Linger == 0 {
+		// The ranks of a job close together; lingering lets each read the others' last frames.
+		opts.Linger = DefaultLinger
+	}
 	ep, err := transport.NewStreamEndpoint(cfg.Rank, cfg.Size, conns, opts)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)

@@ -112,13 +112,7 @@ func startJob(t testing.TB, base Config, perRank func(r int, c *Config)) []trans
 	return eps
 }
 
-func closeAll(eps []transport.Endpoint) {
-	for _, ep := range eps {
-		if ep != nil {
-			ep.Close()
-		}
-	}
-}
+func closeAll(eps []transport.Endpoint) { transport.CloseAll(eps) }
 
 func payloadFor(from, to, size int) []byte {
 	n := 1 + (7919*(from*size+to))%50000
@@ -624,10 +618,8 @@ func TestCloseReleasesEverything(t *testing.T) {
 				t.Errorf("rank %d: socket file %s left after join: %v", r, unixSocketPath(tag, r), err)
 			}
 		}
-		for _, ep := range eps {
-			if err := ep.Close(); err != nil {
-				t.Errorf("close: %v", err)
-			}
+		if err := transport.CloseAll(eps); err != nil {
+			t.Errorf("close: %v", err)
 		}
 	}
 	// A first job starts the process-wide goroutines that libp2p keeps for good.

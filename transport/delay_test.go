@@ -1,0 +1,81 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestDelayedWindows(t *testing.T) {
+	eps := NewMemJob(2)
+	defer eps[0].Close()
+	defer eps[1].Close()
+	epoch := time.Unix(1000, 0)
+	now := epoch
+	d := NewDelayed(eps[0], time.Millisecond, []DelayWindow{{From: 2 * time.Second, To: 3 * time.Second}, {From: 5 * time.Second, To: 6 * time.Second}})
+	d.now = func() time.Time { return now }
+	ctx := context.Background()
+
+	// Control messages do not start the clock; the first data message does.
+	if err := d.Send(ctx, 1, Header{Channel: ChanControl}, []byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	if d.epoch.Load() != 0 {
+		t.Fatal("a control message set the epoch")
+	}
+	steps := []struct {
+		at      time.Duration
+		delayed bool
+	}{
+		{0, false}, // sets the epoch
+		{1999 * time.Millisecond, false},
+		{2 * time.Second, true},
+		{2999 * time.Millisecond, true},
+		{3 * time.Second, false},
+		{5500 * time.Millisecond, true},
+		{6 * time.Second, false},
+	}
+	var buf [8]byte
+	for i, st := range steps {
+		now = epoch.Add(st.at)
+		before := d.DelayedSends()
+		if got := d.DelayAt(now); (got > 0) != st.delayed && i > 0 {
+			t.Fatalf("at %v: DelayAt = %v, want delayed=%v", st.at, got, st.delayed)
+		}
+		h := Header{Channel: ChanCollective, Seq: uint64(i)}
+		if err := d.Send(ctx, 1, h, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.DelayedSends() - before; (got == 1) != st.delayed {
+			t.Fatalf("at %v: %d sends delayed, want delayed=%v", st.at, got, st.delayed)
+		}
+		if i == 0 && d.epoch.Load() != epoch.UnixNano() {
+			t.Fatal("the first data message did not set the epoch")
+		}
+		if i == 0 {
+			if _, err := eps[1].Recv(ctx, 0, Header{Channel: ChanControl}, buf[:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := eps[1].Recv(ctx, 0, h, buf[:])
+		if err != nil || n != 1 || buf[0] != byte(i) {
+			t.Fatalf("message %d arrived as %v (n=%d, err %v)", i, buf[:n], n, err)
+		}
+	}
+}
+
+func TestDelayedSendHonoursContext(t *testing.T) {
+	eps := NewMemJob(2)
+	defer eps[0].Close()
+	defer eps[1].Close()
+	d := NewDelayed(eps[0], time.Hour, []DelayWindow{{From: 0, To: time.Hour}})
+	d.Start(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := d.Send(ctx, 1, Header{Channel: ChanCollective}, []byte("x"))
+	var pe *PeerError
+	if !errors.As(err, &pe) || pe.Peer != 1 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want a PeerError for peer 1 wrapping context.Canceled", err)
+	}
+}
