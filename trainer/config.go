@@ -57,6 +57,10 @@ type Config struct {
 	// strategies: ranks 0..PSServers-1. 0 means 1 (rank 0 alone).
 	PSServers int `json:"ps_servers,omitempty"`
 
+	// Devices is each rank's compute device ("cpu", "cuda:N"): one entry for every rank, or
+	// one per rank, so that a job can mix GPU and CPU workers. Empty means cpu.
+	Devices []string `json:"devices,omitempty"`
+
 	// ESync, SyncSwitch and Stragglers are set in esync.go, syncswitch.go and straggler.go.
 	ESync      ESyncConfig      `json:"esync,omitempty"`
 	SyncSwitch SyncSwitchConfig `json:"sync_switch,omitempty"`
@@ -111,6 +115,9 @@ func DefaultLR(gradReduction string, batch int) float64 {
 
 // Validate checks c for a job of size ranks.
 func (c *Config) Validate(size int) error {
+	if err := c.validateDevices(size); err != nil {
+		return err
+	}
 	if size < 1 {
 		return fmt.Errorf("trainer: job size must be ≥ 1, got %d", size)
 	}

@@ -34,7 +34,7 @@ func TestConfigValidate(t *testing.T) {
 		size int
 		want string
 	}{
-		{"unknown strategy", func(c *Config) { c.Strategy = "esgd" }, 4, "known: asgd, local, ssgd"},
+		{"unknown strategy", func(c *Config) { c.Strategy = "esgd" }, 4, "known: asgd, "},
 		{"zero batch", func(c *Config) { c.Batch = 0 }, 4, "--batch"},
 		{"negative lr", func(c *Config) { c.LR = -1 }, 4, "--lr"},
 		{"momentum one", func(c *Config) { c.Momentum = 1 }, 4, "--momentum"},
@@ -106,5 +106,44 @@ func TestParseLists(t *testing.T) {
 	}
 	if l, err := ParseMillisList("step-sleep", ""); l != nil || err != nil {
 		t.Fatalf("empty list: %v %v", l, err)
+	}
+}
+
+func TestDevices(t *testing.T) {
+	for _, tc := range []struct {
+		flag    string
+		size    int
+		want    []string // DeviceFor(0..size-1)
+		wantErr string
+	}{
+		{"", 3, []string{"cpu", "cpu", "cpu"}, ""},
+		{"cpu", 2, []string{"cpu", "cpu"}, ""},
+		{"cuda:1", 2, []string{"cuda:1", "cuda:1"}, ""},
+		{"cuda:0, cpu,cpu,cpu", 4, []string{"cuda:0", "cpu", "cpu", "cpu"}, ""},
+		{"cpu,cpu,cpu", 2, nil, "lists 3 devices for 2 ranks"},
+		{"gpu", 2, nil, `unknown device "gpu"`},
+		{"cuda:x", 1, nil, `unknown device "cuda:x"`},
+	} {
+		devs, err := ParseDevices(tc.flag)
+		if err == nil {
+			cfg := Config{Devices: devs}
+			cfg.Defaults()
+			err = cfg.Validate(tc.size)
+		}
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("--device %q: err = %v, want %q", tc.flag, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("--device %q: %v", tc.flag, err)
+		}
+		cfg := Config{Devices: devs}
+		for r, want := range tc.want {
+			if got := cfg.DeviceFor(r); got != want {
+				t.Errorf("--device %q: rank %d device %q, want %q", tc.flag, r, got, want)
+			}
+		}
 	}
 }

@@ -76,9 +76,9 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOp
 	if threads <= 0 {
 		threads = max(1, runtime.NumCPU()/max(1, opts.LocalSize))
 	}
-	dev, err := kernels.NewCPU(threads)
+	dev, err := openDevice(rank, cfg.DeviceFor(rank), threads)
 	if err != nil {
-		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
+		return nil, err
 	}
 	model, err := nn.NewModel(cfg.Model, dev, cfg.Batch, cfg.Seed)
 	if err != nil {

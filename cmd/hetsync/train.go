@@ -70,6 +70,9 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if cfg.StepSleep, err = trainer.ParseMillisList("step-sleep", c.String("step-sleep")); err != nil {
 		return o, err
 	}
+	if cfg.Devices, err = trainer.ParseDevices(c.String("device")); err != nil {
+		return o, err
+	}
 	if err := applyESyncFlags(c, &cfg); err != nil {
 		return o, err
 	}
@@ -160,6 +163,7 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "run directory (default runs/SYNC-COLLECTIVE-TIME)"},
 			&cli.StringFlag{Name: "data", Usage: "Fashion-MNIST directory (default: $HETSYNC_DATA, the Debian package, the cache, download)"},
 			&cli.IntFlag{Name: "threads", Usage: "kernel threads per rank (0 = cores / ranks on this host)"},
+			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "compute device: cpu, cuda:N, or one per rank (cuda:0,cpu,cpu,cpu); cuda needs a binary from `make cuda`"},
 			&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
 			&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto, stream, tcp or unix"},
 			&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
