@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -239,7 +240,12 @@ func TestUnknownStrategyListsKnown(t *testing.T) {
 	cfg := Config{Strategy: "bogus"}
 	cfg.Defaults()
 	err := cfg.Validate(2)
-	if err == nil || !strings.Contains(err.Error(), "asgd, local, ssgd") {
+	if err == nil || !strings.Contains(err.Error(), "known: "+strings.Join(Strategies(), ", ")) {
 		t.Fatalf("err = %v, want one listing the known strategies", err)
+	}
+	for _, name := range []string{"asgd", "dcasgd", "esync", "local", "ssgd", "ssp", "sync-switch", "wbsp", "wbsp-opt"} {
+		if !slices.Contains(Strategies(), name) {
+			t.Errorf("strategy %q is not registered (have %v)", name, Strategies())
+		}
 	}
 }

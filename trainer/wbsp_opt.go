@@ -68,10 +68,25 @@ func newDeltaPipeline(n int) *deltaPipeline {
 	return &deltaPipeline{pending: make([]float32, n), inflight: make([]float32, n), global: make([]float32, n)}
 }
 
-// addStep records the step that took prev to params, in one pass: delta = params − prev,
-// pending += delta, prev = params.
+// addStep records the step that took prev to params, in one pass: pending += params − prev,
+// prev = params, and delta = params − prev unless delta is nil.
 func (p *deltaPipeline) addStep(delta, params, prev []float32) {
-	prev, delta, q := prev[:len(params)], delta[:len(params)], p.pending[:len(params)]
+	prev, q := prev[:len(params)], p.pending[:len(params)]
+	if delta == nil {
+		if p.empty {
+			p.empty = false
+			for i, v := range params {
+				q[i], prev[i] = v-prev[i], v
+			}
+			return
+		}
+		for i, v := range params {
+			q[i] += v - prev[i]
+			prev[i] = v
+		}
+		return
+	}
+	delta = delta[:len(params)]
 	if p.empty {
 		p.empty = false
 		for i, v := range params {
@@ -170,9 +185,11 @@ func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundSta
 	}
 	t1 := w.Now()
 	st.Compute += t1.Sub(t0) // the local SGD step is computation (WBSP's step time includes it)
-	s.pipe.addStep(s.delta, w.Params, s.prev)
 	if s.onDelta != nil {
+		s.pipe.addStep(s.delta, w.Params, s.prev)
 		s.onDelta(false, s.delta)
+	} else {
+		s.pipe.addStep(nil, w.Params, s.prev)
 	}
 	s.clock++
 	if s.busy {
