@@ -16,10 +16,11 @@ type ESyncConfig struct {
 	// LocalLR is η, the learning rate of the local SGD steps (weight decay as
 	// Config.WeightDecay). 0 means Config.LR.
 	LocalLR float64 `json:"local_lr,omitempty"`
-	// LocalMomentum is the momentum of the local steps. 0 (the default) is the paper's plain
-	// SGD; with momentum each rank keeps its own velocity across rounds (only the parameters
-	// are synchronized), the variant the paper mentions.
-	LocalMomentum float64 `json:"local_momentum,omitempty"`
+	// LocalMomentum is the momentum of the local steps; nil means Config.Momentum, the
+	// optimizer every other strategy uses (hetsync train: 0.9). 0 is the paper's plain SGD;
+	// with momentum each rank keeps its own velocity across rounds (only the parameters are
+	// synchronized), the variant the paper mentions.
+	LocalMomentum *float64 `json:"local_momentum,omitempty"`
 	// GlobalLR is γ in w_{t+1} = w_t + γ·ΣΔ/N. 0 means 1.
 	GlobalLR float64 `json:"global_lr,omitempty"`
 	// Epsilon is the state service's fixed ε (the original hard-codes 0.5 s). 0 selects
@@ -45,6 +46,10 @@ func (c *Config) ESyncDefaults() {
 	if e.Epsilon == 0 && e.EpsilonFactor == 0 {
 		e.EpsilonFactor = DefaultESyncEpsilonFactor
 	}
+	if e.LocalMomentum == nil {
+		m := c.Momentum
+		e.LocalMomentum = &m
+	}
 }
 
 // Validate checks the ESync settings (zero fields are defaults still to be filled).
@@ -52,8 +57,8 @@ func (e ESyncConfig) Validate() error {
 	switch {
 	case e.LocalLR < 0 || math.IsNaN(e.LocalLR) || math.IsInf(e.LocalLR, 0):
 		return fmt.Errorf("trainer: --local-lr must be a positive number, got %v", e.LocalLR)
-	case e.LocalMomentum < 0 || e.LocalMomentum >= 1 || math.IsNaN(e.LocalMomentum):
-		return fmt.Errorf("trainer: --local-momentum must be in [0, 1), got %v", e.LocalMomentum)
+	case e.LocalMomentum != nil && (*e.LocalMomentum < 0 || *e.LocalMomentum >= 1 || math.IsNaN(*e.LocalMomentum)):
+		return fmt.Errorf("trainer: --local-momentum must be in [0, 1), got %v", *e.LocalMomentum)
 	case e.GlobalLR < 0 || math.IsNaN(e.GlobalLR) || math.IsInf(e.GlobalLR, 0):
 		return fmt.Errorf("trainer: --global-lr must be a positive number, got %v", e.GlobalLR)
 	case e.Epsilon < 0:
@@ -96,6 +101,12 @@ func ParseESyncEpsilon(s string) (fixed time.Duration, factor float64, err error
 // training loss, its correct count, its sample count and its local steps, so one collective
 // carries the update, the agreed stop and the global progress. Since w_t and ΣΔ are identical
 // on every rank, so is w_{t+1}, bitwise.
+//
+// Metrics: RoundRecord.LocalSteps is n_i; Compute is the local steps (with injected
+// slowdown), Wait the barrier before the allreduce (the fast ranks' idle time), Comm the
+// allreduce plus the state-service queries. The local optimizer is SGD at rate η with
+// LocalMomentum (default: Config.Momentum; 0 is the paper's plain SGD), each rank keeping its
+// own velocity: only the parameters are synchronized.
 type esync struct {
 	cfg     ESyncConfig
 	svc     *esyncService
@@ -125,6 +136,10 @@ func newESync(cfg *Config) (Strategy, error) {
 	if e.Epsilon == 0 && e.EpsilonFactor == 0 {
 		e.EpsilonFactor = DefaultESyncEpsilonFactor
 	}
+	if e.LocalMomentum == nil {
+		m := cfg.Momentum
+		e.LocalMomentum = &m
+	}
 	return &esync{cfg: e}, nil
 }
 
@@ -137,7 +152,7 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)
 	s.pre = append(make([]float32, 0, n), w.Params...)
 	s.buf = make([]float32, n+esyncExtra)
-	s.opt = SGD{LR: float32(s.cfg.LocalLR), Momentum: float32(s.cfg.LocalMomentum), WeightDecay: float32(w.Cfg.WeightDecay)}
+	s.opt = SGD{LR: float32(s.cfg.LocalLR), Momentum: float32(*s.cfg.LocalMomentum), WeightDecay: float32(w.Cfg.WeightDecay)}
 	s.round = 1
 	applyComputeStragglers(w)
 	s.svc = startESyncService(ctx, w.Endpoint, s.cfg.Epsilon, s.cfg.EpsilonFactor)

@@ -22,8 +22,9 @@ type capturedJob struct {
 	results []*Result
 }
 
-// runCapturedJob trains cfg on size in-process ranks; wrap, when set, decorates each endpoint.
-func runCapturedJob(t *testing.T, cfg Config, size int, wrap func(transport.Endpoint) transport.Endpoint) *capturedJob {
+// runCapturedJob trains cfg on size in-process ranks; wrap, when set, decorates each endpoint,
+// and setup adjusts each rank's worker before training (its clock, its batches).
+func runCapturedJob(t *testing.T, cfg Config, size int, wrap func(transport.Endpoint) transport.Endpoint, setup ...func(w *Worker)) *capturedJob {
 	t.Helper()
 	cfg.Defaults()
 	if err := cfg.Validate(size); err != nil {
@@ -54,6 +55,9 @@ func runCapturedJob(t *testing.T, cfg Config, size int, wrap func(transport.Endp
 				w, err := NewWorker(&cfg, ep, comm, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
 				if err != nil {
 					return err
+				}
+				for _, f := range setup {
+					f(w)
 				}
 				strat, err := NewStrategy(&cfg)
 				if err != nil {
@@ -220,6 +224,31 @@ func TestParseESyncEpsilon(t *testing.T) {
 			}
 			if err == nil && (fixed != tc.fixed || factor != tc.factor) {
 				t.Fatalf("got (%v, %v), want (%v, %v)", fixed, factor, tc.fixed, tc.factor)
+			}
+		})
+	}
+}
+
+func TestESyncDefaults(t *testing.T) {
+	zero := 0.0
+	tests := []struct {
+		name     string
+		cfg      Config
+		localLR  float64
+		momentum float64
+		factor   float64
+	}{
+		{"local optimizer follows --lr and --momentum", Config{Strategy: "esync", LR: 0.07, Momentum: 0.9}, 0.07, 0.9, DefaultESyncEpsilonFactor},
+		{"explicit plain SGD stays plain", Config{Strategy: "esync", LR: 0.07, Momentum: 0.9, ESync: ESyncConfig{LocalMomentum: &zero, LocalLR: 0.2}}, 0.2, 0, DefaultESyncEpsilonFactor},
+		{"a fixed ε needs no factor", Config{Strategy: "esync", ESync: ESyncConfig{Epsilon: 500 * time.Millisecond}}, 0.05, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Defaults()
+			e := cfg.ESync
+			if e.LocalLR != tc.localLR || e.LocalMomentum == nil || *e.LocalMomentum != tc.momentum || e.GlobalLR != 1 || e.EpsilonFactor != tc.factor {
+				t.Fatalf("defaults = %+v (momentum %v), want local lr %v, momentum %v, γ 1, ε factor %v", e, e.LocalMomentum, tc.localLR, tc.momentum, tc.factor)
 			}
 		})
 	}

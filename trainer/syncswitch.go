@@ -155,13 +155,14 @@ const (
 
 // syncSwitch is Sync-Switch (algorithms.md §9): BSP (as ssgd) for the first SwitchAt of the
 // work, then ASP (as asgd, through collective/kv) for the rest, switched in-process: the
-// parameter-server shards start from the BSP model and velocity, and the ASP phase keeps the
-// momentum (§9.2's data: no treatment beat keeping it). Work is counted as Sync-Switch does:
+// parameter-server shards start from the BSP model and velocity, and by default the ASP phase
+// keeps the momentum (§9.2's data: no treatment beat keeping it; --switch-momentum offers
+// scale and zero). The ASP phase's learning rate defaults to LR/N. Work is counted as Sync-Switch does:
 // one BSP round equals N ASP pushes.
 //
 // All ranks agree on every switch. BSP→ASP is decided from the round's allreduce, which
 // carries, besides the gradient, rank 0's stop vote and time-based switch vote, every rank's
-// compute time and previous round time (the straggler detector's input): every rank computes
+// previous round time (the straggler detector's input): every rank computes
 // the same decision. ASP→BSP (an elastic excursion ending, or the stop) is left by each
 // worker after the reply that shows the target version or the stop flag; then every rank
 // closes the service (which returns when all workers are done) and one allreduce of the
@@ -177,12 +178,13 @@ type syncSwitch struct {
 	switchAt int // BSP rounds planned before the switch; -1: decided by time (rank 0's vote)
 
 	// BSP
-	buf       []float32
-	bspDone   int
-	hist      []roundSample
-	lastRound time.Duration
-	roundT0   time.Time
-	start     time.Time
+	buf        []float32
+	bspDone    int
+	hist       []time.Duration
+	skipSample bool
+	lastRound  time.Duration
+	roundT0    time.Time
+	start      time.Time
 
 	// ASP
 	svc       *kv.Service
@@ -196,7 +198,6 @@ type syncSwitch struct {
 	samples    int64
 	switches   int
 	SwitchTime time.Duration
-	permanent  bool // the planned switch happened (or greedy): ASP until the end
 }
 
 func newSyncSwitch(cfg *Config) (Strategy, error) {
@@ -209,7 +210,7 @@ func newSyncSwitch(cfg *Config) (Strategy, error) {
 
 func (s *syncSwitch) Name() string { return "sync-switch" }
 
-func (s *syncSwitch) extra(size int) int { return 5 + 2*size }
+func (s *syncSwitch) extra(size int) int { return 5 + size }
 
 func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	if w.Comm == nil {
@@ -234,6 +235,7 @@ func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	}
 	s.start = w.Now()
 	s.roundT0 = s.start
+	s.skipSample = true
 	if s.switchAt == 0 {
 		return s.toASP(ctx, w, 0)
 	}
@@ -266,8 +268,7 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 		w.Now().Sub(s.start) >= time.Duration(s.cfg.SwitchAt*float64(w.Cfg.MaxTime)) {
 		x[4] = 1
 	}
-	x[5+w.Rank] = float32(st.Compute.Seconds())
-	x[5+p+w.Rank] = float32(s.lastRound.Seconds())
+	x[5+w.Rank] = float32(s.lastRound.Seconds())
 
 	t0 := w.Now()
 	if err := w.Comm.Barrier(ctx); err != nil {
@@ -293,13 +294,18 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 		Comm:          t2.Sub(t1),
 		Stop:          x[0] > 0.5,
 	}
-	// The detector's sample: every rank's compute, and the slowest rank's previous round.
-	sample := roundSample{Compute: make([]time.Duration, p)}
+	// The detector's sample: the slowest rank's previous round time.
+	var sample time.Duration
 	for r := 0; r < p; r++ {
-		sample.Compute[r] = time.Duration(float64(x[5+r]) * float64(time.Second))
-		sample.Round = max(sample.Round, time.Duration(float64(x[5+p+r])*float64(time.Second)))
+		sample = max(sample, time.Duration(float64(x[5+r])*float64(time.Second)))
 	}
-	if s.bspDone > 1 { // the first round has no previous round time
+	if s.skipSample {
+		// The first BSP round, and the first after an ASP excursion, has no BSP round time.
+		s.skipSample = false
+	} else {
+		if len(s.hist) >= 9*s.cfg.Window { // all the detector looks at
+			s.hist = append(s.hist[:0], s.hist[1:]...)
+		}
 		s.hist = append(s.hist, sample)
 	}
 	if !out.Stop {
@@ -307,7 +313,6 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 		detected := s.cfg.Policy != "none" && s.detector.Detect(s.hist)
 		switch {
 		case planned || (detected && s.cfg.Policy == "greedy"):
-			s.permanent = true
 			t := w.Now()
 			if err := s.toASP(ctx, w, 0); err != nil {
 				return RoundStats{}, err
@@ -458,7 +463,7 @@ func (s *syncSwitch) leaveASP(ctx context.Context, w *Worker, sawStop bool) (boo
 	pushes := int64(s.leaveBuf[2*n+1] + 0.5)
 	s.aspRounds += int(pushes) / w.Size
 	s.aspSampl += pushes * int64(w.Cfg.Batch)
-	s.svc, s.phase = nil, phaseBSP
+	s.svc, s.phase, s.skipSample = nil, phaseBSP, true
 	return s.leaveBuf[2*n] > 0.5, nil
 }
 

@@ -10,7 +10,7 @@ import (
 func esyncFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.Float64Flag{Name: "local-lr", Usage: "esync: learning rate η of the local SGD steps (default: --lr)"},
-		&cli.Float64Flag{Name: "local-momentum", Usage: "esync: momentum of the local steps (0: the paper's plain SGD; each rank keeps its own velocity)"},
+		&cli.Float64Flag{Name: "local-momentum", Usage: "esync: momentum of the local steps (default: --momentum; 0 is the paper's plain SGD; each rank keeps its own velocity)"},
 		&cli.Float64Flag{Name: "global-lr", Value: 1, Usage: "esync: global learning rate γ in w ← w + γ·ΣΔ/N"},
 		&cli.StringFlag{Name: "esync-epsilon", Value: "auto", Usage: "esync: the state service's ε: auto (0.1× the median step time), a factor (0.25x) or a duration (0.5s, the original's)"},
 	}
@@ -22,7 +22,10 @@ func applyESyncFlags(c *cli.Context, cfg *trainer.Config) error {
 		return nil
 	}
 	cfg.ESync.LocalLR = c.Float64("local-lr")
-	cfg.ESync.LocalMomentum = c.Float64("local-momentum")
+	if c.IsSet("local-momentum") {
+		m := c.Float64("local-momentum")
+		cfg.ESync.LocalMomentum = &m
+	}
 	cfg.ESync.GlobalLR = c.Float64("global-lr")
 	fixed, factor, err := trainer.ParseESyncEpsilon(c.String("esync-epsilon"))
 	if err != nil {
