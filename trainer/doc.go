@@ -7,12 +7,13 @@
 // # Rounds and strategies
 //
 // Run calls Strategy.Round until all ranks agree to stop. A round is what a strategy calls one
-// unit of progress: one allreduced step for ssgd, one push/pull for asgd, one local step for
-// local (and, next, n_i local steps plus a global update for ESync). Worker.LocalStep is the
-// shared building block: fetch a batch, forward/backward, scale the gradient to
-// Config.GradReduction, sleep as the Injector says; the sleep counts as compute time.
+// unit of progress: one allreduced step for ssgd, one push/pull for the parameter-server
+// strategies, one local step for local, n_i local steps plus a global update for esync.
+// Worker.LocalStep is the shared building block: fetch a batch, forward/backward, scale the
+// gradient to Config.GradReduction, sleep as the Injector says; the sleep counts as compute.
 //
-// Registered strategies:
+// Registered strategies (one file each; research/algorithms.md is the specification, and its
+// §13 choices are recorded in each file's type comment):
 //
 //   - local: no communication; each rank trains alone (the baseline).
 //   - ssgd: gradients allreduced (sum, then divided by the number of ranks) with the chosen
@@ -20,6 +21,19 @@
 //     bitwise identical.
 //   - asgd: textbook asynchronous SGD through the parameter server of collective/kv (the
 //     server applies w ← w − lr·g on arrival and returns w; staleness is recorded).
+//   - dcasgd: delay-compensated ASGD on the server, w ← w − η(g + λ g⊙g⊙(w − w_bak)), with
+//     per-worker backups (the paper) or one shared backup (--dcasgd-variant mxnet).
+//   - ssp: stale synchronous parallel; a worker's pull is held while it is more than s steps
+//     ahead of the slowest (--staleness), or the ADSP-style lazy pull.
+//   - esync: local SGD steps until rank 0's state service (esync_state.go, the exact §6.2
+//     predicates as a pure state machine) answers READY, then the model deltas are summed over
+//     any --collective and every rank sets w ← w_t + γ·ΣΔ/N (bitwise identical replicas).
+//   - wbsp: every step uploads its delta; the global model is published when the slowest
+//     worker uploads (buffered, the paper; or immediate, the code); slowest detected online.
+//   - wbsp-opt: WBSP with uploads overlapping the next step; new global models are applied
+//     only at step boundaries and deltas not yet uploaded are re-based, so none is lost.
+//   - sync-switch: BSP (ssgd) then ASP (asgd) at --switch-at of the work, carrying the
+//     optimizer state; online greedy/elastic policies react to detected stragglers.
 //
 // # Stopping
 //

@@ -39,6 +39,13 @@ func paramsHash(p []float32) uint64 {
 // runSynthJob trains the synthetic problem on size in-process ranks.
 func runSynthJob(t *testing.T, cfg Config, size int) *jobOutcome {
 	t.Helper()
+	return runSynthJobOn(t, cfg, transport.NewMemJob(size))
+}
+
+// runSynthJobOn runs the synthetic job on the given endpoints (one per rank) and closes them.
+func runSynthJobOn(t *testing.T, cfg Config, eps []transport.Endpoint) *jobOutcome {
+	t.Helper()
+	size := len(eps)
 	cfg.Defaults()
 	if err := cfg.Validate(size); err != nil {
 		t.Fatal(err)
@@ -47,7 +54,6 @@ func runSynthJob(t *testing.T, cfg Config, size int) *jobOutcome {
 	defer cancel()
 	train := newSynthSet(1200, 1)
 	test := newSynthSet(600, 2)
-	eps := transport.NewMemJob(size)
 	out := &jobOutcome{
 		results: make([]*Result, size), params: make([][]float32, size),
 		hashes: map[int]map[int]uint64{}, losses: map[int][]float64{},
@@ -58,7 +64,6 @@ func runSynthJob(t *testing.T, cfg Config, size int) *jobOutcome {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer ep.Close()
 			errs[r] = func() error {
 				comm, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
 				if err != nil {
@@ -112,6 +117,7 @@ func runSynthJob(t *testing.T, cfg Config, size int) *jobOutcome {
 		}()
 	}
 	wg.Wait()
+	transport.CloseAll(eps)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
