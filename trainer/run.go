@@ -223,5 +223,5 @@ func roundExtras(st RoundStats) []metrics.Field {
 	if st.Staleness > 0 {
 		f = append(f, metrics.Field{Key: "staleness", Value: float64(st.Staleness)})
 	}
-	return f
+	return append(f, st.Extra...)
 }

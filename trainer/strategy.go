@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // Strategy is a synchronization strategy: how the ranks' local steps become one model. The
@@ -48,6 +50,9 @@ type RoundStats struct {
 	Wait          time.Duration // blocked on other ranks (barriers)
 	Staleness     uint64        // asynchronous strategies: server updates between pull and push
 	Stop          bool          // all ranks agreed to stop after this round
+	// Extra are strategy-specific values for this round's metrics record (keys [a-z0-9_]+,
+	// distinct from the record's own keys).
+	Extra []metrics.Field
 }
 
 // StrategyFactory builds a strategy for a validated Config.

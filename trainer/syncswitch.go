@@ -8,6 +8,7 @@ import (
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/kv"
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // SyncSwitchConfig holds Sync-Switch's settings (algorithms.md §9).
@@ -243,10 +244,23 @@ func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 }
 
 func (s *syncSwitch) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	if s.phase == phaseASP {
-		return s.aspRound(ctx, w, stopVote)
+	asp := s.phase == phaseASP
+	var st RoundStats
+	var err error
+	if asp {
+		st, err = s.aspRound(ctx, w, stopVote)
+	} else {
+		st, err = s.bspRound(ctx, w, stopVote)
 	}
-	return s.bspRound(ctx, w, stopVote)
+	// The metrics carry the phase this round ran in and the switching time so far, so a report
+	// can give the training time both with and without the cost of switching.
+	phase := 0.0
+	if asp {
+		phase = 1
+	}
+	st.Extra = append(st.Extra, metrics.Field{Key: "asp", Value: phase},
+		metrics.Field{Key: "switch_s", Value: s.SwitchTime.Seconds()})
+	return st, err
 }
 
 func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
