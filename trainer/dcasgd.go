@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/hetsync/hetsync/collective/kv"
 )
@@ -17,8 +16,7 @@ import (
 // MXNet's single previous weight shared by all workers (--dcasgd-variant mxnet, ESync's
 // baseline). λ is --dcasgd-lambda (0.04). Momentum and weight decay do not apply on the server.
 type dcasgd struct {
-	svc   *kv.Service
-	clock uint64
+	psClient
 }
 
 func (s *dcasgd) Name() string { return "dcasgd" }
@@ -32,31 +30,14 @@ func (s *dcasgd) Start(ctx context.Context, w *Worker) error {
 }
 
 func (s *dcasgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, err := w.LocalStep(ctx)
+	st, rep, comm, err := s.pushPullStep(ctx, w, stopVote, "dcasgd")
 	if err != nil {
-		return RoundStats{}, err
-	}
-	s.clock++
-	t0 := w.Now()
-	rep, err := s.svc.PushPull(ctx, w.Grads, w.Params, s.clock, stopVote)
-	if err != nil {
-		return RoundStats{}, fmt.Errorf("trainer: rank %d: dcasgd step %d: %w", w.Rank, s.clock, err)
-	}
-	t1 := w.Now()
-	if err := w.Load(); err != nil {
 		return RoundStats{}, err
 	}
 	rs := RoundStats{
 		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
-		Compute: st.Compute, Comm: t1.Sub(t0), Staleness: rep.Staleness,
+		Compute: st.Compute, Comm: comm, Staleness: rep.Staleness,
 	}
 	psProgress(w, &rs, rep)
 	return rs, nil
-}
-
-func (s *dcasgd) Finish(ctx context.Context, w *Worker) error {
-	if s.svc == nil {
-		return nil
-	}
-	return s.svc.Close(ctx)
 }

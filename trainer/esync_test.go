@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/trainer/metrics"
 	"github.com/hetsync/hetsync/transport"
 )
@@ -48,11 +47,7 @@ func runCapturedJob(t *testing.T, cfg Config, size int, wrap func(transport.Endp
 			defer wg.Done()
 			defer ep.Close()
 			errs[r] = func() error {
-				comm, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
-				if err != nil {
-					return err
-				}
-				w, err := NewWorker(&cfg, ep, comm, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
+				w, err := newSynthWorker(&cfg, ep, train, r, size)
 				if err != nil {
 					return err
 				}

@@ -23,8 +23,7 @@ import (
 // shard), and rank 0's stop vote releases every held worker with the stop flag, so the end of
 // training cannot deadlock. The time a worker spends held counts as Comm.
 type ssp struct {
-	svc   *kv.Service
-	clock uint64
+	psClient
 	lazy  bool
 	bound uint64
 	prev  []float32 // lazy: Params before the step (kept current)
@@ -98,11 +97,4 @@ func (s *ssp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, 
 	}
 	psProgress(w, &rs, rep)
 	return rs, nil
-}
-
-func (s *ssp) Finish(ctx context.Context, w *Worker) error {
-	if s.svc == nil {
-		return nil
-	}
-	return s.svc.Close(ctx)
 }

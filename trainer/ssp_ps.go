@@ -3,13 +3,50 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hetsync/hetsync/collective/kv"
 )
 
-// Parameter-server plumbing shared by ssp, dcasgd, wbsp and wbsp-opt (each strategy in its
-// own file). Shards live on ranks 0..PSServers-1 (default rank 0 alone), as goroutines beside
-// their workers, exactly as for asgd.
+// Parameter-server plumbing shared by asgd, dcasgd, ssp, wbsp, wbsp-opt and Sync-Switch's ASP
+// phase (each strategy in its own file). Shards live on ranks 0..PSServers-1 (default rank 0
+// alone), as goroutines beside their workers.
+
+// psClient is a worker's side of the parameter server: the service and the worker's clock
+// (its pushes so far). Strategies embed it; its Finish closes the service.
+type psClient struct {
+	svc   *kv.Service
+	clock uint64
+}
+
+func (c *psClient) Finish(ctx context.Context, w *Worker) error {
+	if c.svc == nil {
+		return nil
+	}
+	return c.svc.Close(ctx)
+}
+
+// pushPullStep is the round of the strategies that push a gradient and take the current model
+// back (asgd, dcasgd, Sync-Switch's ASP phase): one local step, then one request that pushes
+// its gradient and pulls the model into w.Params, which it loads. comm is the request's time;
+// name names the strategy in errors.
+func (c *psClient) pushPullStep(ctx context.Context, w *Worker, stopVote bool, name string) (st StepStats, rep kv.Reply, comm time.Duration, err error) {
+	st, err = w.LocalStep(ctx)
+	if err != nil {
+		return StepStats{}, kv.Reply{}, 0, err
+	}
+	c.clock++
+	t0 := w.Now()
+	rep, err = c.svc.PushPull(ctx, w.Grads, w.Params, c.clock, stopVote)
+	if err != nil {
+		return StepStats{}, kv.Reply{}, 0, fmt.Errorf("trainer: rank %d: %s step %d: %w", w.Rank, name, c.clock, err)
+	}
+	comm = w.Now().Sub(t0)
+	if err := w.Load(); err != nil {
+		return StepStats{}, kv.Reply{}, 0, err
+	}
+	return st, rep, comm, nil
+}
 
 // startPS starts this rank's part of the parameter server with rule (and the SSP gate when
 // gate is not nil), then pulls the initial model into w.Params and loads it.

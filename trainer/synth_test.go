@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -145,6 +146,16 @@ func synthEval(test *synthSet) EvalFunc {
 		loss, correct, err := m.run(test.x, test.y, false)
 		return float64(correct) / float64(len(test.y)), loss, err
 	}
+}
+
+// newSynthWorker builds rank r of a size-rank synthetic job on ep: a communicator running
+// cfg.Collective, the synthetic model and the rank's shard of train.
+func newSynthWorker(cfg *Config, ep transport.Endpoint, train *synthSet, r, size int) (*Worker, error) {
+	comm, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
+	if err != nil {
+		return nil, err
+	}
+	return NewWorker(cfg, ep, comm, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
 }
 
 // newMemEndpoint is rank 0 of a one-rank in-process job.

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/trainer/metrics"
 	"github.com/hetsync/hetsync/transport"
 )
@@ -65,11 +64,7 @@ func runSynthJobOn(t *testing.T, cfg Config, eps []transport.Endpoint) *jobOutco
 		go func() {
 			defer wg.Done()
 			errs[r] = func() error {
-				comm, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
-				if err != nil {
-					return err
-				}
-				w, err := NewWorker(&cfg, ep, comm, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
+				w, err := newSynthWorker(&cfg, ep, train, r, size)
 				if err != nil {
 					return err
 				}

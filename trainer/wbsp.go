@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hetsync/hetsync/collective/kv"
 )
@@ -27,8 +28,7 @@ import (
 // Between triggers a fast worker's Params is the last global model plus its own steps; that
 // is the model rank 0 evaluates.
 type wbsp struct {
-	svc   *kv.Service
-	clock uint64
+	psClient
 	prev  []float32 // Params before the step (kept current: no copy per step)
 	delta []float32 // the step's change, uploaded
 }
@@ -45,6 +45,23 @@ func wbspRule(cfg *Config) kv.RuleFactory {
 	return r.Factory()
 }
 
+// wbspLocalStep is a WBSP worker's step on its own copy: a local step, then the local SGD
+// update of w.Params. The update counts as computation (WBSP's step time includes it); end is
+// when it finished.
+func wbspLocalStep(ctx context.Context, w *Worker) (st StepStats, end time.Time, err error) {
+	st, err = w.LocalStep(ctx)
+	if err != nil {
+		return StepStats{}, time.Time{}, err
+	}
+	t0 := w.Now()
+	if err := w.Apply(w.Grads, 1); err != nil {
+		return StepStats{}, time.Time{}, err
+	}
+	end = w.Now()
+	st.Compute += end.Sub(t0)
+	return st, end, nil
+}
+
 func (s *wbsp) Start(ctx context.Context, w *Worker) error {
 	s.prev = make([]float32, len(w.Params))
 	s.delta = make([]float32, len(w.Params))
@@ -55,16 +72,10 @@ func (s *wbsp) Start(ctx context.Context, w *Worker) error {
 }
 
 func (s *wbsp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, err := w.LocalStep(ctx)
+	st, t1, err := wbspLocalStep(ctx, w)
 	if err != nil {
 		return RoundStats{}, err
 	}
-	t0 := w.Now()
-	if err := w.Apply(w.Grads, 1); err != nil {
-		return RoundStats{}, err
-	}
-	t1 := w.Now()
-	st.Compute += t1.Sub(t0) // the local SGD step is computation (WBSP's step time includes it)
 	stepDelta(s.delta, w.Params, s.prev)
 	s.clock++
 	rep, err := s.svc.PushPullIfNewer(ctx, s.delta, w.Params, s.clock, stopVote)
@@ -83,11 +94,4 @@ func (s *wbsp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 	}
 	psProgress(w, &rs, rep)
 	return rs, nil
-}
-
-func (s *wbsp) Finish(ctx context.Context, w *Worker) error {
-	if s.svc == nil {
-		return nil
-	}
-	return s.svc.Close(ctx)
 }

@@ -175,16 +175,10 @@ func (s *wbspOpt) received(w *Worker, r wbspUploaded) error {
 }
 
 func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, err := w.LocalStep(ctx)
+	st, t1, err := wbspLocalStep(ctx, w)
 	if err != nil {
 		return RoundStats{}, err
 	}
-	t0 := w.Now()
-	if err := w.Apply(w.Grads, 1); err != nil {
-		return RoundStats{}, err
-	}
-	t1 := w.Now()
-	st.Compute += t1.Sub(t0) // the local SGD step is computation (WBSP's step time includes it)
 	if s.onDelta != nil {
 		s.pipe.addStep(s.delta, w.Params, s.prev)
 		s.onDelta(false, s.delta)

@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -22,14 +22,11 @@ type benchOptions struct {
 	Config      bench.Config
 	Format      bench.Format
 	JSONPath    string
-	Transport   string // "p2p" or "mem"
-	DataPath    string
-	Security    string
-	Codec       transport.Codec
-	CodecName   string
-	Servers     int
-	Segment     int
-	JoinTimeout time.Duration
+	netOptions
+	Codec     transport.Codec
+	CodecName string
+	Servers   int
+	Segment   int
 }
 
 // preferredOrder is the order of "--collective all"; registered algorithms not listed here
@@ -94,9 +91,8 @@ func oneOf(flag, v string, known ...string) error {
 
 func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	o := benchOptions{
-		NP: c.Int("np"), JSONPath: c.String("J"), Transport: c.String("transport"),
-		DataPath: c.String("data-path"), Security: c.String("security"), CodecName: c.String("codec"),
-		Servers: c.Int("servers"), JoinTimeout: c.Duration("join-timeout"),
+		NP: c.Int("np"), JSONPath: c.String("J"), netOptions: netOptionsFrom(c), CodecName: c.String("codec"),
+		Servers: c.Int("servers"),
 	}
 	var err error
 	if o.NP < 0 {
@@ -139,13 +135,7 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	if o.Format, err = bench.ParseFormat(c.String("format")); err != nil {
 		return o, fmt.Errorf("--format: %v", err)
 	}
-	if err := oneOf("transport", o.Transport, "p2p", "mem"); err != nil {
-		return o, err
-	}
-	if err := oneOf("data-path", o.DataPath, "auto", "stream", "tcp", "unix"); err != nil {
-		return o, err
-	}
-	if err := oneOf("security", o.Security, "tls", "none"); err != nil {
+	if err := o.netOptions.validate(); err != nil {
 		return o, err
 	}
 	if o.Codec, err = parseCodec(o.CodecName); err != nil {
@@ -201,7 +191,7 @@ func benchCommand() *cli.Command {
 			"prints the table. Under a launcher (HETSYNC_RANK set) it runs as one rank. --transport mem runs\n" +
 			"all ranks as goroutines of one process. -b, -e and -f also read MIN_BYTES, MAX_BYTES and STEP,\n" +
 			"and --target-sec reads TARGET_SEC (the environment of shared/peers/run_all.sh).",
-		Flags: append([]cli.Flag{
+		Flags: slices.Concat([]cli.Flag{
 			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
 			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all"},
 			&cli.StringFlag{Name: "op", Value: "allreduce", Usage: strings.Join(bench.OpNames(), ", ")},
@@ -216,14 +206,10 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "r", Value: 0, Usage: "broadcast root"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (nccl-tests table) or tsv (shared/peers columns)"},
 			&cli.StringFlag{Name: "J", Usage: "also write the results as JSON to this file"},
-			&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
-			&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto, stream, tcp or unix"},
-			&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
 			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
 			&cli.IntFlag{Name: "servers", Usage: "ps: number of server ranks (0 = every rank)"},
 			&cli.StringFlag{Name: "segment", Value: "0", Usage: "pipelining segment size (0 = the algorithm's default)"},
-			&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
-		}, jobFlags(true)...),
+		}, netFlags(), jobFlags(true)),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("bench: unexpected arguments %q", c.Args().Slice())
@@ -243,6 +229,11 @@ func benchCommand() *cli.Command {
 				if err := o.checkWorld(env.Size); err != nil {
 					return usageError{err}
 				}
+				stop, err := startRankProfile(env.Rank)
+				if err != nil {
+					return err
+				}
+				defer stop()
 				return benchRank(c.Context, o, env, c.App.Writer)
 			}
 			if o.NP == 0 {
@@ -251,4 +242,28 @@ func benchCommand() *cli.Command {
 			return benchLaunch(c, o)
 		},
 	}
+}
+
+// envCPUProfile names the environment variable that makes every bench rank write a CPU profile
+// to $HETSYNC_CPUPROFILE.rank<N> (for tuning the transport and the collectives).
+const envCPUProfile = "HETSYNC_CPUPROFILE"
+
+func startRankProfile(rank int) (stop func(), err error) {
+	base := os.Getenv(envCPUProfile)
+	if base == "" {
+		return func() {}, nil
+	}
+	path := fmt.Sprintf("%s.rank%d", base, rank)
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %s: %w", rank, envCPUProfile, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rank %d: %s=%s: %w", rank, envCPUProfile, base, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -169,4 +170,23 @@ func runJob(c *cli.Context, job *launcher.Job) error {
 		return usageError{err}
 	}
 	return job.Run(c.Context)
+}
+
+// launchSelf starts np ranks of this same command line, with extra arguments appended,
+// through the launcher; rank 0's output passes through unprefixed. cmd names the command in
+// errors.
+func launchSelf(c *cli.Context, cmd string, np int, extra ...string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("%s: finding this executable to launch the ranks: %w", cmd, err)
+	}
+	args, _ := c.App.Metadata["args"].([]string)
+	if len(args) < 2 {
+		return fmt.Errorf("%s: the original command line is not known; use hetsync launch", cmd)
+	}
+	job := &launcher.Job{
+		NP: np, Command: slices.Concat([]string{exe}, args[1:], extra), Env: os.Environ(),
+		Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter, UnprefixedRank0: true,
+	}
+	return runJob(c, job)
 }

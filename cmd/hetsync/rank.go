@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,6 +17,86 @@ import (
 	"github.com/hetsync/hetsync/transport"
 	"github.com/hetsync/hetsync/transport/p2p"
 )
+
+// netOptions says how the ranks of a bench or train job reach each other.
+type netOptions struct {
+	Transport   string // "p2p" or "mem"
+	DataPath    string
+	Security    string
+	JoinTimeout time.Duration
+}
+
+// netFlags are the flags read into netOptions.
+func netFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
+		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto, stream, tcp or unix"},
+		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
+		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
+	}
+}
+
+func netOptionsFrom(c *cli.Context) netOptions {
+	return netOptions{
+		Transport: c.String("transport"), DataPath: c.String("data-path"), Security: c.String("security"),
+		JoinTimeout: c.Duration("join-timeout"),
+	}
+}
+
+func (n netOptions) validate() error {
+	if err := oneOf("transport", n.Transport, "p2p", "mem"); err != nil {
+		return err
+	}
+	if err := oneOf("data-path", n.DataPath, "auto", "stream", "tcp", "unix"); err != nil {
+		return err
+	}
+	return oneOf("security", n.Security, "tls", "none")
+}
+
+// joinRank runs this process as env's rank of a launched job over libp2p: it joins the job,
+// runs fn on the endpoint and closes it (a failure to close counts when fn succeeded).
+func (n netOptions) joinRank(ctx context.Context, env launcher.RankEnv, fn func(transport.Endpoint) error) error {
+	ep, err := p2p.Join(ctx, p2p.Config{
+		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous,
+		Secret: env.Secret, Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout,
+		Host: env.Host, Hostname: env.Hostname,
+	})
+	if err != nil {
+		return fmt.Errorf("rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
+	}
+	err = fn(ep)
+	if cerr := ep.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("rank %d: closing the endpoint: %w", env.Rank, cerr)
+	}
+	return err
+}
+
+// runMemRanks runs np ranks as goroutines over the in-process transport, each calling fn with
+// its rank and endpoint. The first failure cancels the others' context and is the error
+// returned.
+func runMemRanks(ctx context.Context, np int, fn func(ctx context.Context, rank int, ep transport.Endpoint) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	eps := transport.NewMemJob(np)
+	errs := make([]error, np)
+	var wg sync.WaitGroup
+	for r, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[r] = fn(ctx, r, ep); errs[r] != nil {
+				cancel(errs[r])
+			}
+			_ = ep.Close()
+		}()
+	}
+	wg.Wait()
+	// The first failure caused the others' cancellations: report it.
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return errors.Join(errs...)
+}
 
 // runBenches runs every requested algorithm on one rank's endpoint. Rank 0 prints the tables
 // to out and writes the JSON file; every rank returns the first error. A run whose checks found
@@ -97,64 +178,24 @@ func writeJSONFile(path string, results []bench.Result) error {
 
 // benchRank runs this process as one rank of a launched job over libp2p.
 func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io.Writer) error {
-	ep, err := p2p.Join(ctx, p2p.Config{
-		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous,
-		Secret: env.Secret, Security: o.Security, DataPath: o.DataPath, JoinTimeout: o.JoinTimeout,
-		Host: env.Host, Hostname: env.Hostname,
+	return o.joinRank(ctx, env, func(ep transport.Endpoint) error {
+		return runBenches(ctx, ep, o, out)
 	})
-	if err != nil {
-		return fmt.Errorf("rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
-	}
-	err = runBenches(ctx, ep, o, out)
-	if cerr := ep.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("rank %d: closing the endpoint: %w", env.Rank, cerr)
-	}
-	return err
 }
 
 // benchMem runs every rank as a goroutine over the in-process transport.
 func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	eps := transport.NewMemJob(o.NP)
-	errs := make([]error, o.NP)
-	var wg sync.WaitGroup
-	for r, ep := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := out
-			if r != 0 {
-				w = io.Discard
-			}
-			if errs[r] = runBenches(ctx, ep, o, w); errs[r] != nil {
-				cancel(errs[r])
-			}
-			_ = ep.Close()
-		}()
-	}
-	wg.Wait()
-	// The first failure caused the others' cancellations: report it.
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
-	}
-	return errors.Join(errs...)
+	return runMemRanks(ctx, o.NP, func(ctx context.Context, r int, ep transport.Endpoint) error {
+		w := out
+		if r != 0 {
+			w = io.Discard
+		}
+		return runBenches(ctx, ep, o, w)
+	})
 }
 
 // benchLaunch starts --np ranks of this same command line through the launcher; rank 0's
 // output (the table) passes through unprefixed.
 func benchLaunch(c *cli.Context, o benchOptions) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("bench: finding this executable to launch the ranks: %w", err)
-	}
-	args, _ := c.App.Metadata["args"].([]string)
-	if len(args) < 2 {
-		return errors.New("bench: the original command line is not known; use hetsync launch")
-	}
-	job := &launcher.Job{
-		NP: o.NP, Command: append([]string{exe}, args[1:]...), Env: os.Environ(),
-		Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter, UnprefixedRank0: true,
-	}
-	return runJob(c, job)
+	return launchSelf(c, "bench", o.NP)
 }

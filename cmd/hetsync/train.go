@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -18,20 +17,16 @@ import (
 	"github.com/hetsync/hetsync/trainer"
 	"github.com/hetsync/hetsync/trainer/metrics"
 	"github.com/hetsync/hetsync/transport"
-	"github.com/hetsync/hetsync/transport/p2p"
 )
 
 // trainOptions is a parsed `hetsync train` command line.
 type trainOptions struct {
-	NP          int
-	Config      trainer.Config
-	Out         string
-	DataDir     string
-	Transport   string
-	DataPath    string
-	Security    string
-	Threads     int
-	JoinTimeout time.Duration
+	NP      int
+	Config  trainer.Config
+	Out     string
+	DataDir string
+	netOptions
+	Threads int
 }
 
 // trainLaunch is what config.json records besides the training configuration.
@@ -46,9 +41,8 @@ type trainLaunch struct {
 
 func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	o := trainOptions{
-		NP: c.Int("np"), Out: c.String("out"), DataDir: c.String("data"), Transport: c.String("transport"),
-		DataPath: c.String("data-path"), Security: c.String("security"), Threads: c.Int("threads"),
-		JoinTimeout: c.Duration("join-timeout"),
+		NP: c.Int("np"), Out: c.String("out"), DataDir: c.String("data"), netOptions: netOptionsFrom(c),
+		Threads: c.Int("threads"),
 	}
 	cfg := trainer.Config{
 		Strategy: c.String("sync"), Collective: c.String("collective"), Model: c.String("model"),
@@ -87,13 +81,7 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if o.NP < 0 {
 		return o, fmt.Errorf("--np %d: must be at least 1", o.NP)
 	}
-	if err := oneOf("transport", o.Transport, "p2p", "mem"); err != nil {
-		return o, err
-	}
-	if err := oneOf("data-path", o.DataPath, "auto", "stream", "tcp", "unix"); err != nil {
-		return o, err
-	}
-	if err := oneOf("security", o.Security, "tls", "none"); err != nil {
+	if err := o.netOptions.validate(); err != nil {
 		return o, err
 	}
 	if !slices.Contains(collective.Algorithms(), cfg.Collective) {
@@ -159,16 +147,12 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "eval-every", Value: "20", Usage: "evaluate every N rounds (20) or every duration (5s)"},
 			&cli.StringFlag{Name: "slowdown", Usage: "per-rank slowdown factors, e.g. 1,1,2,4"},
 			&cli.StringFlag{Name: "step-sleep", Usage: "per-rank sleep per step in ms, e.g. 0,0,10,20"},
-			&cli.IntFlag{Name: "ps-servers", Usage: "asgd: ranks 0..N-1 host parameter-server shards (0 = rank 0)"},
+			&cli.IntFlag{Name: "ps-servers", Usage: "asgd, dcasgd, ssp, wbsp, wbsp-opt, sync-switch: ranks 0..N-1 host parameter-server shards (0 = rank 0)"},
 			&cli.StringFlag{Name: "out", Usage: "run directory (default runs/SYNC-COLLECTIVE-TIME)"},
 			&cli.StringFlag{Name: "data", Usage: "Fashion-MNIST directory (default: $HETSYNC_DATA, the Debian package, the cache, download)"},
 			&cli.IntFlag{Name: "threads", Usage: "kernel threads per rank (0 = cores / ranks on this host)"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "compute device: cpu, cuda:N, or one per rank (cuda:0,cpu,cpu,cpu); cuda needs a binary from `make cuda`"},
-			&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
-			&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto, stream, tcp or unix"},
-			&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
-			&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
-		}, esyncFlags(), syncSwitchFlags(), psFlags(), jobFlags(true)),
+		}, netFlags(), esyncFlags(), syncSwitchFlags(), psFlags(), jobFlags(true)),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("train: unexpected arguments %q", c.Args().Slice())
@@ -203,72 +187,35 @@ func trainCommand() *cli.Command {
 
 // trainRank runs this process as one rank of a launched job over libp2p.
 func trainRank(ctx context.Context, o trainOptions, env launcher.RankEnv, out, errOut io.Writer) error {
-	ep, err := p2p.Join(ctx, p2p.Config{
-		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous,
-		Secret: env.Secret, Security: o.Security, DataPath: o.DataPath, JoinTimeout: o.JoinTimeout,
-		Host: env.Host, Hostname: env.Hostname,
+	return o.joinRank(ctx, env, func(ep transport.Endpoint) error {
+		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: env.LocalSize}
+		if env.Rank == 0 {
+			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(env.Size), out, errOut
+		}
+		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts)
+		return err
 	})
-	if err != nil {
-		return fmt.Errorf("rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
-	}
-	ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: env.LocalSize}
-	if env.Rank == 0 {
-		ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(env.Size), out, errOut
-	}
-	_, err = trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts)
-	if cerr := ep.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("rank %d: closing the endpoint: %w", env.Rank, cerr)
-	}
-	return err
 }
 
 // trainMem runs every rank as a goroutine over the in-process transport.
 func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	eps := transport.NewMemJob(o.NP)
-	errs := make([]error, o.NP)
-	var wg sync.WaitGroup
-	for r, ep := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP}
-			if r == 0 {
-				ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
-			}
-			if _, errs[r] = trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts); errs[r] != nil {
-				cancel(errs[r])
-			}
-			_ = ep.Close()
-		}()
-	}
-	wg.Wait()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
-	}
-	return errors.Join(errs...)
+	return runMemRanks(ctx, o.NP, func(ctx context.Context, r int, ep transport.Endpoint) error {
+		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP}
+		if r == 0 {
+			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
+		}
+		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts)
+		return err
+	})
 }
 
 // trainLaunchJob starts --np ranks of this same command line through the launcher; rank 0's
 // progress and summary pass through unprefixed. The run directory is fixed here so that it
 // does not depend on when rank 0 starts.
 func trainLaunchJob(c *cli.Context, o trainOptions) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("train: finding this executable to launch the ranks: %w", err)
-	}
-	args, _ := c.App.Metadata["args"].([]string)
-	if len(args) < 2 {
-		return errors.New("train: the original command line is not known; use hetsync launch")
-	}
-	cmd := append([]string{exe}, args[1:]...)
+	var extra []string
 	if o.Out == "" {
-		cmd = append(cmd, "--out", o.outDir())
+		extra = []string{"--out", o.outDir()}
 	}
-	job := &launcher.Job{
-		NP: o.NP, Command: cmd, Env: os.Environ(),
-		Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter, UnprefixedRank0: true,
-	}
-	return runJob(c, job)
+	return launchSelf(c, "train", o.NP, extra...)
 }
