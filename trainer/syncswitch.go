@@ -188,9 +188,8 @@ type syncSwitch struct {
 	start      time.Time
 
 	// ASP
-	svc       *kv.Service
+	psClient
 	rules     []*momentumRule
-	clock     uint64
 	target    uint64 // excursion end in shard versions; 0: none
 	leaveBuf  []float32
 	aspRounds int   // global rounds of finished ASP phases
@@ -352,12 +351,10 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 // is the shard version that ends an elastic excursion (0: none).
 func (s *syncSwitch) toASP(ctx context.Context, w *Worker, target uint64) error {
 	t0 := w.Now()
-	var servers []int
-	if w.Cfg.PSServers > 0 {
-		servers = make([]int, w.Cfg.PSServers)
-	} else {
-		servers = make([]int, w.Size) // colocated, as in Sync-Switch's setup
-	}
+	// One server (rank 0) by default, as for asgd: on a few ranks sharing a host, colocated
+	// shards on every rank (Sync-Switch's cluster setup) cost each push a message per rank and
+	// made the ASP phase ~1.6x slower here; --ps-servers k shards over ranks 0..k-1.
+	servers := make([]int, max(1, w.Cfg.PSServers))
 	for i := range servers {
 		servers[i] = i
 	}
@@ -395,18 +392,8 @@ func (s *syncSwitch) toASP(ctx context.Context, w *Worker, target uint64) error 
 }
 
 func (s *syncSwitch) aspRound(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, err := w.LocalStep(ctx)
+	st, rep, comm, err := s.pushPullStep(ctx, w, stopVote, "sync-switch ASP")
 	if err != nil {
-		return RoundStats{}, err
-	}
-	s.clock++
-	t0 := w.Now()
-	rep, err := s.svc.PushPull(ctx, w.Grads, w.Params, s.clock, stopVote)
-	if err != nil {
-		return RoundStats{}, fmt.Errorf("trainer: rank %d: sync-switch ASP step %d: %w", w.Rank, s.clock, err)
-	}
-	t1 := w.Now()
-	if err := w.Load(); err != nil {
 		return RoundStats{}, err
 	}
 	out := RoundStats{
@@ -414,7 +401,7 @@ func (s *syncSwitch) aspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 		GlobalSamples: s.samples + s.aspSampl + int64(rep.Version)*int64(w.Cfg.Batch),
 		GlobalRounds:  s.bspDone + s.aspRounds + int(rep.Version)/w.Size,
 		Compute:       st.Compute,
-		Comm:          t1.Sub(t0),
+		Comm:          comm,
 		Staleness:     rep.Staleness,
 	}
 	if !rep.Stop && (s.target == 0 || rep.Version < s.target) {
