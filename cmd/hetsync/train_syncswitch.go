@@ -12,7 +12,7 @@ func syncSwitchFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.Float64Flag{Name: "switch-at", Value: 0.05, Usage: "sync-switch: fraction of the total work (--max-rounds, --epochs or --max-time) trained with BSP before switching to ASP"},
 		&cli.Float64Flag{Name: "switch-asp-lr", Usage: "sync-switch: learning rate of the ASP phase (default: --lr / ranks)"},
-		&cli.StringFlag{Name: "switch-momentum", Value: "keep", Usage: "sync-switch: optimizer state at BSP→ASP: keep (velocity and momentum carried), scale (momentum ÷ ranks) or zero (velocity reset)"},
+		&cli.StringFlag{Name: "switch-momentum", Value: "scale", Usage: "sync-switch: optimizer state at BSP→ASP: keep (velocity and momentum carried), scale (momentum ÷ ranks), zero (velocity reset) or off (plain SGD at --lr, as asgd)"},
 		&cli.IntFlag{Name: "switch-train-samples", Value: 60000, Usage: "sync-switch: training-set size that turns --epochs into BSP rounds"},
 		&cli.StringFlag{Name: "straggler-policy", Value: "none", Usage: "sync-switch: reaction to detected stragglers during BSP: none, greedy or elastic"},
 		&cli.Float64Flag{Name: "straggler-threshold", Value: 1.5, Usage: "sync-switch: a round straggles above this multiple of the median compute or baseline round time"},
