@@ -88,8 +88,14 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 				// Judge the progress this round will have made, so that the vote rides on
 				// the round that reaches a round or epoch bound (N rounds run, not N+1).
 				next := prog
-				next.Rounds++
-				next.GlobalSamples += int64(w.Size) * int64(cfg.Batch)
+				if a, ok := strat.(asynchronous); ok && a.Asynchronous() {
+					// One push: a global round (size updates) is reached by the updates
+					// themselves, so --max-rounds N means at least N·size updates.
+					next.GlobalSamples += int64(cfg.Batch)
+				} else {
+					next.Rounds++
+					next.GlobalSamples += int64(w.Size) * int64(cfg.Batch)
+				}
 				if stop, why := rule.Decide(next); stop {
 					reason = why
 				}

@@ -19,6 +19,9 @@ type psClient struct {
 	clock uint64
 }
 
+// Asynchronous says that a round is one push of this rank, not a step of every rank.
+func (c *psClient) Asynchronous() bool { return true }
+
 func (c *psClient) Finish(ctx context.Context, w *Worker) error {
 	if c.svc == nil {
 		return nil

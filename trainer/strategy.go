@@ -55,6 +55,12 @@ type RoundStats struct {
 	Extra []metrics.Field
 }
 
+// asynchronous is implemented by strategies whose round, at the moment, is one push of one
+// rank rather than a step of every rank (the parameter-server strategies, Sync-Switch's ASP
+// phase): rank 0's coming round then advances the job by one update, not by a global round,
+// and Run's stop look-ahead counts it so.
+type asynchronous interface{ Asynchronous() bool }
+
 // StrategyFactory builds a strategy for a validated Config.
 type StrategyFactory func(cfg *Config) (Strategy, error)
 

@@ -244,6 +244,9 @@ func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	return nil
 }
 
+// Asynchronous is true in the ASP phase, where a round is one push of this rank.
+func (s *syncSwitch) Asynchronous() bool { return s.phase == phaseASP }
+
 func (s *syncSwitch) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
 	asp := s.phase == phaseASP
 	var st RoundStats

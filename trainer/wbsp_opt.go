@@ -26,6 +26,9 @@ import (
 //
 // Compute is the local step including its SGD update; Comm is the rest of the round on the
 // worker's goroutine: delta bookkeeping, rebasing onto new global models, the final flush.
+// Asynchronous says that a round is one upload of this rank, not a step of every rank.
+func (s *wbspOpt) Asynchronous() bool { return true }
+
 type wbspOpt struct {
 	svc   *kv.Service
 	clock uint64
