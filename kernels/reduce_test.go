@@ -115,3 +115,32 @@ func BenchmarkReduceAddF32(b *testing.B) {
 		ReduceAdd(dst, src)
 	}
 }
+
+// TestReduceAddVectorTails checks the SIMD add against the scalar sum for lengths around its
+// 16- and 8-element blocks, at offsets that leave the slices unaligned.
+func TestReduceAddVectorTails(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100, 1031} {
+		for _, off := range []int{0, 1, 3} {
+			a32 := make([]float32, n+off)
+			b32 := make([]float32, n+off)
+			a64 := make([]float64, n+off)
+			b64 := make([]float64, n+off)
+			for i := range a32 {
+				a32[i], b32[i] = float32(i%11)-5, float32(i%13)*0.5
+				a64[i], b64[i] = float64(i%11)-5, float64(i%13)*0.25
+			}
+			d32 := append([]float32(nil), a32[off:]...)
+			d64 := append([]float64(nil), a64[off:]...)
+			ReduceAdd(d32, b32[off:])
+			ReduceAdd(d64, b64[off:])
+			for i := 0; i < n; i++ {
+				if w := a32[off+i] + b32[off+i]; d32[i] != w {
+					t.Fatalf("float32 n=%d off=%d: dst[%d] = %v, want %v", n, off, i, d32[i], w)
+				}
+				if w := a64[off+i] + b64[off+i]; d64[i] != w {
+					t.Fatalf("float64 n=%d off=%d: dst[%d] = %v, want %v", n, off, i, d64[i], w)
+				}
+			}
+		}
+	}
+}
