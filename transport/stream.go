@@ -198,6 +198,8 @@ type inbox struct {
 	queue []pending
 	head  int
 	w     waiter
+	// borrowed is the pooled buffer RecvBorrow handed out, until ReleaseBorrowed.
+	borrowed *pooledBuf
 }
 
 type pending struct {
@@ -520,6 +522,62 @@ func (e *streamEndpoint) RecvAny(ctx context.Context, from int, ch Channel, buf 
 	return e.recv(ctx, from, Header{Channel: ch}, true, buf)
 }
 
+// Borrower is implemented by endpoints that can lend a received message's payload instead of
+// copying it into a caller's buffer. The collectives use it for segments they reduce: the
+// payload is read once from the socket into a pooled buffer and reduced from there, while the
+// endpoint's reader already reads the next segment.
+type Borrower interface {
+	// RecvBorrow receives the next message from `from` on channel ch, like RecvAny, and returns
+	// its header and payload. The payload belongs to the endpoint and stays valid until
+	// ReleaseBorrowed(from, ch) or the next RecvBorrow on the same peer and channel, which
+	// releases it implicitly.
+	RecvBorrow(ctx context.Context, from int, ch Channel) (Header, []byte, error)
+	// ReleaseBorrowed gives the payload of the last RecvBorrow from (from, ch) back.
+	ReleaseBorrowed(from int, ch Channel)
+}
+
+var _ Borrower = (*streamEndpoint)(nil)
+
+func (e *streamEndpoint) RecvBorrow(ctx context.Context, from int, ch Channel) (Header, []byte, error) {
+	if err := checkPeer(e.rank, e.size, from, "recv"); err != nil {
+		return Header{}, nil, err
+	}
+	if from == e.rank {
+		m, err := e.selfBox(ch).take(ctx, e.closed)
+		if err != nil {
+			return Header{}, nil, e.recvErr(e.rank, ch, err)
+		}
+		e.stats.msgsRecv.Add(1)
+		e.stats.bytesRecv.Add(uint64(len(m.payload)))
+		return m.h, m.payload, nil
+	}
+	e.ReleaseBorrowed(from, ch)
+	h, _, m, err := e.recvMsg(ctx, from, Header{Channel: ch}, true, nil, true)
+	if err != nil || m.buf == nil {
+		return h, nil, err
+	}
+	p := e.peers[from]
+	p.mu.Lock()
+	p.inbox(ch).borrowed = m.buf
+	p.mu.Unlock()
+	return h, m.buf.b[:m.n], nil
+}
+
+func (e *streamEndpoint) ReleaseBorrowed(from int, ch Channel) {
+	if from < 0 || from >= e.size || from == e.rank {
+		return
+	}
+	p := e.peers[from]
+	p.mu.Lock()
+	ib := p.inboxes[ch]
+	var pb *pooledBuf
+	if ib != nil {
+		pb, ib.borrowed = ib.borrowed, nil
+	}
+	p.mu.Unlock()
+	e.pool.put(pb)
+}
+
 func (e *streamEndpoint) recvErr(from int, ch Channel, err error) error {
 	return &PeerError{Rank: e.rank, Peer: from, Op: fmt.Sprintf("recv on channel %d", ch), Err: err}
 }
@@ -531,6 +589,15 @@ func (e *streamEndpoint) recv(ctx context.Context, from int, want Header, matchA
 	if from == e.rank {
 		return e.recvSelf(ctx, want.Channel, buf)
 	}
+	h, n, _, err := e.recvMsg(ctx, from, want, matchAny, buf, false)
+	return h, n, err
+}
+
+// recvMsg waits for the next message from `from` on want.Channel. With borrow=false it lands in
+// buf (directly from the socket when the receiver is waiting first); with borrow=true buf is
+// nil, and a queued message is returned as it is, pooled buffer and all, for the caller to own.
+// A borrowed empty message comes back as a zero pending.
+func (e *streamEndpoint) recvMsg(ctx context.Context, from int, want Header, matchAny bool, buf []byte, borrow bool) (Header, int, pending, error) {
 	p := e.peers[from]
 	p.mu.Lock()
 	ib := p.inbox(want.Channel)
@@ -538,21 +605,28 @@ func (e *streamEndpoint) recv(ctx context.Context, from int, want Header, matchA
 	for {
 		if m, ok := ib.pop(); ok {
 			p.mu.Unlock()
-			return e.take(from, m, buf)
+			if borrow {
+				if m.buf == nil {
+					return m.h, 0, pending{}, nil
+				}
+				return m.h, m.n, m, nil
+			}
+			h, n, err := e.take(from, m, buf)
+			return h, n, pending{}, err
 		}
 		if p.err != nil {
 			err := p.err
 			p.mu.Unlock()
-			return Header{}, 0, err
+			return Header{}, 0, pending{}, err
 		}
 		if w.state != wIdle {
 			p.mu.Unlock()
-			return Header{}, 0, e.recvErr(from, want.Channel,
+			return Header{}, 0, pending{}, e.recvErr(from, want.Channel,
 				errors.New("another Recv is already waiting on this peer and channel"))
 		}
 		if err := ctx.Err(); err != nil {
 			p.mu.Unlock()
-			return Header{}, 0, e.recvErr(from, want.Channel, err)
+			return Header{}, 0, pending{}, e.recvErr(from, want.Channel, err)
 		}
 		w.state, w.buf, w.want, w.matchAny = wPosted, buf, want, matchAny
 		p.mu.Unlock()
@@ -566,7 +640,7 @@ func (e *streamEndpoint) recv(ctx context.Context, from int, want Header, matchA
 			case wPosted:
 				w.state, w.buf = wIdle, nil
 				p.mu.Unlock()
-				return Header{}, 0, e.recvErr(from, want.Channel, ctx.Err())
+				return Header{}, 0, pending{}, e.recvErr(from, want.Channel, ctx.Err())
 			case wFilling:
 				// The reader is writing into buf; stop it before buf goes back to the caller.
 				w.state = wAborting
@@ -577,14 +651,14 @@ func (e *streamEndpoint) recv(ctx context.Context, from int, want Header, matchA
 			p.mu.Lock()
 			if w.state != wDone {
 				p.mu.Unlock()
-				return Header{}, 0, e.recvErr(from, want.Channel, ctx.Err())
+				return Header{}, 0, pending{}, e.recvErr(from, want.Channel, ctx.Err())
 			}
 		}
 		if w.state == wDone {
 			h, n := w.h, w.n
 			w.state, w.buf = wIdle, nil
 			p.mu.Unlock()
-			return h, n, nil
+			return h, n, pending{}, nil
 		}
 		// Woken because a message was queued or the link failed: look again.
 	}

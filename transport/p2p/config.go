@@ -57,7 +57,8 @@ type Config struct {
 	// JoinTimeout bounds the whole of Join (rendezvous and data connections). Default 60s.
 	JoinTimeout time.Duration
 	// Stream configures the framing over each per-peer connection. The zero value selects
-	// transport.DefaultStreamOptions().
+	// transport.DefaultStreamOptions() without payload checksums (TLS already protects the
+	// stream path; tcp and unix are for trusted networks); set Checksum to have them.
 	Stream transport.StreamOptions
 	// Logger receives reports that are not errors of Join itself (refused direct-path hellos,
 	// refused rendezvous registrations). Default: slog.Default().

@@ -1,0 +1,137 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestStreamRecvBorrow receives messages of every size and codec both ways round: queued before
+// RecvBorrow is called, and with RecvBorrow already waiting when they arrive.
+func TestStreamRecvBorrow(t *testing.T) {
+	sizes := []int{0, 1, 7, 4096, 300000}
+	for _, kind := range streamKinds {
+		for _, codec := range []Codec{CodecNone, CodecS2} {
+			t.Run(kind+"/"+codec.String(), func(t *testing.T) {
+				eps := streamJob(t, kind, 2, DefaultStreamOptions(), nil)
+				br := eps[1].(Borrower)
+				ctx := context.Background()
+				for i, n := range sizes {
+					want := payloadOf(n, uint64(i))
+					h := Header{Channel: ChanUser, Codec: codec, Seq: uint64(i), Op: 7, Segment: uint32(i)}
+					for _, waitFirst := range []bool{false, true} {
+						type result struct {
+							h   Header
+							p   []byte
+							err error
+						}
+						res := make(chan result, 1)
+						recv := func() {
+							gh, p, err := br.RecvBorrow(ctx, 0, ChanUser)
+							res <- result{gh, bytes.Clone(p), err}
+							br.ReleaseBorrowed(0, ChanUser)
+						}
+						if waitFirst {
+							go recv()
+							time.Sleep(time.Millisecond) // let it wait; the test passes either way
+						}
+						if err := eps[0].Send(ctx, 1, h, want); err != nil {
+							t.Fatal(err)
+						}
+						if !waitFirst {
+							recv()
+						}
+						r := <-res
+						if r.err != nil {
+							t.Fatalf("size %d: %v", n, r.err)
+						}
+						if r.h != h {
+							t.Fatalf("size %d: header %v, want %v", n, r.h, h)
+						}
+						if !bytes.Equal(r.p, want) {
+							t.Fatalf("size %d: payload differs (%d bytes, want %d)", n, len(r.p), len(want))
+						}
+					}
+				}
+				// Borrowing on one channel leaves the others alone.
+				if err := eps[0].Send(ctx, 1, Header{Channel: ChanControl}, []byte("control")); err != nil {
+					t.Fatal(err)
+				}
+				if err := eps[0].Send(ctx, 1, Header{Channel: ChanUser}, []byte("user")); err != nil {
+					t.Fatal(err)
+				}
+				_, p, err := br.RecvBorrow(ctx, 0, ChanUser)
+				if err != nil || string(p) != "user" {
+					t.Fatalf("borrow on the user channel: %q, %v", p, err)
+				}
+				buf := make([]byte, 16)
+				n, err := eps[1].Recv(ctx, 0, Header{Channel: ChanControl}, buf)
+				if err != nil || string(buf[:n]) != "control" {
+					t.Fatalf("recv on the control channel: %q, %v", buf[:n], err)
+				}
+				br.ReleaseBorrowed(0, ChanUser)
+			})
+		}
+	}
+}
+
+func TestStreamRecvBorrowErrors(t *testing.T) {
+	eps := streamJob(t, "tcp", 2, DefaultStreamOptions(), nil)
+	br := eps[1].(Borrower)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, _, err := br.RecvBorrow(ctx, 0, ChanUser); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("RecvBorrow with nothing sent: %v, want a deadline error", err)
+	}
+	var pe *PeerError
+	if _, _, err := br.RecvBorrow(context.Background(), 5, ChanUser); !errors.As(err, &pe) {
+		t.Fatalf("RecvBorrow from rank 5 of 2: %v, want a *PeerError", err)
+	}
+	// Messages to self are lent too.
+	self := eps[0].(Borrower)
+	if err := eps[0].Send(context.Background(), 0, Header{Channel: ChanUser}, []byte("me")); err != nil {
+		t.Fatal(err)
+	}
+	if _, p, err := self.RecvBorrow(context.Background(), 0, ChanUser); err != nil || string(p) != "me" {
+		t.Fatalf("self borrow: %q, %v", p, err)
+	}
+	self.ReleaseBorrowed(0, ChanUser)
+	// A closed endpoint fails a waiting borrower.
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := br.RecvBorrow(context.Background(), 0, ChanCollective)
+		done <- err
+	}()
+	eps[0].Close()
+	if err := <-done; err == nil {
+		t.Fatal("RecvBorrow returned no error after the peer closed")
+	}
+}
+
+func TestStreamRecvBorrowSteadyStateAllocs(t *testing.T) {
+	for _, kind := range []string{"tcp", "unix"} {
+		t.Run(kind, func(t *testing.T) {
+			eps := streamJob(t, kind, 2, DefaultStreamOptions(), nil)
+			br := eps[1].(Borrower)
+			ctx := context.Background()
+			msg := payloadOf(1<<20, 3)
+			round := func() {
+				if err := eps[0].Send(ctx, 1, Header{}, msg); err != nil {
+					t.Fatal(err)
+				}
+				if _, p, err := br.RecvBorrow(ctx, 0, ChanCollective); err != nil || len(p) != len(msg) {
+					t.Fatalf("%d bytes, %v", len(p), err)
+				}
+				br.ReleaseBorrowed(0, ChanCollective)
+			}
+			for i := 0; i < 20; i++ {
+				round()
+			}
+			if a := testing.AllocsPerRun(100, round); a != 0 {
+				t.Fatalf("%v allocations per message", a)
+			}
+		})
+	}
+}
