@@ -106,6 +106,7 @@ const maxCachedSchedules = 256
 // every rank must call the same collectives in the same order with the same arguments.
 type Comm struct {
 	ep      transport.Endpoint
+	borrow  transport.Borrower // ep, when it lends received payloads (nil otherwise)
 	opts    Options
 	algName string
 	alg     algorithm
@@ -145,8 +146,9 @@ func New(ep transport.Endpoint, opts Options) (*Comm, error) {
 		opts.SegmentBytes = DefaultSegmentBytes
 	}
 	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
+	borrow, _ := ep.(transport.Borrower)
 	return &Comm{
-		ep: ep, opts: opts, algName: opts.Algorithm, alg: alg,
+		ep: ep, borrow: borrow, opts: opts, algName: opts.Algorithm, alg: alg,
 		cache:      make(map[schedKey]*schedule),
 		sendSig:    make(chan struct{}, 1),
 		recvSig:    make(chan struct{}, 1),
@@ -335,7 +337,7 @@ func (c *Comm) schedule(kind collKind, n, root int, dt DType) *schedule {
 	}
 	s := buildSchedule(c.alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.opts.SegmentBytes)
 	c.cache[key] = s
-	if need := (s.maxTemp*dt.Size() + 7) / 8; need > len(c.temp) {
+	if need := (s.maxTemp*dt.Size() + 7) / 8; need > len(c.temp) && c.borrow == nil {
 		c.temp = make([]uint64, need)
 	}
 	return s

@@ -10,16 +10,22 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
-// execute runs one rank's schedule. Sends run on their own goroutine in schedule order, each
-// one as soon as the receives it reads from have completed; receives run on the calling
-// goroutine in schedule order, each one as soon as the sends that read the range it overwrites
-// have completed. Both lists are segmented, so several segments are in flight at once: while
+// execute runs one rank's schedule. Schedules whose messages are all at most inlineMaxBytes
+// (every schedule with the default 1 MiB segments) run on the calling goroutine alone, see
+// executeInline. Otherwise sends run on their own goroutine in schedule order, each one as soon
+// as the receives it reads from have completed; receives run on the calling goroutine in
+// schedule order, each one as soon as the sends that read the range it overwrites have
+// completed. Both lists are segmented, so several segments are in flight at once: while
 // segment s of step k is being reduced here, segment s-1 of step k+1 is already on the wire.
-// A receive goes straight into the caller's buffer unless it must be reduced, in which case it
-// lands in the Comm's pooled temp buffer first.
+// A receive goes straight into the caller's buffer unless it must be reduced: then it is
+// reduced from the endpoint's own buffer when the endpoint lends it (transport.Borrower), else
+// it lands in the Comm's pooled temp buffer first.
 func (c *Comm) execute(ctx context.Context, s *schedule, buf, aux Buffer, op ReduceOp, h transport.Header) error {
 	if len(s.sends) == 0 && len(s.recvs) == 0 {
 		return nil
+	}
+	if s.maxMsg*buf.DType.Size() <= inlineMaxBytes {
+		return c.executeInline(ctx, s, buf, aux, op, h)
 	}
 	// One cancellable context per call: whichever side fails first stops the other, even when
 	// it is blocked inside the transport.
@@ -49,6 +55,41 @@ func (c *Comm) execute(ctx context.Context, s *schedule, buf, aux Buffer, op Red
 	return errors.Join(rerr, serr)
 }
 
+// inlineMaxBytes is the message size up to which a schedule runs on the calling goroutine alone.
+// Every hand-off between a sending and a receiving goroutine is a scheduler wake-up (tens of
+// microseconds on an idle VM), while a send of up to a segment only copies it into the socket
+// buffer and returns; the endpoint's reader goroutines keep receiving meanwhile. Measured on 4
+// ranks over TCP loopback (2 cores), one goroutine was faster at every size from 4 KiB to
+// 64 MiB with 1 MiB segments. Running the steps in program order on one goroutine is
+// deadlock-free because Endpoint.Send never waits for the receiver.
+const inlineMaxBytes = 1 << 20
+
+// executeInline runs the schedule on the calling goroutine: the next send as soon as the
+// receives it reads from are complete, else the next receive.
+func (c *Comm) executeInline(ctx context.Context, s *schedule, buf, aux Buffer, op ReduceOp, h transport.Header) error {
+	es := buf.DType.Size()
+	temp := c.tempBytes(s, es)
+	si, ri := 0, 0
+	for si < len(s.sends) || ri < len(s.recvs) {
+		if si < len(s.sends) && s.sends[si].need <= ri {
+			if err := c.sendStep(ctx, &s.sends[si], buf, aux, h); err != nil {
+				return err
+			}
+			si++
+			continue
+		}
+		if ri == len(s.recvs) || s.recvs[ri].need > si {
+			// A well-formed schedule never gets here: every step waits only for earlier ones.
+			return fmt.Errorf("rank %d: schedule stalled at send %d, receive %d", c.Rank(), si, ri)
+		}
+		if err := c.recvStep(ctx, &s.recvs[ri], buf, temp, op, h); err != nil {
+			return err
+		}
+		ri++
+	}
+	return nil
+}
+
 func drain(ch chan struct{}) {
 	select {
 	case <-ch:
@@ -64,7 +105,6 @@ func notify(ch chan struct{}) {
 }
 
 func (c *Comm) sendLoop(ctx context.Context, s *schedule, buf, aux Buffer, h transport.Header) {
-	es := buf.DType.Size()
 	for i := range s.sends {
 		st := &s.sends[i]
 		for c.recvsDone.Load() < int64(st.need) {
@@ -75,14 +115,9 @@ func (c *Comm) sendLoop(ctx context.Context, s *schedule, buf, aux Buffer, h tra
 				return
 			}
 		}
-		src := buf.Bytes
-		if st.aux {
-			src = aux.Bytes
-		}
-		h.Segment = st.tag
-		if err := c.ep.Send(ctx, st.peer, h, src[st.lo*es:st.hi*es]); err != nil {
+		if err := c.sendStep(ctx, st, buf, aux, h); err != nil {
 			c.cancelCall()
-			c.senderDone <- fmt.Errorf("sending [%d,%d) to rank %d: %w", st.lo, st.hi, st.peer, err)
+			c.senderDone <- err
 			return
 		}
 		c.sendsDone.Add(1)
@@ -91,12 +126,30 @@ func (c *Comm) sendLoop(ctx context.Context, s *schedule, buf, aux Buffer, h tra
 	c.senderDone <- nil
 }
 
-func (c *Comm) recvLoop(ctx context.Context, s *schedule, buf Buffer, op ReduceOp, h transport.Header) error {
+func (c *Comm) sendStep(ctx context.Context, st *step, buf, aux Buffer, h transport.Header) error {
 	es := buf.DType.Size()
-	var temp []byte
-	if s.maxTemp > 0 {
-		temp = unsafe.Slice((*byte)(unsafe.Pointer(&c.temp[0])), s.maxTemp*es)
+	src := buf.Bytes
+	if st.aux {
+		src = aux.Bytes
 	}
+	h.Segment = st.tag
+	if err := c.ep.Send(ctx, st.peer, h, src[st.lo*es:st.hi*es]); err != nil {
+		return fmt.Errorf("sending [%d,%d) to rank %d: %w", st.lo, st.hi, st.peer, err)
+	}
+	return nil
+}
+
+// tempBytes is the Comm's pooled receive buffer for schedule s (not needed when the endpoint
+// lends its payloads).
+func (c *Comm) tempBytes(s *schedule, es int) []byte {
+	if s.maxTemp == 0 || c.borrow != nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&c.temp[0])), s.maxTemp*es)
+}
+
+func (c *Comm) recvLoop(ctx context.Context, s *schedule, buf Buffer, op ReduceOp, h transport.Header) error {
+	temp := c.tempBytes(s, buf.DType.Size())
 	for i := range s.recvs {
 		st := &s.recvs[i]
 		for c.sendsDone.Load() < int64(st.need) {
@@ -106,20 +159,49 @@ func (c *Comm) recvLoop(ctx context.Context, s *schedule, buf Buffer, op ReduceO
 				return ctx.Err()
 			}
 		}
-		dst := buf.Bytes[st.lo*es : st.hi*es]
-		into := dst
-		if st.kind == stepRecvReduce {
-			into = temp[:len(dst)]
-		}
-		h.Segment = st.tag
-		if err := c.recvExact(ctx, st.peer, h, into); err != nil {
-			return fmt.Errorf("receiving [%d,%d) from rank %d: %w", st.lo, st.hi, st.peer, err)
-		}
-		if st.kind == stepRecvReduce {
-			reduceBytes(buf.DType, op, dst, into)
+		if err := c.recvStep(ctx, st, buf, temp, op, h); err != nil {
+			return err
 		}
 		c.recvsDone.Add(1)
 		notify(c.recvSig)
+	}
+	return nil
+}
+
+// recvStep receives one message. A plain receive goes straight into the caller's buffer. A
+// reduced one is reduced from the endpoint's own buffer when the endpoint lends it (no copy,
+// and the endpoint's reader fills the next segment meanwhile), else from temp.
+func (c *Comm) recvStep(ctx context.Context, st *step, buf Buffer, temp []byte, op ReduceOp, h transport.Header) error {
+	es := buf.DType.Size()
+	dst := buf.Bytes[st.lo*es : st.hi*es]
+	h.Segment = st.tag
+	if st.kind == stepRecvReduce && c.borrow != nil {
+		got, payload, err := c.borrow.RecvBorrow(ctx, st.peer, h.Channel)
+		if err == nil {
+			err = c.checkRecv(st.peer, h, got, len(payload), len(dst))
+			if err == nil {
+				reduceBytes(buf.DType, op, dst, payload)
+			}
+			c.borrow.ReleaseBorrowed(st.peer, h.Channel)
+		} else if got != (transport.Header{}) {
+			if merr := transport.CheckHeader(c.Rank(), st.peer, h, got); merr != nil {
+				err = errors.Join(merr, err)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("receiving [%d,%d) from rank %d: %w", st.lo, st.hi, st.peer, err)
+		}
+		return nil
+	}
+	into := dst
+	if st.kind == stepRecvReduce {
+		into = temp[:len(dst)]
+	}
+	if err := c.recvExact(ctx, st.peer, h, into); err != nil {
+		return fmt.Errorf("receiving [%d,%d) from rank %d: %w", st.lo, st.hi, st.peer, err)
+	}
+	if st.kind == stepRecvReduce {
+		reduceBytes(buf.DType, op, dst, into)
 	}
 	return nil
 }
@@ -180,8 +262,7 @@ func average(b Buffer, p int) {
 func (c *Comm) recvExact(ctx context.Context, from int, want transport.Header, buf []byte) error {
 	got, n, err := c.ep.RecvAny(ctx, from, want.Channel, buf)
 	if err == nil && got.Op == abortOp {
-		return fmt.Errorf("rank %d gave up on the collective (see its error): %w", from,
-			&transport.MismatchError{Rank: c.Rank(), Peer: from, Want: want, Got: got})
+		return c.checkRecv(from, want, got, n, len(buf))
 	}
 	if err != nil {
 		if got != (transport.Header{}) {
@@ -191,11 +272,21 @@ func (c *Comm) recvExact(ctx context.Context, from int, want transport.Header, b
 		}
 		return err
 	}
+	return c.checkRecv(from, want, got, n, len(buf))
+}
+
+// checkRecv checks a received message: not a peer's abort notice, the expected header, the
+// expected length.
+func (c *Comm) checkRecv(from int, want, got transport.Header, n, size int) error {
+	if got.Op == abortOp {
+		return fmt.Errorf("rank %d gave up on the collective (see its error): %w", from,
+			&transport.MismatchError{Rank: c.Rank(), Peer: from, Want: want, Got: got})
+	}
 	if err := transport.CheckHeader(c.Rank(), from, want, got); err != nil {
 		return err
 	}
-	if n != len(buf) {
-		return fmt.Errorf("got %d bytes, want %d", n, len(buf))
+	if n != size {
+		return fmt.Errorf("got %d bytes, want %d", n, size)
 	}
 	return nil
 }

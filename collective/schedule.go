@@ -54,6 +54,8 @@ type schedule struct {
 	recvs      []step
 	// maxTemp is the largest stepRecvReduce in elements: the temp buffer the executor needs.
 	maxTemp int
+	// maxMsg is the largest message, sent or received, in elements.
+	maxMsg int
 }
 
 // builder accumulates one rank's steps in program order.
@@ -117,6 +119,7 @@ func (b *builder) finish() *schedule {
 	listIdx := make([]int, len(b.steps))
 	nSend, nRecv := 0, 0
 	for i, st := range b.steps {
+		s.maxMsg = max(s.maxMsg, st.hi-st.lo)
 		if st.kind == stepSend {
 			listIdx[i] = nSend
 			nSend++
