@@ -176,6 +176,9 @@ func (o benchOptions) notes() []string {
 		n = append(n, "data-path="+o.DataPath, "security="+o.Security)
 	}
 	n = append(n, "codec="+o.CodecName)
+	if o.Checksum {
+		n = append(n, "checksum=crc32c")
+	}
 	if o.Servers > 0 {
 		n = append(n, fmt.Sprintf("servers=%d", o.Servers))
 	}

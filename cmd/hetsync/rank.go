@@ -24,6 +24,9 @@ type netOptions struct {
 	DataPath    string
 	Security    string
 	JoinTimeout time.Duration
+	// Checksum adds a CRC-32C of every payload to its frame (headers are always checksummed).
+	// Off by default: TLS already protects the stream path; tcp and unix are for trusted networks.
+	Checksum bool
 }
 
 // netFlags are the flags read into netOptions.
@@ -33,13 +36,14 @@ func netFlags() []cli.Flag {
 		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto, stream, tcp or unix"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
+		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
 	}
 }
 
 func netOptionsFrom(c *cli.Context) netOptions {
 	return netOptions{
 		Transport: c.String("transport"), DataPath: c.String("data-path"), Security: c.String("security"),
-		JoinTimeout: c.Duration("join-timeout"),
+		JoinTimeout: c.Duration("join-timeout"), Checksum: c.Bool("checksum"),
 	}
 }
 
@@ -59,7 +63,7 @@ func (n netOptions) joinRank(ctx context.Context, env launcher.RankEnv, fn func(
 	ep, err := p2p.Join(ctx, p2p.Config{
 		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous,
 		Secret: env.Secret, Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout,
-		Host: env.Host, Hostname: env.Hostname,
+		Host: env.Host, Hostname: env.Hostname, Stream: transport.StreamOptions{Checksum: n.Checksum},
 	})
 	if err != nil {
 		return fmt.Errorf("rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
