@@ -40,9 +40,10 @@ test: test-deps fmt-check vet
 	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) -race ./transport/... ./collective/...
 	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) ./...
 
-# The main job: ESync against SSGD and ASGD on Fashion-MNIST with slowdowns 1,1,2,4, then the
-# report with its figures.
+# The main job: a short bandwidth table of the four aggregation algorithms, then ESync against
+# SSGD and ASGD on Fashion-MNIST with slowdowns 1,1,2,4, and the report with its figures.
 demo: build data
+	$(BIN) bench -np 4 --collective all -b 4K -e 4M -f 8 -n 5 -w 1 -c 1
 	$(BIN) experiment experiments/demo.yaml --out $(DEMO_OUT)
 	@echo "report: $(DEMO_OUT)/report/report.md"
 
