@@ -1,7 +1,10 @@
 // Command hetsync is the command line of the hetsync runtime.
 //
-//	hetsync launch -np N [--] COMMAND ARGS...   start N ranks of COMMAND on this machine
+//	hetsync launch -np N [--] COMMAND ARGS...   start N ranks of COMMAND, here or over SSH (-H, --hostfile)
 //	hetsync bench  -np N --collective ring ...  the collective micro-benchmark (nccl-tests style)
+//	hetsync train  -np N --sync esync ...       train on Fashion-MNIST with a synchronization strategy
+//	hetsync experiment FILE.yaml                run a set of trainings one after another, then report
+//	hetsync report RUN_DIR... --out DIR         tables and figures comparing finished runs
 //	hetsync version
 //
 // Every subcommand validates its flags up front and names the offending flag in its error.
@@ -10,6 +13,7 @@
 // bad usage.
 //
 // The command wires packages together and holds no logic of its own that a library user would
-// need: launching is package launcher, measuring is package collective/bench. It never keeps
+// need: launching is package launcher, measuring is package collective/bench, training is
+// package trainer (and trainer/experiment, trainer/report). It never keeps
 // global state.
 package main
