@@ -89,6 +89,16 @@ func doubling(b *builder, g group, j int) {
 }
 
 func (butterfly) allReduce(b *builder) {
+	foldIntoCore(b, func(core int) {
+		halving(b, coreGroup(b, core), b.rank)
+		doubling(b, coreGroup(b, core), b.rank)
+	})
+}
+
+// foldIntoCore runs allreduce among the largest power-of-two core of ranks (MPICH's scheme for
+// other p): an extra rank core+i first hands its whole vector to rank i, which reduces it in,
+// runs the core algorithm with the other core ranks, and sends the result back. +2α, +2nβ.
+func foldIntoCore(b *builder, run func(core int)) {
 	core := pow2Floor(b.p)
 	me := b.rank
 	if me >= core {
@@ -99,8 +109,7 @@ func (butterfly) allReduce(b *builder) {
 	if me+core < b.p {
 		b.recvReduce(me+core, 0, b.n)
 	}
-	halving(b, coreGroup(b, core), me)
-	doubling(b, coreGroup(b, core), me)
+	run(core)
 	if me+core < b.p {
 		b.send(me+core, 0, b.n)
 	}

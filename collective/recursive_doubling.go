@@ -8,23 +8,12 @@ package collective
 type recursiveDoubling struct{}
 
 func (recursiveDoubling) allReduce(b *builder) {
-	core := pow2Floor(b.p)
-	me := b.rank
-	if me >= core {
-		b.send(me-core, 0, b.n)
-		b.recv(me-core, 0, b.n)
-		return
-	}
-	if me+core < b.p {
-		b.recvReduce(me+core, 0, b.n)
-	}
-	for m := 1; m < core; m *= 2 {
-		b.send(me^m, 0, b.n)
-		b.recvReduce(me^m, 0, b.n)
-	}
-	if me+core < b.p {
-		b.send(me+core, 0, b.n)
-	}
+	foldIntoCore(b, func(core int) {
+		for m := 1; m < core; m *= 2 {
+			b.send(b.rank^m, 0, b.n)
+			b.recvReduce(b.rank^m, 0, b.n)
+		}
+	})
 }
 
 // reduceScatter is the full allreduce (every block ends reduced, the rank's own included); auto
