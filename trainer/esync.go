@@ -123,24 +123,12 @@ type esync struct {
 const esyncExtra = 5 // stop vote, loss, correct, samples, local steps
 
 func newESync(cfg *Config) (Strategy, error) {
-	e := cfg.ESync
-	if err := e.Validate(); err != nil {
+	if err := cfg.ESync.Validate(); err != nil {
 		return nil, err
 	}
-	if e.LocalLR == 0 {
-		e.LocalLR = cfg.LR
-	}
-	if e.GlobalLR == 0 {
-		e.GlobalLR = 1
-	}
-	if e.Epsilon == 0 && e.EpsilonFactor == 0 {
-		e.EpsilonFactor = DefaultESyncEpsilonFactor
-	}
-	if e.LocalMomentum == nil {
-		m := cfg.Momentum
-		e.LocalMomentum = &m
-	}
-	return &esync{cfg: e}, nil
+	filled := *cfg // a Config that skipped Defaults still gets ESync's defaults
+	filled.ESyncDefaults()
+	return &esync{cfg: filled.ESync}, nil
 }
 
 func (s *esync) Name() string { return "esync" }
