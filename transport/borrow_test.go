@@ -111,7 +111,7 @@ func TestStreamRecvBorrowErrors(t *testing.T) {
 }
 
 func TestStreamRecvBorrowSteadyStateAllocs(t *testing.T) {
-	for _, kind := range []string{"tcp", "unix"} {
+	for _, kind := range []string{"tcp", "unix", "unix+poll"} {
 		t.Run(kind, func(t *testing.T) {
 			eps := streamJob(t, kind, 2, DefaultStreamOptions(), nil)
 			br := eps[1].(Borrower)

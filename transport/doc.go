@@ -58,6 +58,14 @@
 // with one vectored write (writev) on a net.Conn, under a per-connection lock, and returns when
 // the payload may be reused. Steady-state Send and Recv allocate nothing.
 //
+// Polling (StreamOptions.Poll, on sockets, Linux): a Recv that finds nothing queued polls the
+// socket for a bounded time before it sleeps, yielding the CPU between looks, and reads every
+// frame that has wholly arrived itself, as an MPI progress loop does. The reader goroutine then
+// waits for data without holding the read side (a per-connection token) and takes the token
+// only to read a frame. This takes the two thread wake-ups of a sleeping receiver (the reader,
+// then the receiver) off a small message's path; they cost tens of microseconds each on a
+// loaded or virtualized host.
+//
 // Contexts: a cancelled Recv returns at once; if the reader was filling its buffer at that
 // moment, the read is interrupted with a read deadline (or, on a connection without deadlines,
 // by closing it) and the message is kept for the next Recv. Send honours the context's

@@ -14,13 +14,25 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-var streamKinds = []string{"pipe", "unix", "tcp"}
+// streamKinds are the connections every stream test runs over; "+poll" makes receivers poll
+// the socket (StreamOptions.Poll) and read their messages themselves.
+var streamKinds = []string{"pipe", "unix", "tcp", "unix+poll", "tcp+poll"}
+
+// kindOptions returns opts adjusted for kind: polling for the "+poll" kinds.
+func kindOptions(kind string, opts StreamOptions) StreamOptions {
+	if strings.HasSuffix(kind, "+poll") {
+		opts.Poll = 5 * time.Millisecond
+	}
+	return opts
+}
 
 // connPair returns the two ends of a fresh duplex connection of the given kind.
 func connPair(t testing.TB, kind string) (net.Conn, net.Conn) {
 	t.Helper()
+	kind = strings.TrimSuffix(kind, "+poll")
 	if kind == "pipe" {
 		return net.Pipe()
 	}
@@ -79,7 +91,7 @@ func streamJob(t testing.TB, kind string, size int, opts StreamOptions,
 	}
 	eps := make([]Endpoint, size)
 	for r := range eps {
-		ep, err := NewStreamEndpoint(r, size, conns[r], opts)
+		ep, err := NewStreamEndpoint(r, size, conns[r], kindOptions(kind, opts))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,7 +378,7 @@ func TestStreamCorruptionIsFrameError(t *testing.T) {
 // rawPeer returns rank 0's endpoint of a 2-rank job and the raw connection standing for rank 1.
 func rawPeer(t *testing.T, kind string, opts StreamOptions) (Endpoint, net.Conn) {
 	a, b := connPair(t, kind)
-	ep, err := NewStreamEndpoint(0, 2, []io.ReadWriteCloser{nil, a}, opts)
+	ep, err := NewStreamEndpoint(0, 2, []io.ReadWriteCloser{nil, a}, kindOptions(kind, opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -650,7 +662,7 @@ func TestStreamConcurrent(t *testing.T) {
 }
 
 func TestStreamSteadyStateAllocs(t *testing.T) {
-	for _, kind := range []string{"tcp", "unix"} {
+	for _, kind := range []string{"tcp", "unix", "tcp+poll"} {
 		for _, codec := range []Codec{CodecNone, CodecFP16, CodecS2} {
 			t.Run(kind+"/"+codec.String(), func(t *testing.T) {
 				eps := streamJob(t, kind, 2, DefaultStreamOptions(), nil)
@@ -819,6 +831,58 @@ func TestStreamSteadyStateAllocsWaitingReceiver(t *testing.T) {
 			if a := testing.AllocsPerRun(200, round); a != 0 {
 				t.Fatalf("%v allocations per message", a)
 			}
+		})
+	}
+}
+
+// TestStreamPollingReceiverReadsItself checks that with Poll a waiting receiver reads frames
+// from the socket itself (the point of polling), and that ping-pong over such links delivers
+// every message intact and in order.
+func TestStreamPollingReceiverReadsItself(t *testing.T) {
+	for _, kind := range []string{"tcp+poll", "unix+poll"} {
+		t.Run(kind, func(t *testing.T) {
+			eps := streamJob(t, kind, 2, DefaultStreamOptions(), nil)
+			ctx := context.Background()
+			const rounds = 500
+			errc := make(chan error, 1)
+			go func() {
+				buf := make([]byte, 8192)
+				for i := 0; i < rounds; i++ {
+					h := Header{Seq: uint64(i)}
+					n, err := eps[1].Recv(ctx, 0, h, buf)
+					if err == nil {
+						err = eps[1].Send(ctx, 0, h, buf[:n])
+					}
+					if err != nil {
+						errc <- err
+						return
+					}
+				}
+				errc <- nil
+			}()
+			buf := make([]byte, 8192)
+			for i := 0; i < rounds; i++ {
+				h := Header{Seq: uint64(i)}
+				msg := payloadOf(1+i*13%8000, uint64(i))
+				if err := eps[0].Send(ctx, 1, h, msg); err != nil {
+					t.Fatal(err)
+				}
+				n, err := eps[0].Recv(ctx, 1, h, buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf[:n], msg) {
+					t.Fatalf("round %d: echo differs", i)
+				}
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			polled := eps[0].(*streamEndpoint).polled.Load() + eps[1].(*streamEndpoint).polled.Load()
+			if polled == 0 {
+				t.Fatalf("no frame of %d was read by a polling receiver", 2*rounds)
+			}
+			t.Logf("%d of %d frames read by polling receivers", polled, 2*rounds)
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -27,6 +28,8 @@ type netOptions struct {
 	// Checksum adds a CRC-32C of every payload to its frame (headers are always checksummed).
 	// Off by default: TLS already protects the stream path; tcp and unix are for trusted networks.
 	Checksum bool
+	// Poll is how long a receiver polls its socket before it sleeps (transport.StreamOptions.Poll).
+	Poll time.Duration
 }
 
 // netFlags are the flags read into netOptions.
@@ -36,6 +39,7 @@ func netFlags() []cli.Flag {
 		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto, stream, tcp or unix"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
+		&cli.DurationFlag{Name: "poll", Value: defaultPoll, Usage: "how long a waiting receiver polls its socket (tcp, unix) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
 	}
 }
@@ -43,7 +47,7 @@ func netFlags() []cli.Flag {
 func netOptionsFrom(c *cli.Context) netOptions {
 	return netOptions{
 		Transport: c.String("transport"), DataPath: c.String("data-path"), Security: c.String("security"),
-		JoinTimeout: c.Duration("join-timeout"), Checksum: c.Bool("checksum"),
+		JoinTimeout: c.Duration("join-timeout"), Checksum: c.Bool("checksum"), Poll: c.Duration("poll"),
 	}
 }
 
@@ -54,16 +58,37 @@ func (n netOptions) validate() error {
 	if err := oneOf("data-path", n.DataPath, "auto", "stream", "tcp", "unix"); err != nil {
 		return err
 	}
+	if n.Poll < 0 || n.Poll > time.Second {
+		return fmt.Errorf("--poll %v: must be in [0, 1s]", n.Poll)
+	}
 	return oneOf("security", n.Security, "tls", "none")
+}
+
+// defaultPoll is --poll's default. Measured on 4 ranks over TCP loopback on 2 cores (medians of
+// 6 runs, GOMAXPROCS=1): a 4 KiB allreduce took 125 µs without polling and 78 µs polling for
+// 200 µs; 1 MiB took 1.85 ms, 2.1 ms and 1.5 ms polling for 0, 200 µs and 1 ms.
+const defaultPoll = 500 * time.Microsecond
+
+// setRankProcs sets how many OS threads run this rank's Go code: the host's CPUs shared among
+// the ranks on it, at least one, as MPI binds a rank to a core. A rank with more threads than
+// its share wakes an idle thread for almost every message it receives, and those wake-ups are
+// what small messages wait for on an oversubscribed or virtualized host (4 ranks on 2 cores:
+// 4 KiB allreduce 161 µs with 2 threads, 125 µs with 1). GOMAXPROCS in the environment wins.
+func setRankProcs(localSize int) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(1, localSize)))
 }
 
 // joinRank runs this process as env's rank of a launched job over libp2p: it joins the job,
 // runs fn on the endpoint and closes it (a failure to close counts when fn succeeded).
 func (n netOptions) joinRank(ctx context.Context, env launcher.RankEnv, fn func(transport.Endpoint) error) error {
+	setRankProcs(env.LocalSize)
 	ep, err := p2p.Join(ctx, p2p.Config{
 		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous,
 		Secret: env.Secret, Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout,
-		Host: env.Host, Hostname: env.Hostname, Stream: transport.StreamOptions{Checksum: n.Checksum},
+		Host: env.Host, Hostname: env.Hostname, Stream: transport.StreamOptions{Checksum: n.Checksum, Poll: n.Poll},
 	})
 	if err != nil {
 		return fmt.Errorf("rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -189,6 +190,9 @@ func trainCommand() *cli.Command {
 func trainRank(ctx context.Context, o trainOptions, env launcher.RankEnv, out, errOut io.Writer) error {
 	return o.joinRank(ctx, env, func(ep transport.Endpoint) error {
 		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: env.LocalSize}
+		if o.Threads > runtime.GOMAXPROCS(0) {
+			runtime.GOMAXPROCS(o.Threads) // --threads kernel goroutines need as many threads
+		}
 		if env.Rank == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(env.Size), out, errOut
 		}
