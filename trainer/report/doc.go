@@ -15,7 +15,9 @@
 //     reached (the table says which, e.g. "2.10× @0.80"); summary.json has every target.
 //   - baseline: --baseline NAME (a run name) for every run; by default, for each scenario the
 //     first run whose strategy is ssgd. A scenario is what the strategies must not change to be
-//     comparable: model, ranks, shard and heterogeneity (slowdown, step sleep, stragglers).
+//     comparable: model, ranks, seed, shard and heterogeneity (slowdown, step sleep, stragglers).
+//   - t@baseline final−0.01: when a run first reached its baseline's final accuracy minus one
+//     point, and that time ÷ the baseline's wall time (Sync-Switch's criterion).
 //   - computation ratio: ours is compute ÷ elapsed per rank (injected sleep is compute);
 //     ESync's figure 5 is 1 − (communication + waiting) ÷ elapsed.
 //

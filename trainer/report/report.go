@@ -44,13 +44,18 @@ type Row struct {
 	// Speedups maps each target both runs reached to TTA(baseline) ÷ TTA(run).
 	Speedups map[string]float64 `json:"speedups,omitempty"`
 	// SpeedupTarget is the highest target both reached, the one the table shows.
-	SpeedupTarget string  `json:"speedup_target,omitempty"`
-	FinalAcc      float64 `json:"final_accuracy"`
-	BestAcc       float64 `json:"best_accuracy"`
-	Evaluations   int     `json:"evaluations"`
-	WallS         float64 `json:"wall_s"`
-	Throughput    float64 `json:"throughput_samples_per_s"`
-	TrafficMBps   float64 `json:"traffic_mb_per_s"`
+	SpeedupTarget string `json:"speedup_target,omitempty"`
+	// TimeToBaselineFinal is when the run first reached its baseline's final accuracy minus
+	// one point (Sync-Switch's criterion: converged to BSP's accuracy), absent when never;
+	// BaselineFinalRatio is that time ÷ the baseline's wall time.
+	TimeToBaselineFinal *float64 `json:"time_to_baseline_final_s,omitempty"`
+	BaselineFinalRatio  *float64 `json:"baseline_final_time_ratio,omitempty"`
+	FinalAcc            float64  `json:"final_accuracy"`
+	BestAcc             float64  `json:"best_accuracy"`
+	Evaluations         int      `json:"evaluations"`
+	WallS               float64  `json:"wall_s"`
+	Throughput          float64  `json:"throughput_samples_per_s"`
+	TrafficMBps         float64  `json:"traffic_mb_per_s"`
 	// PerRank has each rank's computation ratios (compute ÷ elapsed, and ESync's
 	// 1 − aggregate ÷ elapsed) and times.
 	PerRank []metrics.RankSummary `json:"per_rank"`
@@ -106,6 +111,10 @@ func Build(runs []Run, baseline string) (*Report, error) {
 		}
 		if base != nil {
 			row.BaselineRun = base.Name
+			if t, ok := firstReaching(r.Evals, base.Summary.FinalAccuracy-BaselineFinalSlack); ok && base.Summary.WallS > 0 {
+				ratio := t / base.Summary.WallS
+				row.TimeToBaselineFinal, row.BaselineFinalRatio = &t, &ratio
+			}
 			for _, k := range rep.Targets {
 				tb, okb := base.Summary.TimeToAccuracy[k]
 				tr, okr := s.TimeToAccuracy[k]
@@ -123,25 +132,39 @@ func Build(runs []Run, baseline string) (*Report, error) {
 	return rep, nil
 }
 
+// BaselineFinalSlack is how far below its baseline's final accuracy a run may be and count as
+// having reached it (TimeToBaselineFinal): one point, as in Sync-Switch's evaluation.
+const BaselineFinalSlack = 0.01
+
+// firstReaching returns the time of the first evaluation (in time order) at or above acc.
+func firstReaching(evals []metrics.EvalRecord, acc float64) (float64, bool) {
+	for _, e := range sortedEvals(evals) {
+		if e.Accuracy >= acc-1e-12 {
+			return e.TimeS, true
+		}
+	}
+	return 0, false
+}
+
 // Markdown renders the report as markdown: the comparison table, then per-rank times and
 // computation ratios.
 func (rep *Report) Markdown() string {
 	var b strings.Builder
 	b.WriteString("# Run comparison\n\n")
 	if rep.Baseline != "" {
-		fmt.Fprintf(&b, "Speedup = time to accuracy of run `%s` ÷ that of the run, at the highest target both reached.\n\n", rep.Baseline)
+		fmt.Fprintf(&b, "Speedup = time to accuracy of run `%s` ÷ that of the run, at the highest target both reached. t@baseline final−0.01 is when the run first reached the baseline's final accuracy minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n", rep.Baseline)
 	} else {
-		b.WriteString("Speedup = time to accuracy of the first ssgd run of the same scenario (model, ranks, shard, heterogeneity) ÷ that of the run, at the highest target both reached.\n\n")
+		b.WriteString("Speedup = time to accuracy of the first ssgd run of the same scenario (model, ranks, seed, shard, heterogeneity) ÷ that of the run, at the highest target both reached. t@baseline final−0.01 is when the run first reached its baseline's final accuracy minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n")
 	}
 	b.WriteString("| run | strategy | shard | heterogeneity |")
 	for _, k := range rep.Targets {
 		fmt.Fprintf(&b, " t@%s (s) |", k)
 	}
-	b.WriteString(" speedup | baseline | final acc | best acc | samples/s | traffic MB/s | compute ratio (per rank) | ESync ratio (per rank) |\n|---|---|---|---|")
+	b.WriteString(" speedup | baseline | t@baseline final−0.01 (s) | ÷ baseline time | final acc | best acc | samples/s | traffic MB/s | compute ratio (per rank) | ESync ratio (per rank) |\n|---|---|---|---|")
 	for range rep.Targets {
 		b.WriteString("---:|")
 	}
-	b.WriteString("---:|---|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("---:|---|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range rep.Rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |", mdEscape(r.Name), mdEscape(r.Strategy), mdEscape(r.Shard), mdEscape(r.Hetero))
 		for _, k := range rep.Targets {
@@ -160,7 +183,12 @@ func (rep *Report) Markdown() string {
 		if base == "" {
 			base = "-"
 		}
-		fmt.Fprintf(&b, " %s | %.4f | %.4f | %.0f | %.2f | %s | %s |\n", mdEscape(base), r.FinalAcc, r.BestAcc,
+		if r.TimeToBaselineFinal != nil {
+			fmt.Fprintf(&b, " %s | %.1f | %.2f |", mdEscape(base), *r.TimeToBaselineFinal, *r.BaselineFinalRatio)
+		} else {
+			fmt.Fprintf(&b, " %s | - | - |", mdEscape(base))
+		}
+		fmt.Fprintf(&b, " %.4f | %.4f | %.0f | %.2f | %s | %s |\n", r.FinalAcc, r.BestAcc,
 			r.Throughput, r.TrafficMBps, ratios(r.PerRank, false), ratios(r.PerRank, true))
 	}
 	b.WriteString("\n## Per rank\n\n")
@@ -271,6 +299,21 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 			if r.Setup.TargetAcc > 0 && !targets[r.Setup.TargetAcc] {
 				targets[r.Setup.TargetAcc] = true
 				lc.HLines = append(lc.HLines, HLine{Y: r.Setup.TargetAcc, Label: "target " + strconv.FormatFloat(r.Setup.TargetAcc, 'f', -1, 64)})
+			}
+		}
+		// The baseline's final accuracy minus a point, when the shard's runs share one baseline.
+		var bases []string
+		for _, row := range rep.Rows {
+			if row.Shard == shard && row.BaselineRun != "" && !slices.Contains(bases, row.BaselineRun) {
+				bases = append(bases, row.BaselineRun)
+			}
+		}
+		if len(bases) == 1 {
+			for _, r := range runs {
+				if r.Name == bases[0] {
+					y := r.Summary.FinalAccuracy - BaselineFinalSlack
+					lc.HLines = append(lc.HLines, HLine{Y: y, Label: r.Name + " final−0.01"})
+				}
 			}
 		}
 		name := "accuracy_" + fileSafe(shardOr(shard)) + ".png"

@@ -66,9 +66,10 @@ func (s Setup) Hetero() string {
 	return strings.Join(parts, "; ")
 }
 
-// scenario is what must be equal for two runs to be compared: everything but the strategy.
+// scenario is what must be equal for two runs to be compared: everything but the strategy
+// (the seed too, so that each seed of a repeated experiment has its own baseline).
 func (s Setup) scenario() string {
-	return fmt.Sprintf("%s|%d|%s|%s|%s", s.Model, s.Ranks, s.Shard, s.Hetero(), strings.TrimSpace(string(s.Stragglers)))
+	return fmt.Sprintf("%s|%d|%d|%s|%s|%s", s.Model, s.Ranks, s.Seed, s.Shard, s.Hetero(), strings.TrimSpace(string(s.Stragglers)))
 }
 
 // LoadRun reads a run directory (config.json, metrics.jsonl, eval.jsonl).
