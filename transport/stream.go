@@ -792,7 +792,13 @@ func (p *streamPeer) poll(ctx context.Context, w *waiter) {
 	for len(w.wake) == 0 && !p.dead.Load() {
 		if p.rtok.TryLock() {
 			for len(w.wake) == 0 && !p.dead.Load() {
-				ready, err := p.frameArrived()
+				ready, streaming, err := p.frameArrived()
+				if streaming {
+					// A large frame is coming in: the reader goroutine streams it into place
+					// as it arrives, while polling would wait for all of it.
+					p.rtok.Unlock()
+					return
+				}
 				if err == nil && ready {
 					err = p.readFrame()
 					p.ep.polled.Add(1)
@@ -816,22 +822,31 @@ func (p *streamPeer) poll(ctx context.Context, w *waiter) {
 	}
 }
 
+// pollFrameMax is the largest frame a polling receiver waits to arrive whole; a larger one that
+// has started to arrive is left to the reader goroutine.
+const pollFrameMax = 64 << 10
+
 // frameArrived reports whether a whole frame is buffered or waiting in the socket, so that
-// readFrame will not block. rtok must be held.
-func (p *streamPeer) frameArrived() (bool, error) {
+// readFrame will not block, or else whether a frame larger than pollFrameMax is arriving.
+// rtok must be held.
+func (p *streamPeer) frameArrived() (ready, streaming bool, err error) {
 	q, err := p.sock.inq()
 	if err != nil {
-		return false, nil // the reader goroutine reports the connection's state
+		return false, false, nil // the reader goroutine reports the connection's state
 	}
 	avail := p.br.Buffered() + q
 	if avail < FrameHeaderSize {
-		return false, nil
+		return false, false, nil
 	}
 	hdr, err := p.br.Peek(FrameHeaderSize)
 	if err != nil {
-		return false, p.readErr(err, "frame header")
+		return false, false, p.readErr(err, "frame header")
 	}
-	return avail >= FrameHeaderSize+int(binary.LittleEndian.Uint32(hdr[32:])), nil
+	size := FrameHeaderSize + int(binary.LittleEndian.Uint32(hdr[32:]))
+	if avail >= size {
+		return true, false, nil
+	}
+	return false, size > pollFrameMax, nil
 }
 
 // fail poisons the read side: queued messages stay deliverable, every later Recv gets err.
