@@ -212,7 +212,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
 			&cli.IntFlag{Name: "servers", Usage: "ps: number of server ranks (0 = every rank)"},
 			&cli.StringFlag{Name: "segment", Value: "0", Usage: "pipelining segment size (0 = the algorithm's default)"},
-		}, netFlags(), jobFlags(true)),
+		}, netFlags(benchPoll), jobFlags(true)),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("bench: unexpected arguments %q", c.Args().Slice())

@@ -32,14 +32,14 @@ type netOptions struct {
 	Poll time.Duration
 }
 
-// netFlags are the flags read into netOptions.
-func netFlags() []cli.Flag {
+// netFlags are the flags read into netOptions; poll is --poll's default.
+func netFlags(poll time.Duration) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
 		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto, stream, tcp or unix"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
-		&cli.DurationFlag{Name: "poll", Value: defaultPoll, Usage: "how long a waiting receiver polls its socket (tcp, unix) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
+		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its socket (tcp, unix) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
 	}
 }
@@ -64,16 +64,19 @@ func (n netOptions) validate() error {
 	return oneOf("security", n.Security, "tls", "none")
 }
 
-// defaultPoll is --poll's default. Measured on 4 ranks over TCP loopback on 2 cores (medians of
+// benchPoll is bench's --poll default (train does not poll: a fast rank that waits for a slow
+// one at every round would spend CPU the slow one needs on a shared host). Measured on 4 ranks over TCP loopback on 2 cores (medians of
 // 6 runs, GOMAXPROCS=1): a 4 KiB allreduce took 125 µs without polling and 78 µs polling for
 // 200 µs; 1 MiB took 1.85 ms, 2.1 ms and 1.5 ms polling for 0, 200 µs and 1 ms.
-const defaultPoll = 500 * time.Microsecond
+const benchPoll = 500 * time.Microsecond
 
 // setRankProcs sets how many OS threads run this rank's Go code: the host's CPUs shared among
 // the ranks on it, at least one, as MPI binds a rank to a core. A rank with more threads than
 // its share wakes an idle thread for almost every message it receives, and those wake-ups are
 // what small messages wait for on an oversubscribed or virtualized host (4 ranks on 2 cores:
 // 4 KiB allreduce 161 µs with 2 threads, 125 µs with 1). GOMAXPROCS in the environment wins.
+// Only bench does this: a training rank also runs services (the ESync state service, parameter
+// server shards) that must answer while its compute goroutine runs.
 func setRankProcs(localSize int) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
@@ -84,7 +87,6 @@ func setRankProcs(localSize int) {
 // joinRank runs this process as env's rank of a launched job over libp2p: it joins the job,
 // runs fn on the endpoint and closes it (a failure to close counts when fn succeeded).
 func (n netOptions) joinRank(ctx context.Context, env launcher.RankEnv, fn func(transport.Endpoint) error) error {
-	setRankProcs(env.LocalSize)
 	ep, err := p2p.Join(ctx, p2p.Config{
 		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous,
 		Secret: env.Secret, Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout,
@@ -207,6 +209,7 @@ func writeJSONFile(path string, results []bench.Result) error {
 
 // benchRank runs this process as one rank of a launched job over libp2p.
 func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io.Writer) error {
+	setRankProcs(env.LocalSize)
 	return o.joinRank(ctx, env, func(ep transport.Endpoint) error {
 		return runBenches(ctx, ep, o, out)
 	})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -153,7 +152,7 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "data", Usage: "Fashion-MNIST directory (default: $HETSYNC_DATA, the Debian package, the cache, download)"},
 			&cli.IntFlag{Name: "threads", Usage: "kernel threads per rank (0 = cores / ranks on this host)"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "compute device: cpu, cuda:N, or one per rank (cuda:0,cpu,cpu,cpu); cuda needs a binary from `make cuda`"},
-		}, netFlags(), esyncFlags(), syncSwitchFlags(), psFlags(), jobFlags(true)),
+		}, netFlags(0), esyncFlags(), syncSwitchFlags(), psFlags(), jobFlags(true)),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("train: unexpected arguments %q", c.Args().Slice())
@@ -190,9 +189,6 @@ func trainCommand() *cli.Command {
 func trainRank(ctx context.Context, o trainOptions, env launcher.RankEnv, out, errOut io.Writer) error {
 	return o.joinRank(ctx, env, func(ep transport.Endpoint) error {
 		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: env.LocalSize}
-		if o.Threads > runtime.GOMAXPROCS(0) {
-			runtime.GOMAXPROCS(o.Threads) // --threads kernel goroutines need as many threads
-		}
 		if env.Rank == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(env.Size), out, errOut
 		}
