@@ -21,8 +21,13 @@ import (
 // timings saw, and no wall clocks of different hosts are ever compared (§6.2). Workers send
 // only durations (c).
 //
+// A reset is followed at once by the next round's k = 0 query, whose answer is always
+// NOT-READY (esyncState.query), so Reset carries that query's c and the service applies both
+// in order: one one-way message instead of a message and a round trip, which took a round
+// trip off every rank's round (the slowest's included) and leaves the predicates unchanged.
+//
 // Wire protocol (all frames on ChanState): a request's Header.Op is esyncMagic|op, Seq the
-// round, Segment k; a query's payload is c in nanoseconds (8 bytes), a reset's and a bye's is
+// round, Segment k; a query's and a reset's payload is c in nanoseconds (8 bytes), a bye's is
 // empty. A reply's Op is esyncMagic|esyncReply (|esyncReady), echoing Seq and Segment. Each
 // rank has at most one query in flight, so replies need no matching beyond the echo check.
 type esyncService struct {
@@ -118,8 +123,14 @@ func (s *esyncService) serve(ctx context.Context, peer int) error {
 				return fmt.Errorf("trainer: rank 0: esync state service: replying to rank %d: %w", peer, err)
 			}
 		case esyncReset:
+			if n != 8 {
+				return fmt.Errorf("trainer: rank 0: esync state service: reset from rank %d has %d bytes, want 8", peer, n)
+			}
+			c := time.Duration(binary.LittleEndian.Uint64(buf[:]))
 			s.mu.Lock()
-			s.sm.reset(peer, int(h.Seq), s.now())
+			now := s.now()
+			s.sm.reset(peer, int(h.Seq), now)
+			s.sm.query(peer, 0, c, now, now)
 			s.mu.Unlock()
 		case esyncBye:
 			return nil
@@ -156,16 +167,20 @@ func (s *esyncService) Query(ctx context.Context, round, k int, c time.Duration)
 	return rh.Op&esyncReady != 0, nil
 }
 
-// Reset tells the state service that this rank finished the global update and entered round.
-func (s *esyncService) Reset(ctx context.Context, round int) error {
+// Reset tells the state service that this rank finished the global update and entered round,
+// and makes round's first query (k = 0, last step time c), whose answer is NOT-READY.
+func (s *esyncService) Reset(ctx context.Context, round int, c time.Duration) error {
 	if s.rank == 0 {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.sm.reset(0, round, s.now())
+		now := s.now()
+		s.sm.reset(0, round, now)
+		s.sm.query(0, 0, c, now, now)
 		return nil
 	}
+	binary.LittleEndian.PutUint64(s.req[:], uint64(c))
 	h := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncReset, Seq: uint64(round)}
-	if err := s.ep.Send(ctx, 0, h, nil); err != nil {
+	if err := s.ep.Send(ctx, 0, h, s.req[:]); err != nil {
 		return fmt.Errorf("trainer: rank %d: esync reset to rank 0 (round %d): %w", s.rank, round, err)
 	}
 	return nil

@@ -248,3 +248,66 @@ func TestESyncDefaults(t *testing.T) {
 		})
 	}
 }
+
+// esyncCounter counts a rank's ESync state-service requests (queries and resets) to rank 0.
+type esyncCounter struct {
+	transport.Endpoint
+	mu      sync.Mutex
+	queries map[uint64][]uint32 // round → the k of every query sent in it
+	resets  int
+}
+
+func (e *esyncCounter) Send(ctx context.Context, to int, h transport.Header, payload []byte) error {
+	if h.Channel == transport.ChanState && h.Op&^esyncOpMsk == esyncMagic {
+		e.mu.Lock()
+		switch h.Op & esyncOpMsk {
+		case esyncQuery:
+			e.queries[h.Seq] = append(e.queries[h.Seq], h.Segment)
+		case esyncReset:
+			if len(payload) != 8 {
+				e.mu.Unlock()
+				return fmt.Errorf("reset from rank %d carries %d bytes, want the 8 of c", e.Rank(), len(payload))
+			}
+			e.resets++
+		}
+		e.mu.Unlock()
+	}
+	return e.Endpoint.Send(ctx, to, h, payload)
+}
+
+// TestESyncResetCarriesFirstQuery checks the wire protocol: the k = 0 query of every round
+// after the first rides in the reset, so a rank asks once per local step (k = 1..n_i, the
+// last answered READY) and once more (k = 0) only in round 1; every reset carries c.
+func TestESyncResetCarriesFirstQuery(t *testing.T) {
+	const size, rounds = 3, 15
+	cfg := Config{Strategy: "esync", Collective: "ring", Batch: 8, LR: 0.05, MaxRounds: rounds, Seed: 5,
+		Eval: EvalEvery{Rounds: 100}, StepSleep: []time.Duration{0, 0, 6 * time.Millisecond}}
+	counters := make([]*esyncCounter, size)
+	var mu sync.Mutex
+	out := runCapturedJob(t, cfg, size, func(ep transport.Endpoint) transport.Endpoint {
+		c := &esyncCounter{Endpoint: ep, queries: map[uint64][]uint32{}}
+		mu.Lock()
+		counters[ep.Rank()] = c
+		mu.Unlock()
+		return c
+	})
+	for r := 1; r < size; r++ {
+		c := counters[r]
+		if c.resets != rounds {
+			t.Errorf("rank %d sent %d resets, want one per round (%d)", r, c.resets, rounds)
+		}
+		for i, rec := range out.records[r] {
+			round := uint64(i + 1)
+			var want []uint32
+			if round == 1 {
+				want = append(want, 0)
+			}
+			for k := 1; k <= rec.LocalSteps; k++ {
+				want = append(want, uint32(k))
+			}
+			if got := c.queries[round]; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("rank %d round %d (%d local steps): queried k = %v, want %v", r, round, rec.LocalSteps, got, want)
+			}
+		}
+	}
+}
