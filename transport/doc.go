@@ -58,7 +58,7 @@
 // with one vectored write (writev) on a net.Conn, under a per-connection lock, and returns when
 // the payload may be reused. Steady-state Send and Recv allocate nothing.
 //
-// Polling (StreamOptions.Poll, on sockets, Linux): a Recv that finds nothing queued polls the
+// Polling (StreamOptions.Poll, on sockets on Linux and on transport/shm pipes): a Recv that finds nothing queued polls the
 // socket for a bounded time before it sleeps, yielding the CPU between looks, and reads every
 // frame that has wholly arrived itself, as an MPI progress loop does. The reader goroutine then
 // waits for data without holding the read side (a per-connection token) and takes the token

@@ -42,8 +42,8 @@ type StreamOptions struct {
 	// down (a libp2p stream, or a socket with unread data, is reset by a plain close). Jobs set
 	// it (transport/p2p does); 0 closes at once.
 	Linger time.Duration
-	// Poll, when positive, lets a receiver that waits on a socket peer (TCP or Unix) poll that
-	// socket for up to this long, yielding the CPU between looks, and read its message itself
+	// Poll, when positive, lets a receiver that waits on a socket peer (TCP or Unix, on Linux)
+	// or a transport/shm pipe poll that connection for up to this long, yielding the CPU between looks, and read its message itself
 	// once the whole frame has arrived, instead of sleeping until the connection's reader
 	// goroutine wakes it. A sleeping thread takes tens of microseconds to wake on a loaded or
 	// virtualized host, twice per message (the reader, then the receiver); polling takes both
@@ -131,7 +131,7 @@ func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOp
 		}
 		_, p.vectored = c.(net.Conn)
 		if opts.Poll > 0 {
-			p.sock = newSockPoll(c)
+			p.sock = newPoller(c)
 		}
 		if opts.SocketBuffer > 0 {
 			if sb, ok := c.(interface {
@@ -199,7 +199,7 @@ type streamPeer struct {
 	// sock is non-nil when receivers may poll this connection (StreamOptions.Poll on a
 	// socket). Then the fields below belong to whoever holds rtok: the reader goroutine while
 	// it reads a frame, or a polling receiver; nobody holds rtok while waiting for data.
-	sock *sockPoll
+	sock poller
 	rtok sync.Mutex
 	dead atomic.Bool // the read side failed: the reader goroutine stops
 
@@ -820,6 +820,47 @@ func (p *streamPeer) poll(ctx context.Context, w *waiter) {
 		runtime.Gosched()
 		yieldCPU()
 	}
+}
+
+// poller looks at a connection without reading it, so that receivers may poll it (StreamOptions.Poll):
+// sockets on Linux (sockPoll) and connections that count their unread bytes and wait for some
+// without taking them, such as transport/shm's pipes (readWaiter).
+type poller interface {
+	// inq returns how many bytes wait to be read.
+	inq() (int, error)
+	// waitReadable parks until bytes wait (or the stream ended: atEOF) without reading any.
+	waitReadable() error
+	atEOF() bool
+}
+
+// readWaiter is a connection that can say how many bytes wait and wait for some without
+// taking them (transport/shm.Pipe).
+type readWaiter interface {
+	Buffered() int
+	WaitReadable() (eof bool, err error)
+}
+
+type waiterPoll struct {
+	c   readWaiter
+	eof bool
+}
+
+func (w *waiterPoll) inq() (int, error) { return w.c.Buffered(), nil }
+func (w *waiterPoll) atEOF() bool       { return w.eof }
+func (w *waiterPoll) waitReadable() (err error) {
+	w.eof, err = w.c.WaitReadable()
+	return err
+}
+
+// newPoller returns the poller of c, or nil when c cannot be polled.
+func newPoller(c io.ReadWriteCloser) poller {
+	if rw, ok := c.(readWaiter); ok {
+		return &waiterPoll{c: rw}
+	}
+	if s := newSockPoll(c); s != nil {
+		return s
+	}
+	return nil
 }
 
 // pollFrameMax is the largest frame a polling receiver waits to arrive whole; a larger one that

@@ -25,6 +25,7 @@ const (
 	DataPathStream = "stream" // a libp2p stream over the (secure) libp2p connection
 	DataPathTCP    = "tcp"    // a plain TCP connection beside libp2p, token-authenticated
 	DataPathUnix   = "unix"   // a Unix socket between ranks on the same host, token-authenticated
+	DataPathShm    = "shm"    // shared-memory rings between ranks on the same host, set up over unix
 )
 
 // DefaultLinger is how long a rank's Close waits for its peers to read what it sent last.
@@ -47,7 +48,8 @@ type Config struct {
 	Secret string
 	// Security is "tls" (default) or "none".
 	Security string
-	// DataPath is "auto" (default), "stream", "tcp" or "unix".
+	// DataPath is "auto" (default), "stream", "tcp", "unix" or "shm". "unix" and "shm" need
+	// every pair of ranks on one host (same Hostname); Join fails naming the pair otherwise.
 	DataPath string
 	// Host is the IP this rank listens on and advertises. Default: 127.0.0.1 when Rendezvous is
 	// a loopback address, else the IP of the interface that routes to the rendezvous host.
@@ -98,10 +100,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("p2p config: rank %d: Security %q unknown (want %q or %q)", c.Rank, c.Security, SecurityTLS, SecurityNone)
 	}
 	switch c.DataPath {
-	case "", DataPathAuto, DataPathStream, DataPathTCP, DataPathUnix:
+	case "", DataPathAuto, DataPathStream, DataPathTCP, DataPathUnix, DataPathShm:
 	default:
-		return fmt.Errorf("p2p config: rank %d: DataPath %q unknown (want %q, %q, %q or %q)",
-			c.Rank, c.DataPath, DataPathAuto, DataPathStream, DataPathTCP, DataPathUnix)
+		return fmt.Errorf("p2p config: rank %d: DataPath %q unknown (want %q, %q, %q, %q or %q)",
+			c.Rank, c.DataPath, DataPathAuto, DataPathStream, DataPathTCP, DataPathUnix, DataPathShm)
 	}
 	if c.Host != "" {
 		ip := net.ParseIP(c.Host)

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/binary"
@@ -20,6 +21,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/hetsync/hetsync/transport/shm"
 )
 
 // dataProto carries the bulk traffic of the "stream" data path.
@@ -28,7 +31,9 @@ const dataProto = protocol.ID("/hetsync/data/1")
 const (
 	tokenLen     = 32
 	helloMagic   = "HSYNCDP1"
+	helloMagicSM = "HSYNCSM1"               // a hello that also offers a shared-memory segment (path "shm")
 	helloLen     = 8 + 8 + 4 + 4 + tokenLen // magic, job tag, from, to, token
+	shmNameLen   = 64                       // after an HSYNCSM1 hello: the segment's file name, NUL-padded
 	replyLen     = 8 + 1                    // magic, status
 	helloTimeout = 10 * time.Second         // an accepted connection must say hello within this
 	socketBuffer = 4 << 20                  // SO_SNDBUF / SO_RCVBUF of direct connections
@@ -45,7 +50,16 @@ const (
 	helloDuplicate
 	helloClosed
 	helloWrongPeer
+	helloShmNotUnix
+	helloShmFailed
 )
+
+// autoSameHost is the path "auto" takes between ranks on one host: shared memory. Measured
+// against Unix sockets (allreduce busbw, 4 ranks on 2 cores, medians of 3 runs, receivers
+// polling both): 4 KiB 0.127 vs 0.069 GB/s, 256 KiB 0.93 vs 0.47, 1 MiB 0.70 vs 0.61, 64 MiB
+// 0.69 vs 0.49. Dial offers shared memory and falls back to a Unix socket when the listener
+// cannot map the segment.
+const autoSameHost = DataPathShm
 
 func helloStatusText(s byte) string {
 	switch s {
@@ -67,6 +81,10 @@ func helloStatusText(s byte) string {
 		return "no longer accepting connections"
 	case helloWrongPeer:
 		return "libp2p peer identity does not match the rank in the hello"
+	case helloShmNotUnix:
+		return "shared memory offered over a connection that is not a same-host Unix socket"
+	case helloShmFailed:
+		return "the listener could not map the shared-memory segment (see its log)"
 	}
 	return "unknown status " + strconv.Itoa(int(s))
 }
@@ -84,9 +102,15 @@ func pathFor(cfg Config, a, b peerInfo) (string, error) {
 				a.Rank, a.Hostname, b.Rank, b.Hostname, DataPathUnix)
 		}
 		return DataPathUnix, nil
+	case DataPathShm:
+		if !sameHost {
+			return "", fmt.Errorf("rank %d (host %q) and rank %d (host %q) are on different hosts; DataPath %q needs both on one host",
+				a.Rank, a.Hostname, b.Rank, b.Hostname, DataPathShm)
+		}
+		return DataPathShm, nil
 	}
 	if sameHost {
-		return DataPathUnix, nil
+		return autoSameHost, nil
 	}
 	if cfg.Security == SecurityNone {
 		return DataPathTCP, nil
@@ -100,7 +124,7 @@ func needsTCP(cfg Config) bool {
 	return cfg.DataPath == DataPathTCP || (cfg.DataPath == DataPathAuto && cfg.Security == SecurityNone)
 }
 func needsUnix(cfg Config) bool {
-	return cfg.DataPath == DataPathUnix || cfg.DataPath == DataPathAuto
+	return cfg.DataPath == DataPathUnix || cfg.DataPath == DataPathShm || cfg.DataPath == DataPathAuto
 }
 func needsStream(cfg Config) bool {
 	return cfg.DataPath == DataPathStream || cfg.DataPath == DataPathAuto
@@ -162,6 +186,20 @@ func encodeHello(tag jobTag, from, to int, token []byte) []byte {
 	binary.BigEndian.PutUint32(b[20:], uint32(to))
 	copy(b[24:], token)
 	return b
+}
+
+// encodeShmHello is a hello that offers the shared-memory segment named shmName: the hello
+// with magic HSYNCSM1, followed by the name padded to shmNameLen bytes.
+func encodeShmHello(tag jobTag, from, to int, token []byte, shmName string) []byte {
+	b := append(encodeHello(tag, from, to, token), make([]byte, shmNameLen)...)
+	copy(b, helloMagicSM)
+	copy(b[helloLen:], shmName)
+	return b
+}
+
+// shmOptions are the pipe options of the shared-memory path to rank peer.
+func shmOptions(peer int) shm.Options {
+	return shm.Options{Peer: "rank " + strconv.Itoa(peer)}
 }
 
 // acceptor collects the data connections a rank receives from every lower rank, over any of
@@ -247,21 +285,33 @@ func (a *acceptor) handleStream(s network.Stream) {
 		rankOf(a.ids, s.Conn().RemotePeer()))
 }
 
-// handshake reads and checks a hello; a good one hands c to the collected connections.
+// handshake reads and checks a hello; a good one hands c to the collected connections. A
+// hello that offers a shared-memory segment hands over the pipe built on it instead, with c
+// kept as the pipe's liveness link.
 func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 	defer a.untrack(c)
 	_ = c.SetDeadline(time.Now().Add(helloTimeout))
-	var b [helloLen]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
+	var b [helloLen + shmNameLen]byte
+	if _, err := io.ReadFull(c, b[:helloLen]); err != nil {
 		a.log.Warn("hetsync data path: no hello from connection", "rank", a.rank, "remote", remote, "err", err)
 		c.Close()
 		return
 	}
 	from := int(binary.BigEndian.Uint32(b[16:]))
 	to := int(binary.BigEndian.Uint32(b[20:]))
+	offersShm := string(b[:8]) == helloMagicSM
+	if offersShm {
+		if _, err := io.ReadFull(c, b[helloLen:]); err != nil {
+			a.log.Warn("hetsync data path: no segment name after a shared-memory hello", "rank", a.rank,
+				"remote", remote, "claimed_rank", from, "err", err)
+			c.Close()
+			return
+		}
+	}
+	uc, isUnix := c.(*net.UnixConn)
 	status := helloOK
 	switch {
-	case string(b[:8]) != helloMagic:
+	case string(b[:8]) != helloMagic && !offersShm:
 		status = helloBadMagic
 	case subtle.ConstantTimeCompare(b[8:16], a.tag[:]) != 1:
 		status = helloWrongJob
@@ -271,11 +321,25 @@ func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 		status = helloNotLower
 	case peerRank >= 0 && peerRank != from:
 		status = helloWrongPeer
-	case subtle.ConstantTimeCompare(b[24:], a.token) != 1:
+	case subtle.ConstantTimeCompare(b[24:helloLen], a.token) != 1:
 		status = helloBadToken
+	case offersShm && !isUnix:
+		status = helloShmNotUnix
+	}
+	conn := c
+	if status == helloOK && offersShm {
+		name := string(bytes.TrimRight(b[helloLen:], "\x00"))
+		p, err := openShm(uc, name, from)
+		if err != nil {
+			a.log.Warn("hetsync data path: cannot share memory with a same-host rank", "rank", a.rank,
+				"peer", from, "remote", remote, "err", err)
+			status = helloShmFailed
+		} else {
+			conn = p
+		}
 	}
 	if status == helloOK {
-		status = a.offer(from, c)
+		status = a.offer(from, conn, c)
 	}
 	reply := make([]byte, replyLen)
 	copy(reply, helloMagic)
@@ -284,7 +348,10 @@ func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 	if status != helloOK {
 		a.log.Warn("hetsync data path: refused a connection", "rank", a.rank, "remote", remote,
 			"claimed_rank", from, "reason", helloStatusText(status))
-		c.Close()
+		conn.Close()
+		if conn != c {
+			c.Close()
+		}
 		return
 	}
 	if werr != nil {
@@ -293,7 +360,33 @@ func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 	_ = c.SetDeadline(time.Time{})
 }
 
-func (a *acceptor) offer(from int, c dataConn) byte {
+// openShm maps the segment that rank `from` offered over the Unix connection c, removes its
+// file (both sides have it mapped now) and returns the pipe over it, with c as its link.
+func openShm(c *net.UnixConn, name string, from int) (dataConn, error) {
+	seg, err := shm.Open(name, shmOptions(from))
+	if err != nil {
+		return nil, err
+	}
+	if err := seg.Unlink(); err != nil {
+		seg.Close()
+		return nil, err
+	}
+	// The pipe reads c for as long as it lives, to notice the peer's death: no hello deadline.
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		seg.Close()
+		return nil, err
+	}
+	p, err := seg.Pipe(c)
+	if err != nil {
+		seg.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// offer collects conn as the connection from rank `from`; key is the connection the hello
+// came on (conn itself, or the link of a shared-memory pipe), tracked as pending until now.
+func (a *acceptor) offer(from int, conn dataConn, key io.Closer) byte {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -302,10 +395,10 @@ func (a *acceptor) offer(from int, c dataConn) byte {
 	if a.conns[from] != nil {
 		return helloDuplicate
 	}
-	// From here on c belongs to the collected connections, not to the pending ones, so that
+	// From here on conn belongs to the collected connections, not to the pending ones, so that
 	// stop(false) racing with the rest of this handshake cannot close it.
-	delete(a.pending, c)
-	a.conns[from] = c
+	delete(a.pending, key)
+	a.conns[from] = conn
 	a.have++
 	if a.have == a.rank {
 		close(a.done)
@@ -376,6 +469,20 @@ func (d *dialer) dial(ctx context.Context, to int) (dataConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: data connection to rank %d: %w", d.cfg.Rank, to, err)
 	}
+	if path == DataPathShm {
+		c, err := d.dialShm(ctx, to, them)
+		if err == nil {
+			return c, nil
+		}
+		if d.cfg.DataPath == DataPathShm || ctx.Err() != nil {
+			return nil, fmt.Errorf("rank %d: shm data connection to rank %d: %w", d.cfg.Rank, to, err)
+		}
+		// auto: the memory could not be shared (no /dev/shm, separate mount namespaces); a
+		// plain Unix socket, or the network path, still works.
+		d.cfg.Logger.Debug("hetsync data path: shared memory unavailable, falling back",
+			"rank", d.cfg.Rank, "peer", to, "path", DataPathUnix, "err", err)
+		path = DataPathUnix
+	}
 	c, err := d.open(ctx, path, them)
 	if err != nil && path == DataPathUnix && d.cfg.DataPath == DataPathAuto {
 		// Same host name but no reachable socket (containers sharing a host name, say): fall
@@ -392,11 +499,47 @@ func (d *dialer) dial(ctx context.Context, to int) (dataConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %s data connection to rank %d: %w", d.cfg.Rank, path, to, err)
 	}
-	if err := d.hello(ctx, c, to, them.Token); err != nil {
+	if err := d.hello(ctx, c, encodeHello(d.tag, d.cfg.Rank, to, them.Token)); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("rank %d: %s data connection to rank %d: %w", d.cfg.Rank, path, to, err)
 	}
 	return c, nil
+}
+
+// dialShm connects to rank `to`'s Unix socket, creates a shared-memory segment, offers its
+// name in the hello (the socket is private to the host and the hello carries the token), and
+// once the peer has mapped it returns the pipe over it, with the socket as its liveness link.
+func (d *dialer) dialShm(ctx context.Context, to int, them peerInfo) (dataConn, error) {
+	c, err := d.open(ctx, DataPathUnix, them)
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("the Unix dial returned a %T", c)
+	}
+	seg, err := shm.Create(shmOptions(to))
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	fail := func(err error) (dataConn, error) {
+		seg.Close()
+		c.Close()
+		return nil, err
+	}
+	if err := d.hello(ctx, c, encodeShmHello(d.tag, d.cfg.Rank, to, them.Token, seg.Name())); err != nil {
+		return fail(err)
+	}
+	if err := seg.Unlink(); err != nil {
+		return fail(err)
+	}
+	p, err := seg.Pipe(uc)
+	if err != nil {
+		return fail(err)
+	}
+	return p, nil
 }
 
 func (d *dialer) open(ctx context.Context, path string, them peerInfo) (dataConn, error) {
@@ -431,13 +574,14 @@ func (d *dialer) open(ctx context.Context, path string, them peerInfo) (dataConn
 	}
 }
 
-func (d *dialer) hello(ctx context.Context, c dataConn, to int, token []byte) error {
+// hello sends msg, a hello, and waits for the listener's answer.
+func (d *dialer) hello(ctx context.Context, c dataConn, msg []byte) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	if _, err := c.Write(encodeHello(d.tag, d.cfg.Rank, to, token)); err != nil {
+	if _, err := c.Write(msg); err != nil {
 		return fmt.Errorf("sending hello: %w", err)
 	}
 	var r [replyLen]byte

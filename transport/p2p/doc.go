@@ -60,9 +60,19 @@
 //     rank (a file rather than the abstract namespace, so ranks in different network
 //     namespaces of one host meet), for ranks with the same Hostname. Authenticated by the
 //     hello; the file is removed as soon as every lower rank has connected.
-//   - "auto" (default): unix between ranks with the same Hostname; otherwise tcp when Security
-//     is none, else stream. If a same-host unix socket turns out unreachable (containers that
-//     share a host name), the pair falls back to the network path.
+//   - "shm": shared memory (transport/shm) for ranks with the same Hostname. The dialer
+//     connects to the listener's Unix socket as for "unix", creates a segment file in
+//     /dev/shm (mode 0600, random name) and sends its name in the hello (magic HSYNCSM1, the
+//     usual fields, then the name in 64 bytes); the listener checks the hello first, then the
+//     name and the file (owner, header), maps it and unlinks it, and answers; the dialer
+//     unlinks it too. The pair then talks over two rings in the mapping, one per direction,
+//     and keeps the Unix socket for doorbells (waking a side that sleeps) and as the
+//     liveness signal: a peer that dies without closing is an error naming it (wrapping
+//     shm.ErrPeerGone), never a hang. Ranks on different hosts are an error naming both.
+//   - "auto" (default): shm between ranks with the same Hostname (a listener that cannot map
+//     the segment makes the pair fall back to unix); otherwise tcp when Security is none, else
+//     stream. If a same-host Unix socket turns out unreachable (containers that share a host
+//     name), the pair falls back to the network path.
 //
 // Every data connection, libp2p streams included, starts with a hello from the dialer: magic,
 // a job tag (a hash of the secret), its rank, the listener's rank and the listener's token.

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,7 +23,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/transport/shm"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -180,6 +185,8 @@ func TestJoinAndExchange(t *testing.T) {
 		{"tcp/none", SecurityNone, DataPathTCP, nil},
 		{"unix/tls", SecurityTLS, DataPathUnix, nil},
 		{"unix/none", SecurityNone, DataPathUnix, nil},
+		{"shm/tls", SecurityTLS, DataPathShm, nil},
+		{"shm/none", SecurityNone, DataPathShm, nil},
 		{"auto/tls/one-host", SecurityTLS, DataPathAuto, nil},
 		{"auto/tls/two-hosts", SecurityTLS, DataPathAuto, twoHosts},
 		{"auto/none/two-hosts", SecurityNone, DataPathAuto, twoHosts},
@@ -219,6 +226,8 @@ func checkPaths(t *testing.T, eps []transport.Endpoint) {
 				got = DataPathTCP
 			case *net.UnixConn:
 				got = DataPathUnix
+			case *shm.Pipe:
+				got = DataPathShm
 			case network.Stream:
 				got = DataPathStream
 			default:
@@ -244,20 +253,31 @@ func TestDataPathChoice(t *testing.T) {
 		want               string
 		wantErr            bool
 	}{
-		{DataPathAuto, SecurityTLS, a, a2, DataPathUnix, false},
-		{DataPathAuto, SecurityNone, a, a2, DataPathUnix, false},
+		{DataPathAuto, SecurityTLS, a, a2, DataPathShm, false},
+		{DataPathAuto, SecurityNone, a, a2, DataPathShm, false},
 		{DataPathAuto, SecurityTLS, a, b, DataPathStream, false},
 		{DataPathAuto, SecurityNone, a, b, DataPathTCP, false},
 		{DataPathStream, SecurityNone, a, a2, DataPathStream, false},
 		{DataPathTCP, SecurityTLS, a, a2, DataPathTCP, false},
 		{DataPathUnix, SecurityTLS, a, a2, DataPathUnix, false},
 		{DataPathUnix, SecurityTLS, a, b, "", true},
+		{DataPathShm, SecurityTLS, a, a2, DataPathShm, false},
+		{DataPathShm, SecurityNone, a, a2, DataPathShm, false},
+		{DataPathShm, SecurityNone, a, b, "", true},
 	}
 	for _, tc := range cases {
 		got, err := pathFor(Config{DataPath: tc.dataPath, Security: tc.security}, tc.x, tc.y)
 		if (err != nil) != tc.wantErr || got != tc.want {
 			t.Errorf("pathFor(%s, %s, %s-%s) = %q, %v; want %q (error %v)",
 				tc.dataPath, tc.security, tc.x.Hostname, tc.y.Hostname, got, err, tc.want, tc.wantErr)
+		}
+		// A refused pair is named: both ranks and both hosts.
+		if err != nil {
+			for _, w := range []string{fmt.Sprintf("rank %d (host %q)", tc.x.Rank, tc.x.Hostname), fmt.Sprintf("rank %d (host %q)", tc.y.Rank, tc.y.Hostname), tc.dataPath} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("pathFor(%s, %s-%s): error %q does not name %s", tc.dataPath, tc.x.Hostname, tc.y.Hostname, err, w)
+				}
+			}
 		}
 	}
 }
@@ -625,7 +645,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	// A first job starts the process-wide goroutines that libp2p keeps for good.
 	run(DataPathStream)
 	before := runtime.NumGoroutine()
-	for _, p := range []string{DataPathStream, DataPathTCP, DataPathUnix} {
+	for _, p := range []string{DataPathStream, DataPathTCP, DataPathUnix, DataPathShm} {
 		run(p)
 	}
 	// Failed joins tear down what they built: a wrong secret, and a rank 0 that gives up.
@@ -670,6 +690,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{"stream+tls/nocrc", DataPathStream, SecurityTLS, noCRC},
 		{"tcp/nocrc", DataPathTCP, SecurityNone, noCRC},
 		{"unix/nocrc", DataPathUnix, SecurityNone, noCRC},
+		{"shm/nocrc", DataPathShm, SecurityNone, noCRC},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -775,4 +796,282 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestShmAllReduce runs a 4-rank job over shared memory and checks allreduce, with every
+// algorithm, against a reference sum: sizes below a frame, around a segment and well beyond
+// the 2 MiB rings (writes larger than a ring stream through it).
+func TestShmAllReduce(t *testing.T) {
+	const p = 4
+	base := Config{Size: p, Secret: "shm allreduce", DataPath: DataPathShm, Security: SecurityNone,
+		JoinTimeout: 30 * time.Second, Logger: quiet}
+	eps := startJob(t, base, nil)
+	checkPaths(t, eps)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, alg := range []string{"ring", "butterfly", "binary-blocks", "ps", "auto"} {
+		comms := make([]*collective.Comm, p)
+		for r, ep := range eps {
+			c, err := collective.New(ep, collective.Options{Algorithm: alg})
+			if err != nil {
+				t.Fatalf("%s: rank %d: %v", alg, r, err)
+			}
+			comms[r] = c
+		}
+		for _, n := range []int{1, 1000, 300 << 10, 3 << 20} {
+			bufs := make([][]float32, p)
+			for r := range bufs {
+				bufs[r] = make([]float32, n)
+				for i := range bufs[r] {
+					bufs[r][i] = float32((r + 1) * (i%251 + 1))
+				}
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, p)
+			for r := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[r] = comms[r].AllReduce(ctx, collective.F32(bufs[r]), collective.Sum)
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatalf("%s, %d floats: %v", alg, n, err)
+			}
+			for r := range bufs {
+				for i, v := range bufs[r] {
+					if want := float32(p * (p + 1) / 2 * (i%251 + 1)); v != want {
+						t.Fatalf("%s, %d floats: rank %d element %d = %v, want %v", alg, n, r, i, v, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// writePartialFrame writes, on rank r's raw shared-memory pipe to rank `to`, the header of a
+// 1 MiB frame and only the first 1000 bytes of its payload: a peer stopped mid-message.
+func writePartialFrame(ep transport.Endpoint, to int) error {
+	pipe, ok := ep.(*endpoint).conns[to].(*shm.Pipe)
+	if !ok {
+		return fmt.Errorf("rank %d's connection to rank %d is a %T, not a shared-memory pipe", ep.Rank(), to, ep.(*endpoint).conns[to])
+	}
+	var hdr [transport.FrameHeaderSize]byte
+	f := transport.FrameHeader{Header: partialHeader, RawLen: 1 << 20, WireLen: 1 << 20}
+	transport.MarshalFrameHeader(hdr[:], &f, crc32.MakeTable(crc32.Castagnoli))
+	if _, err := pipe.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := pipe.Write(make([]byte, 1000))
+	return err
+}
+
+var partialHeader = transport.Header{Channel: transport.ChanUser, Seq: 1, Op: 0x5eed}
+
+// TestShmPeerClosesMidMessage: a rank whose peer closes its endpoint in the middle of a frame
+// gets an error naming the peer, not a hang.
+func TestShmPeerClosesMidMessage(t *testing.T) {
+	base := Config{Size: 2, Secret: "shm close mid-message", DataPath: DataPathShm, Security: SecurityNone,
+		JoinTimeout: 30 * time.Second, Logger: quiet}
+	eps := startJob(t, base, nil)
+	if err := writePartialFrame(eps[1], 0); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := eps[0].Recv(ctx, 1, partialHeader, make([]byte, 1<<20))
+		errc <- err
+	}()
+	if err := eps[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := <-errc
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rank 1") ||
+		!errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("Recv from a peer that closed mid-message: %v; want a truncated-stream error naming rank 1", err)
+	}
+}
+
+// TestShmPeerKilled: rank 1 runs in a child process that writes half a frame and is then
+// killed (SIGKILL, so nothing is closed): rank 0's Recv fails with an error naming rank 1.
+func TestShmPeerKilled(t *testing.T) {
+	base := Config{Size: 2, Secret: "shm peer killed", DataPath: DataPathShm, Security: SecurityNone,
+		JoinTimeout: 30 * time.Second, Logger: quiet}
+	addr, res0 := startRank0(t, base)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "HETSYNC_P2P_CHILD="+addr, "HETSYNC_P2P_CHILD_SECRET="+base.Secret)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if _, err := cmd.StdinPipe(); err != nil { // the child blocks reading it until killed
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	r0 := <-res0
+	if r0.err != nil {
+		t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
+	}
+	defer r0.ep.Close()
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := r0.ep.Recv(ctx, 1, partialHeader, make([]byte, 1<<20))
+		errc <- err
+	}()
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
+		t.Fatalf("child: %q, %v; stderr: %s", line, err, stderr.String())
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	err = <-errc
+	if err == nil || !errors.Is(err, shm.ErrPeerGone) || !strings.Contains(err.Error(), "rank 1") {
+		t.Fatalf("Recv from a killed peer: %v; want an error naming rank 1 that wraps shm.ErrPeerGone", err)
+	}
+	t.Log(err)
+}
+
+// TestMain runs rank 1 of TestShmPeerKilled when the test binary is started as its child.
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("HETSYNC_P2P_CHILD"); addr != "" {
+		os.Exit(killedChild(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
+	}
+	os.Exit(m.Run())
+}
+
+func killedChild(addr, secret string) int {
+	ep, err := Join(context.Background(), Config{Rank: 1, Size: 2, Rendezvous: addr, Secret: secret,
+		DataPath: DataPathShm, Security: SecurityNone, JoinTimeout: 30 * time.Second, Logger: quiet})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	if err := writePartialFrame(ep, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	fmt.Print("ready\n")
+	io.Copy(io.Discard, os.Stdin) // until killed
+	return 0
+}
+
+// TestShmRecvCancelMidMessage: a Recv cancelled while its message is half written returns at
+// once (the endpoint interrupts the pipe's read with a deadline), and the whole message is
+// delivered to the next Recv.
+func TestShmRecvCancelMidMessage(t *testing.T) {
+	base := Config{Size: 2, Secret: "shm cancel", DataPath: DataPathShm, Security: SecurityNone,
+		JoinTimeout: 30 * time.Second, Logger: quiet}
+	eps := startJob(t, base, nil)
+	pipe := eps[1].(*endpoint).conns[0].(*shm.Pipe)
+	const n = 4 << 20 // more than a ring
+	payload := make([]byte, n)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	var hdr [transport.FrameHeaderSize]byte
+	f := transport.FrameHeader{Header: partialHeader, RawLen: n, WireLen: n}
+	transport.MarshalFrameHeader(hdr[:], &f, crc32.MakeTable(crc32.Castagnoli))
+	if _, err := pipe.Write(append(hdr[:], payload[:1000]...)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, n)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := eps[0].Recv(ctx, 1, partialHeader, buf)
+		errc <- err
+	}()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "rank 1") {
+		t.Fatalf("cancelled Recv: %v; want context.Canceled naming rank 1", err)
+	}
+	if _, err := pipe.Write(payload[1000:]); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	clear(buf)
+	if got, err := eps[0].Recv(ctx2, 1, partialHeader, buf); err != nil || got != n || !bytes.Equal(buf, payload) {
+		t.Fatalf("Recv after the cancelled one: %d bytes, %v; want the whole %d-byte message intact", got, err, n)
+	}
+}
+
+// TestShmHelloRefusals: a shared-memory hello is checked like any other before the listener
+// touches a file, and one it cannot honour is refused with a reason: over a connection that is
+// not a Unix socket, or naming a segment that does not exist or is not a segment name.
+func TestShmHelloRefusals(t *testing.T) {
+	logs := &lockedBuffer{}
+	cfg := Config{Rank: 2, Size: 3, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	tag := newJobTag("shm hello")
+	token := bytes.Repeat([]byte{7}, tokenLen)
+	acc := newAcceptor(cfg, tag, token, nil, nil)
+	ul, err := listenUnix(filepath.Join(t.TempDir(), "l.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc.serve(ul)
+	acc.serve(tl)
+	defer acc.stop(true)
+	seg, err := shm.Create(shm.Options{RingSize: shm.MinRingSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	missing := "hetsync-shm-0123456789abcdef0123456789abcdef"
+	cases := []struct {
+		name, network, addr string
+		hello               []byte
+		want                byte
+	}{
+		{"bad token", "unix", ul.Addr().String(), encodeShmHello(tag, 0, 2, bytes.Repeat([]byte{8}, tokenLen), seg.Name()), helloBadToken},
+		{"over tcp", "tcp", tl.Addr().String(), encodeShmHello(tag, 0, 2, token, seg.Name()), helloShmNotUnix},
+		{"missing segment", "unix", ul.Addr().String(), encodeShmHello(tag, 0, 2, token, missing), helloShmFailed},
+		{"not a segment name", "unix", ul.Addr().String(), encodeShmHello(tag, 0, 2, token, "../../etc/passwd"), helloShmFailed},
+		{"good", "unix", ul.Addr().String(), encodeShmHello(tag, 1, 2, token, seg.Name()), helloOK},
+	}
+	for _, tc := range cases {
+		c, err := net.Dial(tc.network, tc.addr)
+		if err != nil {
+			t.Fatalf("%s: dial: %v", tc.name, err)
+		}
+		defer c.Close()
+		if _, err := c.Write(tc.hello); err != nil {
+			t.Fatalf("%s: write: %v", tc.name, err)
+		}
+		var r [replyLen]byte
+		if _, err := io.ReadFull(c, r[:]); err != nil {
+			t.Fatalf("%s: reading the reply: %v", tc.name, err)
+		}
+		if r[8] != tc.want {
+			t.Errorf("%s: status %q, want %q", tc.name, helloStatusText(r[8]), helloStatusText(tc.want))
+		}
+		if tc.want != helloOK {
+			if _, err := os.Stat(seg.Path()); err != nil {
+				t.Errorf("%s: a refused hello touched the segment file: %v", tc.name, err)
+			}
+		}
+	}
+	// The good hello: the listener mapped the segment and removed its file.
+	if _, err := os.Stat(seg.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("segment file still there after the listener mapped it: %v", err)
+	}
+	if !strings.Contains(logs.String(), "cannot share memory") {
+		t.Errorf("the failed mapping is not logged:\n%s", logs.String())
+	}
 }

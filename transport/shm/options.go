@@ -1,0 +1,104 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Ring sizes: each direction of a pipe has one ring of RingSize bytes. The default holds a
+// whole 1 MiB collective segment (collective.DefaultSegmentBytes) with its frame header, so a
+// sender never waits for the receiver in the middle of one.
+const (
+	DefaultRingSize = 2 << 20
+	MinRingSize     = 64 << 10
+	MaxRingSize     = 256 << 20
+)
+
+// DefaultDir is where segments are created: tmpfs, shared by every process of the host.
+const DefaultDir = "/dev/shm"
+
+// Default waiting: how many times a side that finds nothing to do polls, then yields the CPU,
+// before it sleeps until the peer rings.
+const (
+	DefaultSpin   = 64
+	DefaultYields = 4
+)
+
+// ErrPeerGone is wrapped by the errors of a pipe whose peer process went away (exited or
+// crashed) without closing it.
+var ErrPeerGone = errors.New("peer process gone")
+
+// Options configure Create, Open and the Pipe. The zero value selects every default.
+type Options struct {
+	// RingSize is the capacity of each direction: a power of two in [MinRingSize,
+	// MaxRingSize]; 0 means DefaultRingSize. Only the creator's counts.
+	RingSize int
+	// Dir is the directory of the segment file; "" means DefaultDir. Both sides must use the
+	// same directory (only the file's name is exchanged).
+	Dir string
+	// Peer names the other side in errors ("rank 3"); "" means "peer".
+	Peer string
+	// Spin and Yields say how often a side that has nothing to do polls the ring, then
+	// yields the CPU, before it sleeps; 0 means the default, a negative value none.
+	Spin, Yields int
+}
+
+// Validate reports the first invalid option.
+func (o Options) Validate() error {
+	if o.RingSize != 0 && (o.RingSize < MinRingSize || o.RingSize > MaxRingSize || o.RingSize&(o.RingSize-1) != 0) {
+		return fmt.Errorf("shm options: RingSize %d must be 0 (default) or a power of two in [%d, %d]", o.RingSize, MinRingSize, MaxRingSize)
+	}
+	if o.Spin > 1<<20 {
+		return fmt.Errorf("shm options: Spin %d is more than %d", o.Spin, 1<<20)
+	}
+	if o.Yields > 1<<10 {
+		return fmt.Errorf("shm options: Yields %d is more than %d", o.Yields, 1<<10)
+	}
+	return nil
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	if o.RingSize == 0 {
+		o.RingSize = DefaultRingSize
+	}
+	if o.Dir == "" {
+		o.Dir = DefaultDir
+	}
+	if o.Peer == "" {
+		o.Peer = "peer"
+	}
+	switch {
+	case o.Spin == 0:
+		o.Spin = DefaultSpin
+	case o.Spin < 0:
+		o.Spin = 0
+	}
+	switch {
+	case o.Yields == 0:
+		o.Yields = DefaultYields
+	case o.Yields < 0:
+		o.Yields = 0
+	}
+	return o, nil
+}
+
+// Layout of a segment (see the package documentation).
+const (
+	magic      = "HSYNSHM1"
+	version    = 1
+	ctlOff     = 4096
+	ctlSize    = 1024
+	dataOff    = 8192
+	namePrefix = "hetsync-shm-"
+
+	// Offsets of the fields of a control block.
+	offHead    = 0   // uint64, written by the producer
+	offTail    = 128 // uint64, written by the consumer
+	offRWait   = 256 // uint32, 1 while the consumer is (about to be) asleep
+	offWWait   = 384 // uint32, 1 while the producer is (about to be) asleep
+	offWClosed = 512 // uint32, the producer will write no more
+	offRClosed = 640 // uint32, the consumer will read no more
+)

@@ -1,0 +1,182 @@
+//go:build linux
+
+package shm
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Segment is a mapped shared-memory file, before it becomes a Pipe.
+type Segment struct {
+	opts     Options
+	path     string
+	mem      []byte
+	ringSize int
+	creator  bool
+
+	mu       sync.Mutex
+	unlinked bool
+	handed   bool // the mapping belongs to a Pipe now
+}
+
+// Create makes a new segment file in opts.Dir with two rings of opts.RingSize bytes, maps it
+// and returns it. The caller sends Name() to the peer (over an authenticated channel), which
+// Opens it; then either side Unlinks it.
+func Create(opts Options) (*Segment, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var rnd [16]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, fmt.Errorf("shm segment for %s: drawing a name: %w", opts.Peer, err)
+	}
+	name := namePrefix + hex.EncodeToString(rnd[:])
+	path := filepath.Join(opts.Dir, name)
+	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("shm segment for %s: creating %s: %w", opts.Peer, path, err)
+	}
+	defer syscall.Close(fd)
+	size := dataOff + 2*opts.RingSize
+	// Reserve the pages now: on a full tmpfs a sparse file would fail later with SIGBUS on
+	// first touch instead of an error here.
+	if err := syscall.Fallocate(fd, 0, 0, int64(size)); err != nil {
+		if !errors.Is(err, syscall.EOPNOTSUPP) {
+			os.Remove(path)
+			return nil, fmt.Errorf("shm segment for %s: reserving %d bytes for %s: %w", opts.Peer, size, path, err)
+		}
+		if err := syscall.Ftruncate(fd, int64(size)); err != nil {
+			os.Remove(path)
+			return nil, fmt.Errorf("shm segment for %s: sizing %s: %w", opts.Peer, path, err)
+		}
+	}
+	mem, err := syscall.Mmap(fd, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("shm segment for %s: mapping %s: %w", opts.Peer, path, err)
+	}
+	copy(mem, magic)
+	binary.LittleEndian.PutUint32(mem[8:], version)
+	binary.LittleEndian.PutUint32(mem[12:], uint32(opts.RingSize))
+	return &Segment{opts: opts, path: path, mem: mem, ringSize: opts.RingSize, creator: true}, nil
+}
+
+// validName reports whether name is one Create could have made: the prefix and 32 hex digits,
+// nothing that could point outside the directory.
+func validName(name string) bool {
+	rest, ok := strings.CutPrefix(name, namePrefix)
+	if !ok || len(rest) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil && strings.ToLower(rest) == rest
+}
+
+// Open maps the segment the peer created under name in opts.Dir. The ring size is the
+// creator's; opts.RingSize is ignored. The file must be a regular file owned by this
+// process's effective user, with a valid header.
+func Open(name string, opts Options) (*Segment, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if !validName(name) {
+		return nil, fmt.Errorf("shm segment from %s: %q is not a segment name (want %s and 32 hex digits)", opts.Peer, name, namePrefix)
+	}
+	path := filepath.Join(opts.Dir, name)
+	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("shm segment from %s: opening %s: %w", opts.Peer, path, err)
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("shm segment from %s: stat %s: %w", opts.Peer, path, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, fmt.Errorf("shm segment from %s: %s is not a regular file", opts.Peer, path)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("shm segment from %s: %s belongs to uid %d, not to this process's uid %d", opts.Peer, path, st.Uid, os.Geteuid())
+	}
+	if st.Size < dataOff+2*MinRingSize || st.Size > dataOff+2*MaxRingSize {
+		return nil, fmt.Errorf("shm segment from %s: %s has %d bytes, out of range for a segment", opts.Peer, path, st.Size)
+	}
+	size := int(st.Size)
+	mem, err := syscall.Mmap(fd, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("shm segment from %s: mapping %s: %w", opts.Peer, path, err)
+	}
+	ring := int(binary.LittleEndian.Uint32(mem[12:]))
+	var bad string
+	switch {
+	case string(mem[:8]) != magic:
+		bad = "bad magic"
+	case binary.LittleEndian.Uint32(mem[8:]) != version:
+		bad = fmt.Sprintf("version %d, want %d", binary.LittleEndian.Uint32(mem[8:]), version)
+	case ring < MinRingSize || ring > MaxRingSize || ring&(ring-1) != 0:
+		bad = fmt.Sprintf("ring size %d invalid", ring)
+	case size != dataOff+2*ring:
+		bad = fmt.Sprintf("%d bytes for a ring size of %d", size, ring)
+	}
+	if bad != "" {
+		syscall.Munmap(mem)
+		return nil, fmt.Errorf("shm segment from %s: %s is not a valid segment: %s", opts.Peer, path, bad)
+	}
+	return &Segment{opts: opts, path: path, mem: mem, ringSize: ring}, nil
+}
+
+// Name is the file name (without directory) to give the peer.
+func (s *Segment) Name() string { return filepath.Base(s.path) }
+
+// Path is the file's full path.
+func (s *Segment) Path() string { return s.path }
+
+// RingSize is the capacity of each direction in bytes.
+func (s *Segment) RingSize() int { return s.ringSize }
+
+// Unlink removes the segment's file; the mappings stay valid. Either side may call it, more
+// than once; a file already removed is not an error.
+func (s *Segment) Unlink() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unlinked {
+		return nil
+	}
+	s.unlinked = true
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("shm segment for %s: %w", s.opts.Peer, err)
+	}
+	return nil
+}
+
+// Close unmaps a segment that did not become a Pipe, and unlinks it if this side created it.
+// After Pipe it does nothing (the Pipe owns the mapping).
+func (s *Segment) Close() error {
+	s.mu.Lock()
+	handed := s.handed
+	s.handed = true
+	s.mu.Unlock()
+	if handed {
+		return nil
+	}
+	var err error
+	if s.creator {
+		err = s.Unlink()
+	}
+	if merr := syscall.Munmap(s.mem); merr != nil && err == nil {
+		err = fmt.Errorf("shm segment for %s: unmapping %s: %w", s.opts.Peer, s.path, merr)
+	}
+	s.mem = nil
+	return err
+}
