@@ -12,7 +12,7 @@ import (
 // staleness of a push is the number of server updates between the worker's pull and it.
 // Momentum and weight decay do not apply (the server rule is plain SGD, as in ESync's ASGD).
 //
-// Shards live on ranks 0..PSServers-1 (default rank 0 alone), as goroutines beside their
+// Shards live on the ranks Config.ServerRanks names (default rank 0 alone), as goroutines beside their
 // workers. Rank 0's stop vote rides on its push; the server's sticky stop flag reaches every
 // worker in its next reply.
 type asgd struct {

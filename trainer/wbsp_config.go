@@ -22,9 +22,28 @@ type PSSyncConfig struct {
 	DCASGDLambda float64 `json:"dcasgd_lambda,omitempty"`
 	// Staleness is SSP's bound s; nil means 40 (WBSP's SSP baseline).
 	Staleness *int `json:"staleness,omitempty"`
+	// PSRanks are the ranks hosting the parameter-server shards, in shard order; empty means
+	// ranks 0..PSServers-1. A server shares its rank's cores with that rank's worker: on a
+	// shared host, a rank that mostly waits (a slowed worker) answers sooner than rank 0, which
+	// also trains at full speed and evaluates (the originals run the server as a process of
+	// its own).
+	PSRanks []int `json:"ps_ranks,omitempty"`
 	// SSPPull is "every" (textbook: pull every step, block while more than s ahead) or "lazy"
 	// (the ADSP code: push Δ every step, pull only when at least s ahead).
 	SSPPull string `json:"ssp_pull,omitempty"`
+}
+
+// ServerRanks are the ranks hosting the parameter-server shards, in shard order: PSSync.PSRanks,
+// or ranks 0..PSServers-1 (rank 0 alone by default).
+func (c *Config) ServerRanks() []int {
+	if len(c.PSSync.PSRanks) > 0 {
+		return append([]int(nil), c.PSSync.PSRanks...)
+	}
+	servers := make([]int, max(1, c.PSServers))
+	for i := range servers {
+		servers[i] = i
+	}
+	return servers
 }
 
 // Defaults of the parameter-server strategies.
@@ -61,7 +80,19 @@ func (p PSSyncConfig) StalenessBound() int {
 // validatePSSync checks c.PSSync for a job of size ranks; Config.Validate calls it.
 func (c *Config) validatePSSync(size int) error {
 	p := c.PSSync
+	seen := make(map[int]bool, len(p.PSRanks))
+	for _, r := range p.PSRanks {
+		if r < 0 || r >= size {
+			return fmt.Errorf("trainer: --ps-ranks: rank %d out of range [0, %d)", r, size)
+		}
+		if seen[r] {
+			return fmt.Errorf("trainer: --ps-ranks: rank %d listed twice", r)
+		}
+		seen[r] = true
+	}
 	switch {
+	case len(p.PSRanks) > 0 && c.PSServers > 0:
+		return fmt.Errorf("trainer: give --ps-ranks (the server ranks) or --ps-servers (ranks 0..N-1), not both")
 	case p.WBSPApply != "" && p.WBSPApply != "buffered" && p.WBSPApply != "immediate":
 		return fmt.Errorf("trainer: --wbsp-apply must be buffered or immediate, got %q", p.WBSPApply)
 	case p.WBSPSlowRank != nil && (*p.WBSPSlowRank < 0 || *p.WBSPSlowRank >= size):

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,10 @@ func TestPSSyncConfigValidation(t *testing.T) {
 		{PSSyncConfig{Staleness: intPtr(-2)}, "--staleness"},
 		{PSSyncConfig{SSPPull: "sometimes"}, "--ssp-pull"},
 		{PSSyncConfig{SSPPull: "lazy", Staleness: intPtr(0)}, "--staleness ≥ 1"},
+		{PSSyncConfig{PSRanks: []int{2, 0}}, ""},
+		{PSSyncConfig{PSRanks: []int{3}}, "--ps-ranks: rank 3 out of range"},
+		{PSSyncConfig{PSRanks: []int{-1}}, "--ps-ranks: rank -1 out of range"},
+		{PSSyncConfig{PSRanks: []int{1, 1}}, "listed twice"},
 	}
 	for _, tc := range cases {
 		cfg := Config{Strategy: "ssp", PSSync: tc.p}
@@ -63,6 +68,21 @@ func TestPSSyncConfigValidation(t *testing.T) {
 		}
 		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%+v: err %v, want one mentioning %q", tc.p, err, tc.err)
+		}
+	}
+	both := Config{Strategy: "wbsp", PSServers: 2, PSSync: PSSyncConfig{PSRanks: []int{1}}}
+	both.Defaults()
+	if err := both.Validate(3); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("--ps-ranks with --ps-servers: err %v, want one saying not both", err)
+	}
+	for _, tc := range []struct {
+		servers int
+		ranks   []int
+		want    []int
+	}{{0, nil, []int{0}}, {2, nil, []int{0, 1}}, {0, []int{2, 0}, []int{2, 0}}} {
+		c := Config{PSServers: tc.servers, PSSync: PSSyncConfig{PSRanks: tc.ranks}}
+		if got := c.ServerRanks(); !slices.Equal(got, tc.want) {
+			t.Errorf("ServerRanks with --ps-servers %d --ps-ranks %v = %v, want %v", tc.servers, tc.ranks, got, tc.want)
 		}
 	}
 	cfg := Config{Strategy: "dcasgd"}

@@ -21,12 +21,15 @@ func TestPSStrategiesConverge(t *testing.T) {
 		{"wbsp-immediate-slow1", Config{Strategy: "wbsp", PSSync: PSSyncConfig{WBSPApply: "immediate", WBSPSlowRank: intPtr(1)}}},
 		{"wbsp-two-servers", Config{Strategy: "wbsp", PSServers: 2}},
 		{"wbsp-opt", Config{Strategy: "wbsp-opt"}},
+		{"wbsp-server-on-slow-rank3", Config{Strategy: "wbsp", PSSync: PSSyncConfig{PSRanks: []int{3}}}},
+		{"wbsp-opt-servers-ranks3-0", Config{Strategy: "wbsp-opt", PSSync: PSSyncConfig{PSRanks: []int{3, 0}}}},
 		{"wbsp-opt-immediate-servers4", Config{Strategy: "wbsp-opt", PSServers: 4, PSSync: PSSyncConfig{WBSPApply: "immediate"}}},
 		{"dcasgd-paper", Config{Strategy: "dcasgd"}},
 		{"dcasgd-mxnet-servers3", Config{Strategy: "dcasgd", PSServers: 3, PSSync: PSSyncConfig{DCASGDVariant: "mxnet", DCASGDLambda: 0.5}}},
 		{"ssp-every-s2", Config{Strategy: "ssp", PSSync: PSSyncConfig{Staleness: intPtr(2)}}},
 		{"ssp-every-s0", Config{Strategy: "ssp", PSServers: 2, PSSync: PSSyncConfig{Staleness: intPtr(0)}}},
 		{"ssp-lazy-s3", Config{Strategy: "ssp", PSSync: PSSyncConfig{Staleness: intPtr(3), SSPPull: "lazy"}}},
+		{"ssp-every-s2-server-rank1", Config{Strategy: "ssp", PSSync: PSSyncConfig{Staleness: intPtr(2), PSRanks: []int{1}}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

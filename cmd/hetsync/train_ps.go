@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,6 +27,7 @@ func psFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "dcasgd-lambda", Value: trainer.DefaultDCASGDLambda, Usage: "dcasgd: λ of the delay compensation"},
 		&cli.IntFlag{Name: "staleness", Value: trainer.DefaultStaleness, Usage: "ssp: staleness bound s (0 is BSP)"},
 		&cli.StringFlag{Name: "ssp-pull", Value: "every", Usage: "ssp: every (pull each step, block while more than s ahead) or lazy (the ADSP code: pull only when ≥ s ahead)"},
+		&cli.StringFlag{Name: "ps-ranks", Usage: "asgd, dcasgd, ssp, wbsp, wbsp-opt: the ranks hosting parameter-server shards, comma-separated, e.g. 3 or 1,3 (default: ranks 0..--ps-servers-1)"},
 		&cli.StringFlag{Name: "hetero-profile", Usage: "WBSP heterogeneity h1, h2 or h3: odd ranks sleep 5, 10 or 15× t_fast per step (sets --step-sleep)"},
 		&cli.DurationFlag{Name: "hetero-tfast", EnvVars: []string{envHeteroTFast}, Usage: "t_fast of --hetero-profile (default: measured once on this machine: the median forward/backward time of --model at --batch)"},
 	}
@@ -46,6 +49,15 @@ func applyPSFlags(c *cli.Context, cfg *trainer.Config) error {
 	s := c.Int("staleness")
 	p.Staleness = &s
 	p.SSPPull = c.String("ssp-pull")
+	if v := c.String("ps-ranks"); v != "" {
+		for _, f := range strings.Split(v, ",") {
+			r, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("--ps-ranks %q: %q is not a rank number", v, f)
+			}
+			p.PSRanks = append(p.PSRanks, r)
+		}
+	}
 
 	profile := c.String("hetero-profile")
 	if profile == "" {

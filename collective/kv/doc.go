@@ -22,6 +22,10 @@
 //     shard and sent, with the model as it is then, by whichever reader serves the request that
 //     releases it (the slowest worker's push, a stop vote, a bye: a worker that said bye
 //     leaves the minimum).
+//   - Own shard in place: a rank's request to the shard it hosts is served by the calling
+//     goroutine under the shard's lock (the push reads the caller's vector, a pull copies into
+//     it), with no message, copy or goroutine switch; only a bye, and behind an SSP gate the
+//     pulling requests the gate may hold, go through the rank's own reader.
 //   - Stop flag: a request may carry a stop vote (the trainer's rank 0 sets it). A server that
 //     received one sets the stop flag in every later reply and releases every held request,
 //     so all workers learn that training ends from their own next request, without a separate

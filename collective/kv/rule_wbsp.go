@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/hetsync/hetsync/kernels"
 )
 
 // WBSP is the server rule of Worker-Busy Synchronous Parallel (Yang et al., Parallel
@@ -12,8 +14,8 @@ import (
 // worker uploads (the trigger); workers take the new global model with their next push after
 // the trigger (Service.PushPullIfNewer).
 //
-// Buffered (the default, the paper's wording): a push adds Δ/N to an accumulator; the
-// slowest worker's push folds the accumulator into w (w ← w + A, A ← 0) and publishes a
+// Buffered (the default, the paper's wording): a push adds Δ to an accumulator; the
+// slowest worker's push folds the accumulator into w (w ← w + A/N, A ← 0) and publishes a
 // version, so every pulled model is a trigger-time model and no fast worker's later delta
 // leaks into one worker's copy but not another's. Immediate (the code, ps_wbsp.py): a push
 // adds Δ/N to w at once; the slowest worker's push still publishes the version that tells the
@@ -81,7 +83,7 @@ type wbspShard struct {
 	cfg   WBSP
 	scale float32
 	now   func() time.Time
-	acc   []float32 // buffered mode: Σ Δ/N since the last trigger
+	acc   []float32 // buffered mode: Σ Δ since the last trigger (scaled when published)
 	det   *SlowDetector
 }
 
@@ -103,14 +105,17 @@ func (b *wbspShard) Push(s *Shard, p Push) (bool, error) {
 		addScaled(s.W, p.G, b.scale)
 		return trigger, nil
 	}
-	addScaled(b.acc, p.G, b.scale)
+	// The accumulator holds ΣΔ unscaled, so that a push is one vector add at memory speed
+	// (the pushing worker waits for it); the trigger scales the sum once: w ← w + scale·ΣΔ.
+	kernels.ReduceAdd(b.acc, p.G)
 	if !trigger {
 		return false, nil
 	}
 	w := s.W
 	acc := b.acc[:len(w)]
+	a := b.scale
 	for i := range w {
-		w[i] += acc[i]
+		w[i] += a * acc[i]
 		acc[i] = 0
 	}
 	return true, nil

@@ -149,6 +149,7 @@ type Service struct {
 	bounds    []int  // shard i is [bounds[i], bounds[i+1])
 	fresh     []bool // per shard: the last call copied its values
 	local     *serverShard
+	localRel  []released // held replies released by this rank's own requests (callLocal)
 	peers     []*peer
 	callMu    sync.Mutex
 	closeOnce sync.Once
@@ -254,6 +255,7 @@ func Start(ctx context.Context, ep transport.Endpoint, cfg Config) (*Service, er
 		}
 		sh.rule = rule
 		s.local = sh
+		s.localRel = make([]released, 0, size)
 	}
 	// A message is at most a full shard plus the reply preamble; error replies carry text.
 	bufLen := max(preamble+4*maxShard, 512)
@@ -410,37 +412,70 @@ func (s *Service) errorReply(pr *peer, rh *transport.Header, msg string) []byte 
 func (s *Service) apply(sh *serverShard, pr *peer, rh *transport.Header, h transport.Header, payload []byte) (out []byte, held bool, err error) {
 	op := h.Op & opMask
 	w := pr.rank
-	var staleness uint64
-	switch op {
-	case opPush, opPushPul, opPushNew:
+	if op == opPush || op == opPushPul || op == opPushNew {
 		if len(payload) != 4*len(sh.shard.W) {
 			return nil, false, fmt.Errorf("rank %d: %s from rank %d to shard %d carries %d bytes, want %d (%d values)",
 				s.rank, opName(op), w, sh.shard.Index, len(payload), 4*len(sh.shard.W), len(sh.shard.W))
 		}
-		sh.clocks[w] = h.Seq
+	}
+	staleness, held, err := s.handle(sh, w, op, h.Seq, h.Op&flagStop != 0, asF32(payload))
+	if err != nil {
+		return nil, false, err
+	}
+	if held {
+		sh.held[w] = heldReq{on: true, op: op, segment: h.Segment, staleness: staleness}
+		return nil, true, nil
+	}
+	return s.fillReply(sh, w, op, staleness, rh), false, nil
+}
+
+// handle runs worker w's request op (clock, stop vote, pushed values g of the shard's length)
+// against the hosted shard, whose lock the caller holds, and says whether the SSP gate holds
+// the reply. It serves requests from the network (apply) and this rank's own (callLocal).
+func (s *Service) handle(sh *serverShard, w int, op uint32, clock uint64, stopVote bool, g []float32) (staleness uint64, held bool, err error) {
+	switch op {
+	case opPush, opPushPul, opPushNew:
+		sh.clocks[w] = clock
 		staleness = sh.shard.Version - sh.pulledVersion[w]
-		published, err := sh.rule.Push(&sh.shard, Push{Worker: w, Clock: h.Seq, Staleness: staleness, G: asF32(payload)})
+		published, err := sh.rule.Push(&sh.shard, Push{Worker: w, Clock: clock, Staleness: staleness, G: g})
 		if err != nil {
-			return nil, false, fmt.Errorf("rank %d: shard %d: push from rank %d: %w", s.rank, sh.shard.Index, w, err)
+			return 0, false, fmt.Errorf("rank %d: shard %d: push from rank %d: %w", s.rank, sh.shard.Index, w, err)
 		}
 		if published {
 			sh.shard.Version++
 		}
 	case opPull:
-		sh.clocks[w] = h.Seq
+		sh.clocks[w] = clock
 	case opBye:
 		sh.gone[w] = true
 	default:
-		return nil, false, fmt.Errorf("rank %d: unknown request %s from rank %d", s.rank, opName(op), w)
+		return 0, false, fmt.Errorf("rank %d: unknown request %s from rank %d", s.rank, opName(op), w)
 	}
-	if h.Op&flagStop != 0 {
+	if stopVote {
 		sh.stop = true
 	}
-	if sh.gate != nil && !sh.stop && (op == opPull || op == opPushPul) && sh.gate.Blocked(sh.clocks[w], sh.minClock()) {
-		sh.held[w] = heldReq{on: true, op: op, segment: h.Segment, staleness: staleness}
-		return nil, true, nil
+	held = sh.gate != nil && !sh.stop && (op == opPull || op == opPushPul) && sh.gate.Blocked(sh.clocks[w], sh.minClock())
+	return staleness, held, nil
+}
+
+// pulls says whether worker w's request op takes the shard's values, and if so records the
+// pull (the caller holds the shard's lock and copies the values).
+func (sh *serverShard) pulls(w int, op uint32) bool {
+	if op == opPull || op == opPushPul || (op == opPushNew && sh.shard.Version > sh.pulledVersion[w]) {
+		sh.rule.Pulled(&sh.shard, w)
+		sh.pulledVersion[w] = sh.shard.Version
+		return true
 	}
-	return s.fillReply(sh, w, op, staleness, rh), false, nil
+	return false
+}
+
+// clockSum is the sum of the workers' clocks.
+func (sh *serverShard) clockSum() uint64 {
+	var sum uint64
+	for _, c := range sh.clocks {
+		sum += c
+	}
+	return sum
 }
 
 // fillReply writes the reply of worker w's request op into the worker's reply buffer and
@@ -448,25 +483,68 @@ func (s *Service) apply(sh *serverShard, pr *peer, rh *transport.Header, h trans
 func (s *Service) fillReply(sh *serverShard, w int, op uint32, staleness uint64, rh *transport.Header) []byte {
 	buf := s.peers[w].reply
 	out := buf[:preamble]
-	if op == opPull || op == opPushPul || (op == opPushNew && sh.shard.Version > sh.pulledVersion[w]) {
-		sh.rule.Pulled(&sh.shard, w)
-		sh.pulledVersion[w] = sh.shard.Version
+	if sh.pulls(w, op) {
 		n := copy(asF32(buf[preamble:preamble+4*len(sh.shard.W)]), sh.shard.W)
 		out = buf[:preamble+4*n]
 		rh.Op |= flagModel
 	}
 	binary.LittleEndian.PutUint64(out[0:8], sh.minClock())
 	binary.LittleEndian.PutUint64(out[8:16], staleness)
-	var sum uint64
-	for _, c := range sh.clocks {
-		sum += c
-	}
-	binary.LittleEndian.PutUint64(out[16:24], sum)
+	binary.LittleEndian.PutUint64(out[16:24], sh.clockSum())
 	rh.Seq = sh.shard.Version
 	if sh.stop {
 		rh.Op |= flagStop
 	}
 	return out
+}
+
+// inPlace says whether this rank's own request op to its own shard is served in place, without
+// the transport: every request except a bye (which the shard's reader for this rank waits for)
+// and, behind an SSP gate, the pulling requests the gate may hold (their replies are parked
+// and sent by a reader).
+func (s *Service) inPlace(op uint32) bool {
+	if s.local == nil || op == opBye {
+		return false
+	}
+	return s.local.gate == nil || op == opPush || op == opPushNew
+}
+
+// callLocal serves this rank's request op to the shard it hosts (index i) in place: the push
+// reads g directly and a pull copies into dst, with no message, copy or goroutine switch in
+// between. Like serve, it then sends the held replies the request released.
+func (s *Service) callLocal(ctx context.Context, i int, op uint32, g, dst []float32, clock uint64, stopVote bool, rep *Reply) error {
+	sh := s.local
+	w := s.rank
+	sh.mu.Lock()
+	staleness, _, err := s.handle(sh, w, op, clock, stopVote, g)
+	if err != nil {
+		sh.mu.Unlock()
+		return fmt.Errorf("kv: rank %d: %s to its own shard %d: %w", s.rank, opName(op), i, err)
+	}
+	if dst != nil && sh.pulls(w, op) {
+		copy(dst, sh.shard.W)
+		s.fresh[i] = true
+		rep.Fresh++
+	}
+	rep.Stop = rep.Stop || sh.stop
+	rep.Version = max(rep.Version, sh.shard.Version)
+	rep.MinClock = min(rep.MinClock, sh.minClock())
+	rep.Staleness = max(rep.Staleness, staleness)
+	rep.ClockSum = max(rep.ClockSum, sh.clockSum())
+	rel := s.localRel[:0]
+	if sh.gate != nil {
+		rel = s.releaseHeld(sh, rel)
+	}
+	sh.mu.Unlock()
+	s.localRel = rel[:0]
+	for _, r := range rel {
+		if err := s.ep.Send(ctx, r.to, r.h, s.peers[r.to].reply[:r.n]); err != nil {
+			err = fmt.Errorf("kv: rank %d: held %s reply to rank %d: %w", s.rank, opName(r.h.Op), r.to, err)
+			s.fail(err)
+			return err
+		}
+	}
+	return nil
 }
 
 // releaseHeld fills the replies of the held requests that may go on now (their worker is
@@ -545,7 +623,11 @@ func (s *Service) call(ctx context.Context, op uint32, g, w []float32, clock uin
 	if stopVote {
 		hop |= flagStop
 	}
+	local := s.inPlace(op)
 	for i, srv := range s.servers {
+		if local && srv == s.rank {
+			continue // served in place below, while the remote servers work
+		}
 		var payload []byte
 		if op == opPush || op == opPushPul || op == opPushNew {
 			payload = asBytes(g[s.bounds[i]:s.bounds[i+1]])
@@ -558,7 +640,23 @@ func (s *Service) call(ctx context.Context, op uint32, g, w []float32, clock uin
 	var rep Reply
 	rep.MinClock = ^uint64(0)
 	var firstErr error
+	if local {
+		i := s.shardOf[s.rank]
+		lo, hi := s.bounds[i], s.bounds[i+1]
+		var gi, dst []float32
+		if op == opPush || op == opPushPul || op == opPushNew {
+			gi = g[lo:hi]
+		}
+		if op == opPull || op == opPushPul || op == opPushNew {
+			dst = w[lo:hi]
+		}
+		s.fresh[i] = false
+		firstErr = s.callLocal(ctx, i, op, gi, dst, clock, stopVote, &rep)
+	}
 	for i, srv := range s.servers {
+		if local && srv == s.rank {
+			continue
+		}
 		var dst []float32
 		if op == opPull || op == opPushPul || op == opPushNew {
 			dst = w[s.bounds[i]:s.bounds[i+1]]

@@ -317,3 +317,65 @@ func TestWrongLengthIsAnError(t *testing.T) {
 	}
 	closeJob(t, ctx, svcs)
 }
+
+// TestOwnShardServedInPlace checks that a rank's requests to the shard it hosts send no
+// message (only the other shards' requests go over the transport) and give the same answers
+// as a remote worker's, and that behind an SSP gate its pulling requests still go through its
+// reader, where the gate may hold them.
+func TestOwnShardServedInPlace(t *testing.T) {
+	for _, gated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gate%v", gated), func(t *testing.T) {
+			ctx := testCtx(t)
+			const n, size = 9, 2
+			cfg := Config{Len: n, Servers: []int{0, 1}, Init: initVec(n), Rule: Delta{}.Factory()}
+			if gated {
+				cfg.SSP = &SSPGate{Staleness: 5}
+			}
+			svcs := startJob(t, ctx, size, cfg)
+			want := initVec(n)
+			got := make([]float32, n)
+			for k := 0; k < 3; k++ {
+				for r, s := range svcs {
+					g := grad(n, r, k)
+					for i := range want {
+						want[i] += g[i]
+					}
+					sent := s.ep.Stats().MsgsSent
+					rep, err := s.PushPull(ctx, g, got, uint64(k+1), false)
+					if err != nil {
+						t.Fatalf("rank %d step %d: %v", r, k, err)
+					}
+					// One request to the remote shard; with the gate also the request to the
+					// own shard and the own reader's reply to it.
+					wantMsgs := uint64(1)
+					if gated {
+						wantMsgs = 3
+					}
+					if d := s.ep.Stats().MsgsSent - sent; d != wantMsgs {
+						t.Errorf("rank %d step %d: push-pull sent %d messages, want %d", r, k, d, wantMsgs)
+					}
+					if rep.Fresh != 2 || !s.Fresh(0) || !s.Fresh(1) {
+						t.Errorf("rank %d step %d: %d fresh shards (%v, %v), want both", r, k, rep.Fresh, s.Fresh(0), s.Fresh(1))
+					}
+					if wantV := uint64(k*size + r + 1); rep.Version != wantV || rep.ClockSum == 0 {
+						t.Errorf("rank %d step %d: version %d clock sum %d, want version %d", r, k, rep.Version, rep.ClockSum, wantV)
+					}
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("rank %d step %d: w[%d] = %v, want %v", r, k, i, got[i], want[i])
+						}
+					}
+				}
+			}
+			// A push to both shards: rank 0's own half goes in place.
+			sent := svcs[0].ep.Stats().MsgsSent
+			if _, err := svcs[0].Push(ctx, make([]float32, n), 4, false); err != nil {
+				t.Fatal(err)
+			}
+			if d := svcs[0].ep.Stats().MsgsSent - sent; d != 1 {
+				t.Errorf("push sent %d messages, want 1 (to rank 1's shard)", d)
+			}
+			closeJob(t, ctx, svcs)
+		})
+	}
+}
