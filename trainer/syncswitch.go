@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hetsync/hetsync/collective"
@@ -19,15 +21,17 @@ type SyncSwitchConfig struct {
 	// TrainSamples is the size of the training set, used to turn --epochs into BSP rounds
 	// when --max-rounds is not given. 0 means 60000 (Fashion-MNIST).
 	TrainSamples int `json:"train_samples,omitempty"`
-	// ASPLR is the ASP phase's learning rate. 0 means LR/N, the inverse of linear scaling:
-	// N pushes of one gradient then move the model as far as one BSP step on the mean.
+	// ASPLR is the ASP phase's learning rate. 0 means the treatment's own (aspOptimizer):
+	// LR/N (the inverse of linear scaling) for keep, ramp and zero, LR for scale and off.
 	ASPLR float64 `json:"asp_lr,omitempty"`
-	// Momentum is the optimizer state's treatment at BSP→ASP (§9.2): "keep" (the velocity and
-	// coefficient carry over), "scale" (default: velocity kept, coefficient ÷ N: asynchrony
-	// adds momentum of its own; with "keep" the ASP phase oscillated by ±5 points on
-	// Fashion-MNIST at 4 ranks, with "scale" it climbed steadily), "zero" (the
-	// velocity restarts at zero, coefficient kept) or "off" (plain SGD in ASP at the full LR,
-	// as asgd: stale gradients and momentum compound, so this converges best on few ranks).
+	// Momentum is the optimizer state's treatment at BSP→ASP (§9.2; the choice of default is
+	// argued on the syncSwitch type): "scale" (default: the velocity carries over, the
+	// coefficient is m/N, the learning rate stays LR), "keep" (velocity and coefficient carry
+	// over, LR/N), "ramp" (velocity kept, coefficient m/N rising linearly back to m over
+	// RampRounds, LR/N: the paper's best-scoring treatment), "implicit" (velocity kept, the
+	// coefficient and LR that keep BSP's total momentum and step per sample once asynchrony's
+	// implicit momentum 1 − 1/N is counted), "zero" (velocity restarts at zero, m, LR/N) or
+	// "off" (plain SGD at LR, as asgd). "" means scale.
 	Momentum string `json:"momentum,omitempty"`
 	// Policy reacts to transient stragglers during the BSP phase: "none", "greedy" (switch
 	// to ASP at once and stay) or "elastic" (ASP for ElasticRounds, then back to BSP for the
@@ -39,6 +43,20 @@ type SyncSwitchConfig struct {
 	// ElasticRounds is how long an elastic ASP excursion lasts, in global rounds (N pushes
 	// each). 0 means 100.
 	ElasticRounds int `json:"elastic_rounds,omitempty"`
+	// RampRounds is the length of --switch-momentum ramp's ramp, in global rounds (N pushes
+	// each). 0 means 100.
+	RampRounds int `json:"ramp_rounds,omitempty"`
+	// Decay is the learning-rate schedule over the whole run, both phases: "cosine" (each
+	// phase's learning rate × ½(1 + cos(π·r/R)) at global round r of the run's R; the paper's
+	// T2T schedule runs on the global step, which goes on across its switches, §9.1/§9.3;
+	// needs --epochs or --max-rounds, constant when only --max-time bounds the run) or "none"
+	// (constant, as the other strategies). "" means none.
+	Decay string `json:"decay,omitempty"`
+}
+
+// SwitchMomentumTreatments are the values of --switch-momentum (SyncSwitchConfig.Momentum).
+func SwitchMomentumTreatments() []string {
+	return []string{"keep", "scale", "ramp", "implicit", "zero", "off"}
 }
 
 // defaults returns s with its zero fields filled.
@@ -64,6 +82,12 @@ func (s SyncSwitchConfig) defaults() SyncSwitchConfig {
 	if s.ElasticRounds == 0 {
 		s.ElasticRounds = 100
 	}
+	if s.RampRounds == 0 {
+		s.RampRounds = 100
+	}
+	if s.Decay == "" {
+		s.Decay = "none"
+	}
 	return s
 }
 
@@ -76,8 +100,12 @@ func (s SyncSwitchConfig) Validate() error {
 		return fmt.Errorf("trainer: --switch-train-samples must be ≥ 0, got %d", s.TrainSamples)
 	case s.ASPLR < 0 || math.IsNaN(s.ASPLR) || math.IsInf(s.ASPLR, 0):
 		return fmt.Errorf("trainer: --switch-asp-lr must be a positive number, got %v", s.ASPLR)
-	case s.Momentum != "" && s.Momentum != "keep" && s.Momentum != "scale" && s.Momentum != "zero" && s.Momentum != "off":
-		return fmt.Errorf("trainer: --switch-momentum %q: want keep, scale, zero or off", s.Momentum)
+	case s.Momentum != "" && !slices.Contains(SwitchMomentumTreatments(), s.Momentum):
+		return fmt.Errorf("trainer: --switch-momentum %q: want one of %s", s.Momentum, strings.Join(SwitchMomentumTreatments(), ", "))
+	case s.Decay != "" && s.Decay != "none" && s.Decay != "cosine":
+		return fmt.Errorf("trainer: --switch-lr-decay %q: want none or cosine", s.Decay)
+	case s.RampRounds < 0:
+		return fmt.Errorf("trainer: --switch-ramp-rounds must be ≥ 1, got %d", s.RampRounds)
 	case s.Policy != "" && s.Policy != "none" && s.Policy != "greedy" && s.Policy != "elastic":
 		return fmt.Errorf("trainer: --straggler-policy %q: want none, greedy or elastic", s.Policy)
 	case s.Threshold < 0 || (s.Threshold > 0 && s.Threshold <= 1) || math.IsNaN(s.Threshold) || math.IsInf(s.Threshold, 0):
@@ -121,13 +149,89 @@ func (c *Config) validateESyncSwitch(size int) error {
 	return nil
 }
 
+// aspSettings are the ASP phase's optimizer settings (SyncSwitchConfig.aspOptimizer).
+type aspSettings struct {
+	lr                    float64
+	momentum, momentumEnd float64 // the coefficient goes from momentum to momentumEnd over rampPushes
+	rampPushes            uint64  // 0: momentum throughout
+	carry                 bool    // the BSP velocity carries over (else it restarts at zero)
+}
+
+// aspOptimizer turns --switch-momentum, --switch-asp-lr and --switch-ramp-rounds into the ASP
+// phase's settings, for BSP's learning rate lr and momentum m on n ranks (package comment of
+// syncswitch.go: "The switch").
+func (s SyncSwitchConfig) aspOptimizer(lr, m float64, n int) aspSettings {
+	s = s.defaults()
+	N := float64(max(1, n))
+	out := aspSettings{lr: lr / N, momentum: m, momentumEnd: m, carry: true}
+	switch s.Momentum {
+	case "scale":
+		out.lr, out.momentum, out.momentumEnd = lr, m/N, m/N
+	case "ramp":
+		out.momentum = m / N
+		out.rampPushes = uint64(s.RampRounds) * uint64(max(1, n))
+	case "zero":
+		out.carry = false
+	case "off":
+		out = aspSettings{lr: lr}
+	case "implicit":
+		// Asynchrony on n workers acts as momentum 1 − 1/n of its own (Mitliagkas et al.,
+		// "Asynchrony begets momentum"): the explicit coefficient is what keeps the total at m,
+		// 1 − n·(1 − m) (0 when asynchrony alone exceeds m), and the learning rate keeps the
+		// long-run step per sample at BSP's, lr/(1 − m) per N·b samples.
+		ma := max(0, 1-N*(1-m))
+		out.momentum, out.momentumEnd = ma, ma
+		out.lr = lr * (1 - ma) / (N * (1 - m))
+	}
+	if s.ASPLR > 0 {
+		out.lr = s.ASPLR
+	}
+	return out
+}
+
 // momentumRule is the parameter server's rule for Sync-Switch's ASP phase: the workers' SGD
 // with momentum (PyTorch semantics, like SGD.Step) applied to each push, its velocity carried
-// over from the BSP phase and back.
+// over from the BSP phase and back. With ramp > 0 the coefficient goes linearly from momentum
+// to momentumEnd over the shard's first ramp updates (--switch-momentum ramp).
+//
+// With decayOver > 0 the learning rate is base × cosineFactor((decayFrom + version) /
+// decayOver): the run's cosine schedule, decayFrom being the run's progress at the phase's
+// start and decayOver the run's length, in pushes (N per global round).
 type momentumRule struct {
 	lr, momentum, wd float32
+	momentumEnd      float32
+	ramp             uint64
+	base             float64
+	decayFrom        uint64
+	decayOver        uint64
 	v                []float32
 	offset           int
+}
+
+// rate is the learning rate of the update after version updates of this phase.
+func (r *momentumRule) rate(version uint64) float32 {
+	if r.decayOver == 0 {
+		return r.lr
+	}
+	return float32(r.base * cosineFactor(float64(r.decayFrom+version)/float64(r.decayOver)))
+}
+
+// cosineFactor is the cosine schedule's factor at fraction f of the run: ½(1 + cos(πf)),
+// 1 at the start and 0 from the end on.
+func cosineFactor(f float64) float64 {
+	return 0.5 * (1 + math.Cos(math.Pi*min(1, max(0, f))))
+}
+
+// coefficient is the momentum coefficient of the update after version updates.
+func (r *momentumRule) coefficient(version uint64) float32 {
+	if r.ramp == 0 || version >= r.ramp {
+		if r.ramp == 0 {
+			return r.momentum
+		}
+		return r.momentumEnd
+	}
+	f := float32(version) / float32(r.ramp)
+	return r.momentum + f*(r.momentumEnd-r.momentum)
 }
 
 func (r *momentumRule) Push(s *kv.Shard, p kv.Push) (bool, error) {
@@ -135,15 +239,16 @@ func (r *momentumRule) Push(s *kv.Shard, p kv.Push) (bool, error) {
 		return false, fmt.Errorf("sync-switch: shard %d has %d values, push from rank %d has %d", s.Index, len(s.W), p.Worker, len(p.G))
 	}
 	w, g, v := s.W, p.G[:len(s.W)], r.v[:len(s.W)]
-	if r.momentum == 0 {
+	m, lr := r.coefficient(s.Version), r.rate(s.Version)
+	if m == 0 && r.ramp == 0 {
 		for i, x := range w {
-			w[i] = x - r.lr*(g[i]+r.wd*x)
+			w[i] = x - lr*(g[i]+r.wd*x)
 		}
 		return true, nil
 	}
 	for i, x := range w {
-		v[i] = r.momentum*v[i] + g[i] + r.wd*x
-		w[i] = x - r.lr*v[i]
+		v[i] = m*v[i] + g[i] + r.wd*x
+		w[i] = x - lr*v[i]
 	}
 	return true, nil
 }
@@ -157,28 +262,67 @@ const (
 )
 
 // syncSwitch is Sync-Switch (algorithms.md §9): BSP (as ssgd) for the first SwitchAt of the
-// work, then ASP (as asgd, through collective/kv) for the rest, switched in-process: the
-// parameter-server shards start from the BSP model and velocity, and by default the ASP phase
-// keeps the momentum (§9.2's data: no treatment beat keeping it; --switch-momentum offers
-// scale and zero). The ASP phase's learning rate defaults to LR/N. Work is counted as Sync-Switch does:
-// one BSP round equals N ASP pushes.
+// work, then ASP (through collective/kv) for the rest, switched in-process. Work is counted as
+// Sync-Switch does: one BSP round equals N ASP pushes.
+//
+// # The switch
+//
+// The paper's system switches by checkpoint and restart: the optimizer state on the parameter
+// servers (the momentum accumulators) survives the switch, and the global step goes on
+// (§9.1). Here the parameter-server shards start from the BSP model and the BSP velocity, and
+// the velocity comes back at ASP→BSP (an elastic excursion's end), so the optimizer state
+// carries over both ways. What the paper's code does to the learning rate and momentum at the
+// switch cannot be read (its modified Tensor2Tensor is not public); §9.2 reconstructs it from
+// the data: the exploratory notes scale the learning rate linearly with the global batch, and
+// the momentum experiments try keeping it, zeroing the velocity, dividing the coefficient by
+// N, and ramping it back, with "keep" and "ramp" best on ResNet32/CIFAR-10 at 8 ranks. All of
+// them are offered (--switch-momentum, SyncSwitchConfig.aspOptimizer), and --switch-asp-lr
+// overrides the learning rate.
+//
+// The default is "scale": velocity carried, coefficient m/N, learning rate kept at LR. The
+// evidence, on this runtime's reference job (Fashion-MNIST MLP, 4 ranks, slowdown 1,1,2,4,
+// batch 64, LR 0.05, m 0.9, BSP for 5% of 3 epochs, seed 1 unless said; t = time at which a
+// run first evaluates at ≥ SSGD's final accuracy − 0.01, ÷ SSGD's 2-epoch wall time; the
+// target is t ≤ 0.5):
+//
+//   - keep (m, LR/N: §9.2's recommendation) moves as far per sample as BSP, LR/(1 − m) per
+//     N·b samples, but with the momentum that asynchrony adds by itself (about 1 − 1/N,
+//     "asynchrony begets momentum") and the slow ranks' stale gradients it oscillated by ±5
+//     points and stalled at 0.82–0.84: never reached in 2 runs. ramp (to m over 100 rounds)
+//     never in 2; implicit (the total momentum and per-sample step of BSP) 0.49 and 0.50.
+//   - scale at LR/N (the previous default) steps 8× less per sample than BSP: never in 2
+//     runs. off (plain SGD at LR, velocity dropped, as asgd): 0.28, 0.42 and never twice.
+//   - scale at LR (0.065 per push, against asgd's 0.05, with the velocity carried): 0.32,
+//     0.39, 0.42 and 0.60 (BSP for 5% of 4 epochs); over seeds 1–3 in two runs of
+//     experiments/sync-switch.yaml 0.30, 0.15, 0.50 and 0.47, 0.20, 0.34, where asgd took
+//     0.52, 0.15, 0.76 and 0.30, 0.19, 0.41.
+//
+// So the optimizer state carries over and the ASP phase learns at least as fast as asgd.
+// --switch-lr-decay cosine (default none, so that runs compare with the other strategies'
+// constant rate) puts both phases on one cosine schedule over the run's global rounds, as
+// the paper's T2T schedule runs on the global step across its switches; it steadies the
+// final accuracy of runs that end in ASP (±1.5 points between seeds at a constant rate).
+//
+// # Agreement
 //
 // All ranks agree on every switch. BSP→ASP is decided from the round's allreduce, which
 // carries, besides the gradient, rank 0's stop vote and time-based switch vote, every rank's
-// previous round time (the straggler detector's input): every rank computes
-// the same decision. ASP→BSP (an elastic excursion ending, or the stop) is left by each
-// worker after the reply that shows the target version or the stop flag; then every rank
-// closes the service (which returns when all workers are done) and one allreduce of the
-// shards' model and velocity (each rank contributes the shards it hosts) gives every rank the
-// identical model and optimizer state, and the agreed stop.
+// previous round time (the straggler detector's input) and its mean switch cost: every rank
+// computes the same decision (stragglerPolicy). ASP→BSP (an elastic excursion ending, or the
+// stop) is left by each worker after the reply that shows the target version or the stop
+// flag; then every rank closes the service (which returns when all workers are done) and one
+// allreduce of the shards' model and velocity (each rank contributes the shards it hosts)
+// gives every rank the identical model and optimizer state, and the agreed stop.
 //
 // Switch cost: the time from the decision to the first step of the next phase, per rank; it
 // is counted as Wait in the round that switches and totalled in SwitchTime.
 type syncSwitch struct {
 	cfg      SyncSwitchConfig
 	detector stragglerDetector
+	policy   stragglerPolicy
 	phase    int
 	switchAt int // BSP rounds planned before the switch; -1: decided by time (rank 0's vote)
+	total    int // global rounds of the whole run; -1: bounded by time
 
 	// BSP
 	buf        []float32
@@ -199,6 +343,7 @@ type syncSwitch struct {
 
 	samples    int64
 	switches   int
+	excursions int // elastic excursions started
 	SwitchTime time.Duration
 }
 
@@ -207,12 +352,16 @@ func newSyncSwitch(cfg *Config) (Strategy, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &syncSwitch{cfg: c, detector: stragglerDetector{Threshold: c.Threshold, Window: c.Window}}, nil
+	return &syncSwitch{cfg: c, detector: stragglerDetector{Threshold: c.Threshold, Window: c.Window},
+		policy: newStragglerPolicy(c.Policy, c.ElasticRounds, c.Window)}, nil
 }
 
 func (s *syncSwitch) Name() string { return "sync-switch" }
 
-func (s *syncSwitch) extra(size int) int { return 5 + size }
+// extra is the length of the scalars after the gradient in a BSP round's allreduce: stop vote,
+// loss, correct, samples, time-based switch vote, each rank's previous round time, and the
+// ranks' switch costs.
+func (s *syncSwitch) extra(size int) int { return 6 + size }
 
 func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	if w.Comm == nil {
@@ -220,11 +369,14 @@ func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	}
 	applyComputeStragglers(w)
 	cfg := w.Cfg
+	s.total = -1
 	switch {
 	case cfg.MaxRounds > 0:
+		s.total = cfg.MaxRounds
 		s.switchAt = int(math.Ceil(s.cfg.SwitchAt * float64(cfg.MaxRounds)))
 	case cfg.Epochs > 0:
 		total := cfg.Epochs * float64(s.cfg.TrainSamples) / float64(w.Size*cfg.Batch)
+		s.total = int(total)
 		s.switchAt = int(math.Ceil(s.cfg.SwitchAt * total))
 	default:
 		s.switchAt = -1
@@ -263,7 +415,8 @@ func (s *syncSwitch) Round(ctx context.Context, w *Worker, stopVote bool) (Round
 		phase = 1
 	}
 	st.Extra = append(st.Extra, metrics.Field{Key: "asp", Value: phase},
-		metrics.Field{Key: "switch_s", Value: s.SwitchTime.Seconds()})
+		metrics.Field{Key: "switch_s", Value: s.SwitchTime.Seconds()},
+		metrics.Field{Key: "switches", Value: float64(s.switches)})
 	return st, err
 }
 
@@ -287,6 +440,10 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 		x[4] = 1
 	}
 	x[5+w.Rank] = float32(s.lastRound.Seconds())
+	if s.switches > 0 {
+		// This rank's mean switch cost so far; the policy uses the ranks' mean.
+		x[5+p] = float32(s.SwitchTime.Seconds() / float64(s.switches))
+	}
 
 	t0 := w.Now()
 	if err := w.Comm.Barrier(ctx); err != nil {
@@ -297,6 +454,9 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: sync-switch BSP round %d: allreduce: %w", w.Rank, s.bspDone, err)
 	}
 	t2 := w.Now()
+	if s.decays() {
+		w.Opt.LR = float32(w.Cfg.LR * cosineFactor(float64(s.bspDone+s.aspRounds)/float64(s.total)))
+	}
 	if err := w.Apply(s.buf[:n], 1/float32(p)); err != nil {
 		return RoundStats{}, err
 	}
@@ -327,21 +487,35 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 		s.hist = append(s.hist, sample)
 	}
 	if !out.Stop {
-		planned := (s.switchAt > 0 && s.bspDone >= s.switchAt) || x[4] > 0.5
-		detected := s.cfg.Policy != "none" && s.detector.Detect(s.hist)
-		switch {
-		case planned || (detected && s.cfg.Policy == "greedy"):
+		in := policyInput{
+			Planned:    (s.switchAt > 0 && s.bspDone >= s.switchAt) || x[4] > 0.5,
+			Detected:   s.cfg.Policy != "none" && s.detector.Detect(s.hist),
+			Remaining:  -1,
+			SwitchCost: time.Duration(float64(x[5+p]) / float64(p) * float64(time.Second)),
+			Spare:      -1,
+		}
+		in.Slow, in.Base = s.detector.Medians(s.hist)
+		if s.switchAt > 0 {
+			in.Remaining = s.switchAt - s.bspDone
+			if s.total > 0 {
+				in.Spare = s.total - s.bspDone - s.aspRounds - in.Remaining
+			}
+		}
+		act := s.policy.Decide(in)
+		switch act.Kind {
+		case actSwitch:
 			t := w.Now()
 			if err := s.toASP(ctx, w, 0); err != nil {
 				return RoundStats{}, err
 			}
 			out.Wait += w.Now().Sub(t)
-		case detected && s.cfg.Policy == "elastic":
+		case actExcursion:
 			t := w.Now()
-			if err := s.toASP(ctx, w, uint64(s.cfg.ElasticRounds)*uint64(p)); err != nil {
+			if err := s.toASP(ctx, w, uint64(act.Rounds)*uint64(p)); err != nil {
 				return RoundStats{}, err
 			}
 			out.Wait += w.Now().Sub(t)
+			s.excursions++
 			// Probe afresh after the excursion: keep the baseline, drop the straggling tail.
 			s.hist = s.hist[:max(0, len(s.hist)-s.cfg.Window)]
 		}
@@ -352,39 +526,35 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 	return out, nil
 }
 
+// decays reports whether the run follows the cosine schedule (SyncSwitchConfig.Decay).
+func (s *syncSwitch) decays() bool { return s.cfg.Decay == "cosine" && s.total > 0 }
+
 // toASP starts the parameter server from this rank's (identical) model and velocity. target
 // is the shard version that ends an elastic excursion (0: none).
 func (s *syncSwitch) toASP(ctx context.Context, w *Worker, target uint64) error {
 	t0 := w.Now()
 	// One server (rank 0) by default, as for asgd: on a few ranks sharing a host, colocated
 	// shards on every rank (Sync-Switch's cluster setup) cost each push a message per rank and
-	// made the ASP phase ~1.6x slower here; --ps-servers k shards over ranks 0..k-1.
-	servers := make([]int, max(1, w.Cfg.PSServers))
-	for i := range servers {
-		servers[i] = i
-	}
-	lr := s.cfg.ASPLR
-	if lr == 0 {
-		lr = w.Cfg.LR / float64(w.Size)
-		if s.cfg.Momentum == "off" {
-			lr = w.Cfg.LR
-		}
-	}
+	// made the ASP phase ~1.6x slower here; --ps-servers k shards over ranks 0..k-1, or
+	// --ps-ranks names the ranks.
+	servers := w.Cfg.ServerRanks()
+	opt := s.cfg.aspOptimizer(w.Cfg.LR, float64(w.Opt.Momentum), w.Size)
 	s.rules = s.rules[:0]
-	vel, mom := w.Opt.Velocity, w.Opt.Momentum
-	switch s.cfg.Momentum {
-	case "scale":
-		mom /= float32(w.Size)
-	case "zero":
+	vel := w.Opt.Velocity
+	if !opt.carry {
 		vel = nil
-	case "off":
-		vel, mom = nil, 0
+	}
+	var decayFrom, decayOver uint64
+	if s.decays() {
+		decayFrom = uint64(s.bspDone+s.aspRounds) * uint64(w.Size)
+		decayOver = uint64(s.total) * uint64(w.Size)
 	}
 	svc, err := kv.Start(ctx, w.Endpoint, kv.Config{
 		Len: len(w.Params), Servers: servers, Init: w.Params,
 		Rule: func(sh *kv.Shard) (kv.Rule, error) {
-			r := &momentumRule{lr: float32(lr), momentum: mom, wd: w.Opt.WeightDecay,
-				v: make([]float32, len(sh.W)), offset: sh.Offset}
+			r := &momentumRule{lr: float32(opt.lr), momentum: float32(opt.momentum), momentumEnd: float32(opt.momentumEnd),
+				ramp: opt.rampPushes, base: opt.lr, decayFrom: decayFrom, decayOver: decayOver,
+				wd: w.Opt.WeightDecay, v: make([]float32, len(sh.W)), offset: sh.Offset}
 			if len(vel) == len(w.Params) {
 				copy(r.v, vel[sh.Offset:sh.Offset+len(sh.W)])
 			}
@@ -475,6 +645,9 @@ func (s *syncSwitch) leaveASP(ctx context.Context, w *Worker, sawStop bool) (boo
 	s.aspRounds += int(pushes) / w.Size
 	s.aspSampl += pushes * int64(w.Cfg.Batch)
 	s.svc, s.phase, s.skipSample = nil, phaseBSP, true
+	s.policy.Returned()
+	// The next BSP round's time starts now, not at the last BSP round before the excursion.
+	s.roundT0 = w.Now()
 	return s.leaveBuf[2*n] > 0.5, nil
 }
 

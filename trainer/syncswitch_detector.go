@@ -49,3 +49,112 @@ func medianDuration(x []time.Duration) time.Duration {
 	}
 	return (x[n/2-1] + x[n/2]) / 2
 }
+
+// Medians returns the detector's two medians for hist: of the last Window rounds and of the
+// baseline before them (zeros while there is no baseline yet).
+func (d stragglerDetector) Medians(hist []time.Duration) (recent, baseline time.Duration) {
+	k := d.Window
+	if k < 1 || len(hist) < 2*k {
+		return 0, 0
+	}
+	base := hist[:len(hist)-k]
+	if len(base) > 8*k {
+		base = base[len(base)-8*k:]
+	}
+	return medianDuration(slices.Clone(hist[len(hist)-k:])), medianDuration(slices.Clone(base))
+}
+
+// Sync-Switch's actions after a BSP round (stragglerPolicy.Decide).
+const (
+	actStay      = iota // keep training with BSP
+	actSwitch           // switch to ASP for the rest of the run
+	actExcursion        // switch to ASP for Rounds global rounds, then back to BSP
+)
+
+// policyInput is what the ranks agree on after a BSP round.
+type policyInput struct {
+	Planned  bool // the planned BSP work is done (or rank 0's time-based vote)
+	Detected bool // the detector sees a straggler
+	// Remaining is the planned BSP rounds still to train, -1 when the switch is by time.
+	Remaining int
+	// Slow and Base are the detector's recent and baseline median round times.
+	Slow, Base time.Duration
+	// SwitchCost is the ranks' mean cost of one switch so far (0 before the first).
+	SwitchCost time.Duration
+	// Spare is the global rounds the run has left beyond the remaining BSP work (what ASP
+	// may take before the run ends), -1 when the run is bounded by time.
+	Spare int
+}
+
+// policyAction is a decision of stragglerPolicy.
+type policyAction struct {
+	Kind   int
+	Rounds int // actExcursion: its length in global rounds
+}
+
+// stragglerPolicy is Sync-Switch's online policy for transient stragglers (algorithms.md §9.2,
+// reconstructed; the paper's code is not public). It is a deterministic function of what the
+// ranks agree on, so every rank takes the same decisions.
+//
+//   - none: only the planned switch.
+//   - greedy: on detection, switch to ASP at once and stay there: the rest of the planned BSP
+//     work is given up (the BSP fraction is cut short, which may cost accuracy).
+//   - elastic: on detection, an excursion to ASP, then back to BSP to finish the planned BSP
+//     work, so the BSP work, and with it the accuracy, is preserved. The straggler's duration
+//     is unknown, so excursions probe it: the first lasts ElasticRounds global rounds; when
+//     the detector fires again within 3×Window BSP rounds of coming back (the straggler
+//     outlasted the excursion), the next excursion is twice as long, otherwise it starts
+//     over at ElasticRounds. An excursion is skipped when the straggled rounds it would save,
+//     Remaining × (Slow − Base), cost less than its two switches, and it never takes more
+//     than half of the rounds the run has to spare beyond the remaining BSP work (Spare), so
+//     that the run still ends with all of its BSP work done, and later stragglers and the
+//     planned ASP phase keep some ASP work.
+type stragglerPolicy struct {
+	Policy        string // none, greedy or elastic
+	ElasticRounds int
+	Window        int
+
+	next        int // length of the next excursion; 0: ElasticRounds
+	sinceReturn int // BSP rounds since the last excursion ended; -1: none yet
+}
+
+func newStragglerPolicy(policy string, elasticRounds, window int) stragglerPolicy {
+	return stragglerPolicy{Policy: policy, ElasticRounds: elasticRounds, Window: window, sinceReturn: -1}
+}
+
+// Decide is the action after a BSP round.
+func (p *stragglerPolicy) Decide(in policyInput) policyAction {
+	if p.sinceReturn >= 0 {
+		p.sinceReturn++
+	}
+	switch {
+	case in.Planned:
+		return policyAction{Kind: actSwitch}
+	case !in.Detected || p.Policy == "none":
+		return policyAction{Kind: actStay}
+	case p.Policy == "greedy":
+		return policyAction{Kind: actSwitch}
+	}
+	// elastic
+	if in.Remaining >= 0 && in.SwitchCost > 0 &&
+		time.Duration(in.Remaining)*(in.Slow-in.Base) < 2*in.SwitchCost {
+		return policyAction{Kind: actStay}
+	}
+	n := p.ElasticRounds
+	if p.sinceReturn >= 0 && p.sinceReturn <= 3*p.Window && p.next > 0 {
+		n = 2 * p.next
+	}
+	if in.Spare >= 0 && n > in.Spare/2 {
+		// The run must still end with all of the planned BSP work done, and keep ASP work
+		// for later stragglers and for the planned ASP phase.
+		n = in.Spare / 2
+	}
+	if n < 1 {
+		return policyAction{Kind: actStay}
+	}
+	p.next = n
+	return policyAction{Kind: actExcursion, Rounds: n}
+}
+
+// Returned records that an excursion ended (the ranks are back in BSP).
+func (p *stragglerPolicy) Returned() { p.sinceReturn = 0 }
