@@ -251,13 +251,13 @@ func TestRunRejectsBadConfig(t *testing.T) {
 func TestItersFor(t *testing.T) {
 	tests := []struct {
 		target, perCall float64
-		limit, want     int
+		want            int
 	}{
-		{0.25, 0.001, 20, 20}, {0.25, 0.05, 20, 5}, {0.25, 1, 20, 1}, {0.25, 0, 20, 20}, {1, 0.3, 100, 3},
+		{0.25, 0.001, 250}, {0.25, 0.05, 5}, {0.25, 1, 2}, {0.25, 0, 1_000_000}, {1, 0.3, 3}, {1, 1e-9, 1_000_000},
 	}
 	for _, tc := range tests {
-		if got := itersFor(tc.target, tc.perCall, tc.limit); got != tc.want {
-			t.Errorf("itersFor(%v, %v, %d) = %d, want %d", tc.target, tc.perCall, tc.limit, got, tc.want)
+		if got := itersFor(tc.target, tc.perCall); got != tc.want {
+			t.Errorf("itersFor(%v, %v) = %d, want %d", tc.target, tc.perCall, got, tc.want)
 		}
 	}
 	if got := slowest([]float64{1, 9, 3, 0, 2, 0}); got != 3 {
@@ -266,11 +266,12 @@ func TestItersFor(t *testing.T) {
 }
 
 func TestRunTargetSeconds(t *testing.T) {
-	// A target far below one call's time leaves one timed iteration per size, on every rank.
+	// A target far below one call's time leaves the minimum of two timed iterations per size,
+	// on every rank, whatever -n says.
 	cfg := Config{Op: AllReduce, MinBytes: 64, MaxBytes: 256, Factor: 4, Warmup: 0, Iters: 50, Check: 1, TargetSeconds: 1e-12}
 	for _, r := range runJob(t, 3, cfg, -1) {
-		if r.Iters != 1 || r.Wrong != 0 {
-			t.Errorf("size %d: %d iterations, %d wrong; want 1 iteration", r.Bytes, r.Iters, r.Wrong)
+		if r.Iters != 2 || r.Wrong != 0 {
+			t.Errorf("size %d: %d iterations, %d wrong; want 2", r.Bytes, r.Iters, r.Wrong)
 		}
 	}
 }

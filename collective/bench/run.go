@@ -30,10 +30,11 @@ type Config struct {
 	MinBytes, MaxBytes int64
 	Factor             int
 	Warmup             int // -w: untimed calls per size
-	Iters              int // -n: timed calls per size (the most, when TargetSeconds is set)
-	// TargetSeconds, when > 0, shortens the timed loop of large sizes to about this many
-	// seconds: the iteration count becomes target / (slowest rank's warm-up time per call),
-	// between 1 and Iters. The shared/peers harness sets it through TARGET_SEC.
+	Iters              int // -n: timed calls per size (unless TargetSeconds is set)
+	// TargetSeconds, when > 0, sizes each timed loop to about this many seconds, as the
+	// shared/peers harness sizes Open MPI's and Gloo's (it sets TARGET_SEC): the count becomes
+	// target / (slowest rank's warm-up time per call), at least 2 and at most 10⁶, and a tenth
+	// of that count more warm-up calls run first (the harness's WARMUP_FRAC).
 	TargetSeconds float64
 	Check         int // -c: checked calls per size (after the timed ones)
 	Root          int // broadcast root
@@ -216,7 +217,12 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 			if err := gather.AllGather(ctx, collective.F64(stats)); err != nil {
 				return rows, where("agreeing on the iteration count", err)
 			}
-			iters = itersFor(cfg.TargetSeconds, slowest(stats), cfg.Iters)
+			iters = itersFor(cfg.TargetSeconds, slowest(stats))
+			for i := warm; i < iters/10; i++ {
+				if err := call(); err != nil {
+					return rows, where("warm-up", err)
+				}
+			}
 		}
 		if err := gather.Barrier(ctx); err != nil {
 			return rows, where("barrier", err)
@@ -264,16 +270,24 @@ func slowest(stats []float64) float64 {
 	return m
 }
 
-// itersFor is the number of calls of perCall seconds that fill target seconds, in [1, limit].
-func itersFor(target, perCall float64, limit int) int {
+// Bounds of the timed calls per size under TargetSeconds (the lower one is the harness's
+// MIN_ITERS).
+const (
+	minTargetIters = 2
+	maxTargetIters = 1_000_000
+)
+
+// itersFor is the number of calls of perCall seconds that fill target seconds, in
+// [minTargetIters, maxTargetIters].
+func itersFor(target, perCall float64) int {
 	if perCall <= 0 {
-		return limit
+		return maxTargetIters
 	}
 	n := target / perCall
-	if n >= float64(limit) {
-		return limit
+	if n >= maxTargetIters {
+		return maxTargetIters
 	}
-	return max(1, int(n))
+	return max(minTargetIters, int(n))
 }
 
 // summarize turns the gathered per-rank [seconds per call, wrong] pairs into a row.
