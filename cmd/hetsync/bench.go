@@ -6,6 +6,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -102,7 +103,7 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 		return o, err
 	}
 	cfg := bench.Config{Factor: c.Int("f"), Warmup: c.Int("w"), Iters: c.Int("n"), Check: c.Int("c"), Root: c.Int("r"),
-		TargetSeconds: c.Float64("target-sec")}
+		TargetSeconds: c.Float64("target-sec"), Settle: c.Duration("settle")}
 	if cfg.Op, err = bench.ParseOp(c.String("op")); err != nil {
 		return o, fmt.Errorf("--op: %v", err)
 	}
@@ -202,6 +203,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "e", Value: "64M", EnvVars: []string{"MAX_BYTES"}, Usage: "largest size"},
 			&cli.IntFlag{Name: "f", Value: 4, EnvVars: []string{"STEP"}, Usage: "size step factor"},
 			&cli.IntFlag{Name: "n", Value: 20, Usage: "timed iterations per size (without --target-sec)"},
+			&cli.DurationFlag{Name: "settle", Value: 300 * time.Millisecond, Usage: "run the first size untimed this long before anything is timed: a fresh job's first calls are slower (0 = no settling)"},
 			&cli.Float64Flag{Name: "target-sec", EnvVars: []string{"TARGET_SEC"}, Usage: "size each timed loop to about this many seconds (at least 2 calls, a tenth more to warm up), as the peers' harness does for Open MPI and Gloo (0 = -n calls)"},
 			&cli.IntFlag{Name: "w", Value: 5, Usage: "warm-up iterations per size"},
 			&cli.IntFlag{Name: "c", Value: 1, Usage: "checked iterations per size (0 = no check)"},

@@ -428,3 +428,21 @@ func TestJSON(t *testing.T) {
 		t.Errorf("decoded %+v", r)
 	}
 }
+
+func TestRunSettles(t *testing.T) {
+	// Settling makes every rank call the first size the same number of times (or the job
+	// would hang on a rank left waiting), then measures as usual.
+	cfg := Config{Op: AllReduce, MinBytes: 64, MaxBytes: 1024, Factor: 4, Warmup: 1, Iters: 3, Check: 1, Settle: 20 * time.Millisecond}
+	rows := runJob(t, 3, cfg, -1)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	for _, r := range rows {
+		if r.Iters != 3 || r.Wrong != 0 {
+			t.Errorf("size %d: %d iterations, %d wrong; want 3 and 0", r.Bytes, r.Iters, r.Wrong)
+		}
+	}
+	if err := (Config{Op: AllReduce, MinBytes: 4, MaxBytes: 4, Factor: 2, Iters: 1, Settle: -1}).Validate(2); err == nil || !strings.Contains(err.Error(), "--settle") {
+		t.Errorf("negative settle: %v, want an error naming --settle", err)
+	}
+}
