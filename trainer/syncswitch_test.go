@@ -29,14 +29,24 @@ func TestSyncSwitchCarriesMomentum(t *testing.T) {
 		}
 	}
 	// Replay: momentum SGD with PyTorch semantics on the same batches.
+	replayMomentumSGD(t, cfg, out, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3}, nil,
+		"momentum SGD (velocity not carried over the switch?)")
+}
+
+// replayMomentumSGD replays a one-rank run of cfg as opt on the same synthetic batches, with
+// the learning rate lr(round) when lr is set, and fails at the first round whose parameters
+// differ from the run's.
+func replayMomentumSGD(t *testing.T, cfg Config, out *capturedJob, opt SGD, lr func(round int) float32, what string) {
+	t.Helper()
 	train := newSynthSet(1200, 1)
 	m := newSynthModel(cfg.Seed)
 	b := &synthBatches{set: train.shard(0, 1), batch: cfg.Batch}
-	opt := SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3}
 	p := append([]float32(nil), m.p...)
 	g := make([]float32, len(p))
-	recs := out.records[0]
-	for round := range len(recs) {
+	for round := range len(out.records[0]) {
+		if lr != nil {
+			opt.LR = lr(round)
+		}
 		copy(m.p, p)
 		x, y, _ := b.Next()
 		if _, _, err := m.ForwardBackward(x, y); err != nil {
@@ -45,7 +55,7 @@ func TestSyncSwitchCarriesMomentum(t *testing.T) {
 		copy(g, m.g)
 		opt.Step(p, g, 1)
 		if paramsHash(p) != paramsHash(out.params[0][round]) {
-			t.Fatalf("round %d: the run differs from momentum SGD (velocity not carried over the switch?)", round)
+			t.Fatalf("round %d: the run differs from %s", round, what)
 		}
 	}
 }
@@ -459,25 +469,9 @@ func TestSyncSwitchCosineReplay(t *testing.T) {
 	if s := out.strats[0].(*syncSwitch); s.switches != 1 || s.bspDone != 10 {
 		t.Fatalf("%d switches after %d BSP rounds, want 1 after 10", s.switches, s.bspDone)
 	}
-	train := newSynthSet(1200, 1)
-	m := newSynthModel(cfg.Seed)
-	b := &synthBatches{set: train.shard(0, 1), batch: cfg.Batch}
-	opt := SGD{Momentum: 0.9}
-	p := append([]float32(nil), m.p...)
-	g := make([]float32, len(p))
-	for round := range len(out.records[0]) {
-		opt.LR = float32(0.05 * 0.5 * (1 + math.Cos(math.Pi*float64(round)/rounds)))
-		copy(m.p, p)
-		x, y, _ := b.Next()
-		if _, _, err := m.ForwardBackward(x, y); err != nil {
-			t.Fatal(err)
-		}
-		copy(g, m.g)
-		opt.Step(p, g, 1)
-		if paramsHash(p) != paramsHash(out.params[0][round]) {
-			t.Fatalf("round %d: the run differs from momentum SGD on the cosine schedule", round)
-		}
-	}
+	replayMomentumSGD(t, cfg, out, SGD{Momentum: 0.9}, func(round int) float32 {
+		return float32(0.05 * 0.5 * (1 + math.Cos(math.Pi*float64(round)/rounds)))
+	}, "momentum SGD on the cosine schedule")
 }
 
 // TestStragglerDetectorMedians checks the two medians the elastic policy weighs: of the last

@@ -563,18 +563,10 @@ func TestHelloAuthentication(t *testing.T) {
 			t.Fatalf("%s: dial: %v", tc.name, err)
 		}
 		keep = append(keep, c)
-		if _, err := c.Write(tc.hello); err != nil {
-			t.Fatalf("%s: write: %v", tc.name, err)
-		}
-		var r [replyLen]byte
-		if _, err := io.ReadFull(c, r[:]); err != nil {
-			t.Fatalf("%s: reading the reply: %v", tc.name, err)
-		}
-		if r[8] != tc.want {
-			t.Errorf("%s: status %q, want %q", tc.name, helloStatusText(r[8]), helloStatusText(tc.want))
-		}
+		checkHelloReply(t, c, tc.name, tc.hello, tc.want)
 		if tc.want != helloOK {
 			// The listener closes a refused connection.
+			var r [1]byte
 			if n, err := c.Read(r[:]); err != io.EOF {
 				t.Errorf("%s: refused connection still open: read %d, %v", tc.name, n, err)
 			}
@@ -1051,16 +1043,7 @@ func TestShmHelloRefusals(t *testing.T) {
 			t.Fatalf("%s: dial: %v", tc.name, err)
 		}
 		defer c.Close()
-		if _, err := c.Write(tc.hello); err != nil {
-			t.Fatalf("%s: write: %v", tc.name, err)
-		}
-		var r [replyLen]byte
-		if _, err := io.ReadFull(c, r[:]); err != nil {
-			t.Fatalf("%s: reading the reply: %v", tc.name, err)
-		}
-		if r[8] != tc.want {
-			t.Errorf("%s: status %q, want %q", tc.name, helloStatusText(r[8]), helloStatusText(tc.want))
-		}
+		checkHelloReply(t, c, tc.name, tc.hello, tc.want)
 		if tc.want != helloOK {
 			if _, err := os.Stat(seg.Path()); err != nil {
 				t.Errorf("%s: a refused hello touched the segment file: %v", tc.name, err)
@@ -1073,5 +1056,21 @@ func TestShmHelloRefusals(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "cannot share memory") {
 		t.Errorf("the failed mapping is not logged:\n%s", logs.String())
+	}
+}
+
+// checkHelloReply writes a data-path hello on c and checks the status byte of the listener's
+// reply against want.
+func checkHelloReply(t *testing.T, c net.Conn, name string, hello []byte, want byte) {
+	t.Helper()
+	if _, err := c.Write(hello); err != nil {
+		t.Fatalf("%s: write: %v", name, err)
+	}
+	var r [replyLen]byte
+	if _, err := io.ReadFull(c, r[:]); err != nil {
+		t.Fatalf("%s: reading the reply: %v", name, err)
+	}
+	if r[8] != want {
+		t.Errorf("%s: status %q, want %q", name, helloStatusText(r[8]), helloStatusText(want))
 	}
 }
