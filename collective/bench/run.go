@@ -199,6 +199,14 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 			}
 			return errors.New("unknown op")
 		}
+		calls := func(k int) error {
+			for range k {
+				if err := call(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		where := func(phase string, err error) error {
 			return fmt.Errorf("rank %d: bench %s %s size %d (%s): %w", rank, comm.Algorithm(), cfg.Op, 4*n, phase, err)
 		}
@@ -208,7 +216,7 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 		clear(b)
 		clear(s)
 		if len(rows) == 0 && cfg.Settle > 0 {
-			if err := settle(ctx, call, gather, rank, cfg.Settle); err != nil {
+			if err := settle(ctx, calls, gather, rank, cfg.Settle); err != nil {
 				return rows, where("settling", err)
 			}
 		}
@@ -217,10 +225,8 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 			warm = max(warm, 1) // the estimate needs one call
 		}
 		start := time.Now()
-		for i := 0; i < warm; i++ {
-			if err := call(); err != nil {
-				return rows, where("warm-up", err)
-			}
+		if err := calls(warm); err != nil {
+			return rows, where("warm-up", err)
 		}
 		iters := cfg.Iters
 		if cfg.TargetSeconds > 0 {
@@ -231,20 +237,16 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 				return rows, where("agreeing on the iteration count", err)
 			}
 			iters = itersFor(cfg.TargetSeconds, slowest(stats))
-			for i := warm; i < iters/10; i++ {
-				if err := call(); err != nil {
-					return rows, where("warm-up", err)
-				}
+			if err := calls(iters/10 - warm); err != nil {
+				return rows, where("warm-up", err)
 			}
 		}
 		if err := gather.Barrier(ctx); err != nil {
 			return rows, where("barrier", err)
 		}
 		start = time.Now()
-		for i := 0; i < iters; i++ {
-			if err := call(); err != nil {
-				return rows, where("timed", err)
-			}
+		if err := calls(iters); err != nil {
+			return rows, where("timed", err)
 		}
 		perCall := time.Since(start).Seconds() / float64(iters)
 
@@ -277,16 +279,14 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 // settleBatch is how many calls settle makes between two looks at the clock.
 const settleBatch = 20
 
-// settle calls call until rank 0 has spent d in it; rank 0 tells the others when with a
+// settle makes calls until rank 0 has spent d in them; rank 0 tells the others when with a
 // broadcast every settleBatch calls, so that every rank makes the same number of calls.
-func settle(ctx context.Context, call func() error, gather Communicator, rank int, d time.Duration) error {
+func settle(ctx context.Context, calls func(k int) error, gather Communicator, rank int, d time.Duration) error {
 	flag := []float64{0}
 	start := time.Now()
 	for {
-		for i := 0; i < settleBatch; i++ {
-			if err := call(); err != nil {
-				return err
-			}
+		if err := calls(settleBatch); err != nil {
+			return err
 		}
 		flag[0] = 0
 		if rank == 0 && time.Since(start) >= d {
