@@ -9,7 +9,7 @@ import (
 
 // sockPoll looks at a socket without reading it: how many bytes wait in its receive queue, and
 // a wait for readability that parks the goroutine in the netpoller without consuming anything.
-// It lets a receiver poll for its message (see streamPeer.spin) while the connection's reader
+// It lets a receiver poll for its message (see streamPeer.poll) while the connection's reader
 // goroutine waits for data without holding the read side.
 type sockPoll struct {
 	raw syscall.RawConn

@@ -3,7 +3,6 @@ package transport
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -43,9 +42,9 @@ type StreamOptions struct {
 	// it (transport/p2p does); 0 closes at once.
 	Linger time.Duration
 	// Poll, when positive, lets a receiver that waits on a socket peer (TCP or Unix, on Linux)
-	// or a transport/shm pipe poll that connection for up to this long, yielding the CPU between looks, and read its message itself
-	// once the whole frame has arrived, instead of sleeping until the connection's reader
-	// goroutine wakes it. A sleeping thread takes tens of microseconds to wake on a loaded or
+	// or a transport/shm pipe poll that connection for up to this long, yielding the CPU
+	// between looks, and read its message itself once the whole frame has arrived, instead of
+	// sleeping until the connection's reader goroutine wakes it. A sleeping thread takes tens of microseconds to wake on a loaded or
 	// virtualized host, twice per message (the reader, then the receiver); polling takes both
 	// wake-ups off the path of small messages, as the progress loops of MPI libraries do. 0
 	// means receivers always sleep.
@@ -197,7 +196,7 @@ type streamPeer struct {
 	werr      error     // sticky: a frame went out partially, the stream is unusable
 
 	// sock is non-nil when receivers may poll this connection (StreamOptions.Poll on a
-	// socket). Then the fields below belong to whoever holds rtok: the reader goroutine while
+	// socket or a transport/shm pipe). Then the fields below belong to whoever holds rtok: the reader goroutine while
 	// it reads a frame, or a polling receiver; nobody holds rtok while waiting for data.
 	sock poller
 	rtok sync.Mutex
@@ -883,7 +882,12 @@ func (p *streamPeer) frameArrived() (ready, streaming bool, err error) {
 	if err != nil {
 		return false, false, p.readErr(err, "frame header")
 	}
-	size := FrameHeaderSize + int(binary.LittleEndian.Uint32(hdr[32:]))
+	e := p.ep
+	f, err := DecodeFrameHeader(e.rank, p.peer, hdr, e.opts.MaxMessage, e.tab)
+	if err != nil {
+		return true, false, nil // readFrame reports the bad header
+	}
+	size := FrameHeaderSize + int(f.WireLen)
 	if avail >= size {
 		return true, false, nil
 	}

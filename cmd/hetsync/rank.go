@@ -65,8 +65,8 @@ func (n netOptions) validate() error {
 }
 
 // benchPoll is bench's --poll default (train does not poll: a fast rank that waits for a slow
-// one at every round would spend CPU the slow one needs on a shared host). Measured on 4 ranks over TCP loopback on 2 cores (medians of
-// 6 runs, GOMAXPROCS=1): a 4 KiB allreduce took 125 µs without polling and 78 µs polling for
+// one at every round would spend CPU the slow one needs on a shared host). Measured on 4 ranks
+// over TCP loopback on 2 cores (medians of 6 runs, GOMAXPROCS=1): a 4 KiB allreduce took 125 µs without polling and 78 µs polling for
 // 200 µs; 1 MiB took 1.85 ms, 2.1 ms and 1.5 ms polling for 0, 200 µs and 1 ms.
 const benchPoll = 500 * time.Microsecond
 
