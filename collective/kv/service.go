@@ -387,10 +387,8 @@ func (s *Service) serve(ctx context.Context, pr *peer, h transport.Header, paylo
 			return fmt.Errorf("kv: rank %d: %s reply to rank %d: %w", s.rank, opName(op), pr.rank, err)
 		}
 	}
-	for _, r := range rel {
-		if err := s.ep.Send(ctx, r.to, r.h, s.peers[r.to].reply[:r.n]); err != nil {
-			return fmt.Errorf("kv: rank %d: held %s reply to rank %d: %w", s.rank, opName(r.h.Op), r.to, err)
-		}
+	if err := s.sendReleased(ctx, rel); err != nil {
+		return err
 	}
 	if pr.release != nil {
 		pr.release = rel[:0]
@@ -537,11 +535,18 @@ func (s *Service) callLocal(ctx context.Context, i int, op uint32, g, dst []floa
 	}
 	sh.mu.Unlock()
 	s.localRel = rel[:0]
+	if err := s.sendReleased(ctx, rel); err != nil {
+		s.fail(err)
+		return err
+	}
+	return nil
+}
+
+// sendReleased sends the held replies that releaseHeld filled.
+func (s *Service) sendReleased(ctx context.Context, rel []released) error {
 	for _, r := range rel {
 		if err := s.ep.Send(ctx, r.to, r.h, s.peers[r.to].reply[:r.n]); err != nil {
-			err = fmt.Errorf("kv: rank %d: held %s reply to rank %d: %w", s.rank, opName(r.h.Op), r.to, err)
-			s.fail(err)
-			return err
+			return fmt.Errorf("kv: rank %d: held %s reply to rank %d: %w", s.rank, opName(r.h.Op), r.to, err)
 		}
 	}
 	return nil
