@@ -17,10 +17,11 @@ func reportCommand() *cli.Command {
 		ArgsUsage:    "RUN_DIR...",
 		Description: "report reads run directories written by hetsync train (config.json, metrics.jsonl,\n" +
 			"eval.jsonl) and writes into --out: report.md (time to accuracy 0.70…0.90, speedup against a\n" +
-			"baseline, final and best accuracy, throughput, traffic, per-rank computation ratios),\n" +
+			"baseline, time to the baseline's final accuracy minus a point and its ratio to the baseline's\n" +
+			"time, final and best accuracy, throughput, traffic, per-rank computation ratios),\n" +
 			"summary.json, and figures (accuracy against time per shard, throughput, traffic, computation\n" +
-			"ratios). The default baseline of each scenario (model, ranks, shard, heterogeneity) is its\n" +
-			"first ssgd run; --baseline NAME compares every run with the run directory named NAME.",
+			"ratios). The default baseline of each scenario (model, ranks, seed, shard, heterogeneity) is\n" +
+			"its first ssgd run; --baseline NAME compares every run with the run directory named NAME.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "output directory (required)"},
 			&cli.StringFlag{Name: "baseline", Usage: "run name (directory base name) that speedups are against (default: ssgd per scenario)"},
