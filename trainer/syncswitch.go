@@ -199,7 +199,7 @@ func (s SyncSwitchConfig) aspOptimizer(lr, m float64, n int) aspSettings {
 // start and decayOver the run's length, in pushes (N per global round).
 type momentumRule struct {
 	lr, momentum, wd float32
-	momentumEnd      float32
+	momentumEnd      float32 // the coefficient once the ramp is over; equal to momentum without one
 	ramp             uint64
 	base             float64
 	decayFrom        uint64
@@ -224,10 +224,7 @@ func cosineFactor(f float64) float64 {
 
 // coefficient is the momentum coefficient of the update after version updates.
 func (r *momentumRule) coefficient(version uint64) float32 {
-	if r.ramp == 0 || version >= r.ramp {
-		if r.ramp == 0 {
-			return r.momentum
-		}
+	if version >= r.ramp {
 		return r.momentumEnd
 	}
 	f := float32(version) / float32(r.ramp)
