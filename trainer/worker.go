@@ -95,6 +95,19 @@ type StepStats struct {
 // LocalStep fetches the next batch, runs forward/backward and leaves the scaled gradient in
 // w.Grads; then it sleeps as the heterogeneity injector says. It does not update Params.
 func (w *Worker) LocalStep(ctx context.Context) (StepStats, error) {
+	ls, err := w.Compute(ctx)
+	if err != nil {
+		return StepStats{}, err
+	}
+	if err := w.Inject.Sleep(ctx, ls.Injected); err != nil {
+		return StepStats{}, err
+	}
+	return ls, nil
+}
+
+// Compute is LocalStep without the injected sleep, for a caller that sleeps ls.Injected
+// itself (and may cut it short): ls.Compute already counts the sleep.
+func (w *Worker) Compute(ctx context.Context) (StepStats, error) {
 	t0 := w.Now()
 	x, labels, err := w.Data.Next()
 	if err != nil {
@@ -112,9 +125,6 @@ func (w *Worker) LocalStep(ctx context.Context) (StepStats, error) {
 	}
 	compute := w.Now().Sub(t0)
 	extra := w.Inject.Extra(compute)
-	if err := w.Inject.Sleep(ctx, extra); err != nil {
-		return StepStats{}, err
-	}
 	w.steps++
 	return StepStats{Loss: loss, Correct: correct, Samples: len(labels), Compute: compute + extra, Injected: extra}, nil
 }
