@@ -48,10 +48,16 @@ type Config struct {
 	Eval EvalEvery `json:"eval_every"`
 
 	// Slowdown[i] is rank i's slowdown factor f_i ≥ 1: after each local step it sleeps
-	// (f_i−1)× the step's compute time. StepSleep[i] is a fixed sleep per step. Both count as
-	// compute time. Empty means no injection; otherwise one entry per rank.
+	// (f_i−1)× the step's compute time, or, when SlowdownBase is set, until the step has taken
+	// f_i × SlowdownBase. StepSleep[i] is a fixed sleep per step. Both count as compute time.
+	// Empty means no injection; otherwise one entry per rank.
 	Slowdown  []float64       `json:"slowdown,omitempty"`
 	StepSleep []time.Duration `json:"step_sleep,omitempty"`
+	// SlowdownBase is the step time of a device with factor 1 (--slowdown-base): a rank with
+	// factor f (1 included) then takes at least f × SlowdownBase per step, however busy the
+	// host's other ranks make its own computation (Injector). 0 scales each step's own compute
+	// time instead.
+	SlowdownBase time.Duration `json:"slowdown_base,omitempty"`
 
 	// PSServers is the number of ranks hosting parameter-server shards for asynchronous
 	// strategies: ranks 0..PSServers-1. 0 means 1 (rank 0 alone).
@@ -169,6 +175,9 @@ func (c *Config) Validate(size int) error {
 		if !(f >= 1) || math.IsInf(f, 0) {
 			return fmt.Errorf("trainer: --slowdown factor of rank %d must be a finite number ≥ 1, got %v", i, f)
 		}
+	}
+	if c.SlowdownBase < 0 {
+		return fmt.Errorf("trainer: --slowdown-base must be ≥ 0, got %v", c.SlowdownBase)
 	}
 	if len(c.StepSleep) != 0 && len(c.StepSleep) != size {
 		return fmt.Errorf("trainer: --step-sleep has %d entries for %d ranks (give one per rank)", len(c.StepSleep), size)

@@ -8,15 +8,28 @@ import (
 // Injector simulates a slower device on one rank: after each local step it sleeps
 // (Slowdown−1)× the step's compute time plus StepSleep. The sleep is compute time in every
 // metric, as in ESync's and WBSP's experiments.
+//
+// With Base set, a rank with Slowdown f (1 included) instead sleeps until its step has taken
+// f·Base (nothing when the computation alone took longer): every rank then steps at its
+// device's fixed speed, the computation hidden in that time. The per-step rule makes a
+// rank's speed depend on its neighbours: when several ranks share a host's cores, its
+// computation slows while the others compute, so a strategy that keeps the fast ranks busy
+// (ESync, ASGD) also makes the slow ranks slower than under SSGD, where the fast ranks idle,
+// and the host's other tenants change the ratios from run to run. A Base above the step's
+// computation models devices whose speeds are their own and exactly f apart.
 type Injector struct {
 	Slowdown  float64       // ≥ 1; 0 means 1
 	StepSleep time.Duration // fixed extra time per step
-	timer     *time.Timer
+	Base      time.Duration // step time of factor 1; 0 scales each step's compute
+	// After is the part of a step that follows the sleep (a strategy's local update, which
+	// ESync times): with Base set it is counted inside the step's f·Base.
+	After time.Duration
+	timer *time.Timer
 }
 
 // NewInjector returns rank's injector from the per-rank lists of cfg.
 func NewInjector(cfg *Config, rank int) *Injector {
-	in := &Injector{Slowdown: 1}
+	in := &Injector{Slowdown: 1, Base: cfg.SlowdownBase}
 	if rank < len(cfg.Slowdown) {
 		in.Slowdown = cfg.Slowdown[rank]
 	}
@@ -32,7 +45,10 @@ func (in *Injector) Extra(compute time.Duration) time.Duration {
 		return 0
 	}
 	d := in.StepSleep
-	if in.Slowdown > 1 {
+	switch {
+	case in.Base > 0:
+		d += max(0, time.Duration(max(1, in.Slowdown)*float64(in.Base))-compute-in.After)
+	case in.Slowdown > 1:
 		d += time.Duration((in.Slowdown - 1) * float64(compute))
 	}
 	return d

@@ -50,14 +50,22 @@ func TestInjectorExtra(t *testing.T) {
 		{Injector{Slowdown: 3}, 10 * time.Millisecond, 20 * time.Millisecond},
 		{Injector{Slowdown: 1.5, StepSleep: time.Millisecond}, 10 * time.Millisecond, 6 * time.Millisecond},
 		{Injector{StepSleep: 20 * time.Millisecond}, 0, 20 * time.Millisecond},
+		// a fixed base: sleep until the step took f·base, whatever the step computed
+		{Injector{Slowdown: 4, Base: 3 * time.Millisecond}, 5 * time.Millisecond, 7 * time.Millisecond},
+		{Injector{Slowdown: 4, Base: 3 * time.Millisecond}, 2 * time.Millisecond, 10 * time.Millisecond},
+		{Injector{Slowdown: 2, Base: 3 * time.Millisecond}, 8 * time.Millisecond, 0},
+		{Injector{Slowdown: 1, Base: 3 * time.Millisecond, StepSleep: time.Millisecond}, 8 * time.Millisecond, time.Millisecond},
+		{Injector{Slowdown: 1, Base: 3 * time.Millisecond}, time.Millisecond, 2 * time.Millisecond},
+		{Injector{Base: 3 * time.Millisecond}, time.Millisecond, 2 * time.Millisecond},
+		{Injector{Slowdown: 2, Base: 3 * time.Millisecond, After: time.Millisecond}, time.Millisecond, 4 * time.Millisecond},
 	}
 	for _, tc := range cases {
 		if got := tc.in.Extra(tc.compute); got != tc.want {
 			t.Errorf("%+v.Extra(%v) = %v, want %v", tc.in, tc.compute, got, tc.want)
 		}
 	}
-	cfg := &Config{Slowdown: []float64{1, 4}, StepSleep: []time.Duration{0, 5 * time.Millisecond}}
-	if in := NewInjector(cfg, 1); in.Slowdown != 4 || in.StepSleep != 5*time.Millisecond {
+	cfg := &Config{Slowdown: []float64{1, 4}, StepSleep: []time.Duration{0, 5 * time.Millisecond}, SlowdownBase: time.Millisecond}
+	if in := NewInjector(cfg, 1); in.Slowdown != 4 || in.StepSleep != 5*time.Millisecond || in.Base != time.Millisecond {
 		t.Errorf("NewInjector(rank 1) = %+v", in)
 	}
 }

@@ -76,6 +76,9 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if err := applyPSFlags(c, &cfg); err != nil {
 		return o, err
 	}
+	if err := applySlowdownBase(c, &cfg); err != nil {
+		return o, err
+	}
 	cfg.Defaults()
 	o.Config = cfg
 	if o.NP < 0 {
@@ -147,6 +150,7 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "eval-every", Value: "20", Usage: "evaluate every N rounds (20) or every duration (5s)"},
 			&cli.StringFlag{Name: "slowdown", Usage: "per-rank slowdown factors, e.g. 1,1,2,4"},
 			&cli.StringFlag{Name: "step-sleep", Usage: "per-rank sleep per step in ms, e.g. 0,0,10,20"},
+			&cli.StringFlag{Name: "slowdown-base", Value: "step", Usage: "what --slowdown multiplies: step (each step's own compute time: sleep (f−1)× it) or a fixed time per step of a factor-1 device, tfast (measured as for --hetero-profile, or --hetero-tfast) or a duration (3ms): a rank then sleeps until its step took f× it, so its speed does not depend on how busy the host's other ranks keep the cores"},
 			&cli.IntFlag{Name: "ps-servers", Usage: "asgd, dcasgd, ssp, wbsp, wbsp-opt, sync-switch: ranks 0..N-1 host parameter-server shards (0 = rank 0)"},
 			&cli.StringFlag{Name: "out", Usage: "run directory (default runs/SYNC-COLLECTIVE-TIME)"},
 			&cli.StringFlag{Name: "data", Usage: "Fashion-MNIST directory (default: $HETSYNC_DATA, the Debian package, the cache, download)"},

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -66,38 +67,86 @@ func applyPSFlags(c *cli.Context, cfg *trainer.Config) error {
 	if len(cfg.StepSleep) > 0 {
 		return fmt.Errorf("--hetero-profile %s sets the per-step sleeps: do not give --step-sleep too", profile)
 	}
-	size := c.Int("np")
-	if size == 0 {
-		env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
-		if err != nil || !under {
-			return fmt.Errorf("--hetero-profile needs --np (or a launcher's world size)")
-		}
-		size = env.Size
+	size, err := worldSize(c, "--hetero-profile")
+	if err != nil {
+		return err
 	}
-	tFast := c.Duration("hetero-tfast")
-	if tFast == 0 {
-		model, batch := cfg.Model, cfg.Batch
-		if model == "" {
-			model = "mlp"
-		}
-		if batch <= 0 {
-			batch = 64
-		}
-		threads := c.Int("threads")
-		if threads <= 0 {
-			threads = max(1, runtime.NumCPU()/size)
-		}
-		var err error
-		if tFast, err = trainer.MeasureStepTime(model, batch, cfg.Seed, threads, 20); err != nil {
-			return fmt.Errorf("--hetero-profile: %w", err)
-		}
-		// The ranks this process launches inherit the environment: they use this t_fast.
-		if err := os.Setenv(envHeteroTFast, tFast.String()); err != nil {
-			return fmt.Errorf("--hetero-profile: passing t_fast to the ranks: %w", err)
-		}
-		fmt.Fprintf(c.App.ErrWriter, "hetero-profile %s: measured t_fast = %v (%s, batch %d, %d threads)\n", profile, tFast, model, batch, threads)
+	tFast, err := heteroTFast(c, cfg, size, "--hetero-profile "+profile)
+	if err != nil {
+		return err
 	}
-	var err error
 	cfg.StepSleep, err = trainer.HeteroProfileSleep(profile, size, tFast)
 	return err
+}
+
+// heteroTFast is --hetero-tfast, or, when it is not given, t_fast measured once on this
+// machine (the median forward/backward time of --model at --batch on a rank's share of the
+// cores) and exported to the ranks this process launches, so that all use the same value.
+// who names the flag that needs it, for the message and errors.
+func heteroTFast(c *cli.Context, cfg *trainer.Config, size int, who string) (time.Duration, error) {
+	if t := c.Duration("hetero-tfast"); t > 0 {
+		return t, nil
+	}
+	if t, err := time.ParseDuration(os.Getenv(envHeteroTFast)); err == nil && t > 0 {
+		return t, nil // measured earlier in this process (for another flag)
+	}
+	model, batch := cfg.Model, cfg.Batch
+	if model == "" {
+		model = "mlp"
+	}
+	if batch <= 0 {
+		batch = 64
+	}
+	threads := c.Int("threads")
+	if threads <= 0 {
+		threads = max(1, runtime.NumCPU()/size)
+	}
+	tFast, err := trainer.MeasureStepTime(model, batch, cfg.Seed, threads, 20)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", who, err)
+	}
+	// The ranks this process launches inherit the environment: they use this t_fast.
+	if err := os.Setenv(envHeteroTFast, tFast.String()); err != nil {
+		return 0, fmt.Errorf("%s: passing t_fast to the ranks: %w", who, err)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "%s: measured t_fast = %v (%s, batch %d, %d threads)\n", who, tFast, model, batch, threads)
+	return tFast, nil
+}
+
+// worldSize is --np, or the launcher's world size for a rank; what names the flag that needs it.
+func worldSize(c *cli.Context, what string) (int, error) {
+	if size := c.Int("np"); size > 0 {
+		return size, nil
+	}
+	env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
+	if err != nil || !under {
+		return 0, fmt.Errorf("%s needs --np (or a launcher's world size)", what)
+	}
+	return env.Size, nil
+}
+
+// applySlowdownBase reads --slowdown-base: step (scale each step's compute), tfast (t_fast,
+// as --hetero-profile measures or --hetero-tfast gives it) or a duration.
+func applySlowdownBase(c *cli.Context, cfg *trainer.Config) error {
+	v := strings.TrimSpace(c.String("slowdown-base"))
+	switch v {
+	case "", "step":
+		return nil
+	case "tfast":
+		if len(cfg.Slowdown) == 0 {
+			return nil // nothing to scale: do not measure
+		}
+		size, err := worldSize(c, "--slowdown-base tfast")
+		if err != nil {
+			return err
+		}
+		cfg.SlowdownBase, err = heteroTFast(c, cfg, size, "--slowdown-base tfast")
+		return err
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("--slowdown-base %q is neither step, tfast nor a positive duration (3ms)", v)
+	}
+	cfg.SlowdownBase = d
+	return nil
 }
