@@ -43,8 +43,20 @@ type esyncService struct {
 	errMu   sync.Mutex
 	err     error
 
-	// other ranks
-	req, rep [8]byte
+	// other ranks: a goroutine receives rank 0's replies into answers, so that a rank can
+	// go on computing while its query is in flight (Ask, then Answers or Answer).
+	req     [8]byte
+	answers chan esyncAnswer
+	pending *transport.Header // the query in flight, nil when none
+}
+
+// esyncAnswer is rank 0's reply to a query: READY or not, and whether the asking rank was
+// the slowest (the largest last step time) when the service decided.
+type esyncAnswer struct {
+	h       transport.Header
+	ready   bool
+	slowest bool
+	err     error
 }
 
 const (
@@ -54,6 +66,7 @@ const (
 	esyncBye   uint32 = 3
 	esyncReply uint32 = 1 << 8
 	esyncReady uint32 = 1 << 9
+	esyncSlow  uint32 = 1 << 10 // the asking rank is the slowest
 	esyncOpMsk uint32 = 0xff
 )
 
@@ -61,6 +74,10 @@ const (
 func startESyncService(ctx context.Context, ep transport.Endpoint, epsilon time.Duration, epsFactor float64) *esyncService {
 	s := &esyncService{ep: ep, rank: ep.Rank(), start: time.Now()}
 	if s.rank != 0 {
+		actx, cancel := context.WithCancel(ctx)
+		s.cancel = cancel
+		s.answers = make(chan esyncAnswer, 1)
+		go s.receive(actx)
 		return s
 	}
 	s.sm = newESyncState(ep.Size(), epsilon, epsFactor)
@@ -114,10 +131,14 @@ func (s *esyncService) serve(ctx context.Context, peer int) error {
 			s.mu.Lock()
 			now := s.now()
 			ready := s.sm.query(peer, int(h.Segment), c, now, now)
+			slowest := s.sm.slowest() == peer
 			s.mu.Unlock()
 			rh := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncReply, Seq: h.Seq, Segment: h.Segment}
 			if ready {
 				rh.Op |= esyncReady
+			}
+			if slowest {
+				rh.Op |= esyncSlow
 			}
 			if err := s.ep.Send(ctx, peer, rh, nil); err != nil {
 				return fmt.Errorf("trainer: rank 0: esync state service: replying to rank %d: %w", peer, err)
@@ -141,7 +162,7 @@ func (s *esyncService) serve(ctx context.Context, peer int) error {
 }
 
 // Query asks whether this rank is READY for the global update of round, having taken k local
-// steps this round, the last of which took c.
+// steps this round, the last of which took c; it waits for the answer.
 func (s *esyncService) Query(ctx context.Context, round, k int, c time.Duration) (bool, error) {
 	if s.rank == 0 {
 		if err := s.failed(); err != nil {
@@ -152,19 +173,82 @@ func (s *esyncService) Query(ctx context.Context, round, k int, c time.Duration)
 		now := s.now()
 		return s.sm.query(0, k, c, now, now), nil
 	}
+	if err := s.Ask(ctx, round, k, c); err != nil {
+		return false, err
+	}
+	a, err := s.Answer(ctx)
+	return a.ready, err
+}
+
+// Ask sends a query (as Query) without waiting for its answer; ranks other than 0 only, one
+// query in flight at a time. The answer comes on Answers, or from Answer.
+func (s *esyncService) Ask(ctx context.Context, round, k int, c time.Duration) error {
+	if s.pending != nil {
+		return fmt.Errorf("trainer: rank %d: esync query (round %d, k=%d) while k=%d is unanswered", s.rank, round, k, s.pending.Segment)
+	}
 	binary.LittleEndian.PutUint64(s.req[:], uint64(c))
 	h := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncQuery, Seq: uint64(round), Segment: uint32(k)}
 	if err := s.ep.Send(ctx, 0, h, s.req[:]); err != nil {
-		return false, fmt.Errorf("trainer: rank %d: esync query to rank 0 (round %d, k=%d): %w", s.rank, round, k, err)
+		return fmt.Errorf("trainer: rank %d: esync query to rank 0 (round %d, k=%d): %w", s.rank, round, k, err)
 	}
-	rh, _, err := s.ep.RecvAny(ctx, 0, transport.ChanState, s.rep[:])
-	if err != nil {
-		return false, fmt.Errorf("trainer: rank %d: esync reply from rank 0 (round %d, k=%d): %w", s.rank, round, k, err)
+	s.pending = &h
+	return nil
+}
+
+// Answers delivers the answer to the query in flight; pass what it delivers to Check.
+func (s *esyncService) Answers() <-chan esyncAnswer { return s.answers }
+
+// Check verifies that a, received from Answers, answers the query in flight, which it ends.
+func (s *esyncService) Check(a esyncAnswer) (esyncAnswer, error) {
+	h := s.pending
+	s.pending = nil
+	switch {
+	case a.err != nil:
+		return a, a.err
+	case h == nil:
+		return a, fmt.Errorf("trainer: rank %d: esync reply from rank 0 with no query in flight (%v)", s.rank, a.h)
+	case a.h.Seq != h.Seq || a.h.Segment != h.Segment:
+		return a, fmt.Errorf("trainer: rank %d: esync reply from rank 0 does not answer round %d, k=%d (got %v)", s.rank, h.Seq, h.Segment, a.h)
 	}
-	if rh.Op&^(esyncReady|esyncOpMsk) != esyncMagic|esyncReply || rh.Seq != h.Seq || rh.Segment != h.Segment {
-		return false, fmt.Errorf("trainer: rank %d: esync reply from rank 0 does not answer round %d, k=%d (got %v)", s.rank, round, k, rh)
+	return a, nil
+}
+
+// Answer waits for the answer to the query in flight.
+func (s *esyncService) Answer(ctx context.Context) (esyncAnswer, error) {
+	select {
+	case a := <-s.answers:
+		return s.Check(a)
+	case <-ctx.Done():
+		return esyncAnswer{}, fmt.Errorf("trainer: rank %d: waiting for rank 0's esync reply: %w", s.rank, ctx.Err())
 	}
-	return rh.Op&esyncReady != 0, nil
+}
+
+// receive passes rank 0's replies to answers until ctx ends or the link fails; a failure is
+// delivered as an answer's error.
+func (s *esyncService) receive(ctx context.Context) {
+	var buf [8]byte
+	for {
+		rh, _, err := s.ep.RecvAny(ctx, 0, transport.ChanState, buf[:])
+		a := esyncAnswer{h: rh}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			a.err = fmt.Errorf("trainer: rank %d: esync reply from rank 0: %w", s.rank, err)
+		case rh.Op&^(esyncReady|esyncSlow|esyncOpMsk) != esyncMagic|esyncReply:
+			a.err = fmt.Errorf("trainer: rank %d: esync: rank 0 sent a frame that is not a reply (%v)", s.rank, rh)
+		default:
+			a.ready, a.slowest = rh.Op&esyncReady != 0, rh.Op&esyncSlow != 0
+		}
+		select {
+		case s.answers <- a:
+		case <-ctx.Done():
+			return
+		}
+		if a.err != nil {
+			return
+		}
+	}
 }
 
 // Reset tells the state service that this rank finished the global update and entered round,
@@ -189,6 +273,7 @@ func (s *esyncService) Reset(ctx context.Context, round int, c time.Duration) er
 // Close ends the service: other ranks say bye; rank 0 waits until every peer has.
 func (s *esyncService) Close(ctx context.Context) error {
 	if s.rank != 0 {
+		s.cancel()
 		h := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncBye}
 		if err := s.ep.Send(ctx, 0, h, nil); err != nil {
 			return fmt.Errorf("trainer: rank %d: esync bye to rank 0: %w", s.rank, err)

@@ -146,11 +146,17 @@ func TestESyncReplicasIdenticalFastRanksStepMore(t *testing.T) {
 // checks w_{t+1} = w_t + γ·ΣΔ/N, with Δ_i the change of n_i plain SGD steps at rate η from
 // w_t on rank i's next n_i batches.
 func TestESyncUpdateRule(t *testing.T) {
+	for _, mode := range []string{ESyncBlocking, ESyncNonBlocking} {
+		t.Run(mode, func(t *testing.T) { testESyncUpdateRule(t, mode) })
+	}
+}
+
+func testESyncUpdateRule(t *testing.T, mode string) {
 	const size, rounds = 3, 12
 	const eta, gamma = 0.15, 0.8
 	cfg := Config{Strategy: "esync", Collective: "ring", Batch: 8, LR: 0.05, MaxRounds: rounds, Seed: 6,
 		Eval: EvalEvery{Rounds: 100}, StepSleep: []time.Duration{0, time.Millisecond, 3 * time.Millisecond},
-		ESync: ESyncConfig{LocalLR: eta, GlobalLR: gamma}}
+		ESync: ESyncConfig{LocalLR: eta, GlobalLR: gamma, Queries: mode}}
 	out := runCapturedJob(t, cfg, size, nil)
 	train := newSynthSet(1200, 1)
 	models := make([]*synthModel, size)
@@ -167,7 +173,8 @@ func TestESyncUpdateRule(t *testing.T) {
 		for r := range size {
 			m := models[r]
 			copy(m.p, wt)
-			n := out.records[r][round].LocalSteps
+			rec := out.records[r][round]
+			n := rec.LocalSteps
 			multi = multi || n > 1
 			for range n {
 				x, y, _ := batches[r].Next()
@@ -177,6 +184,10 @@ func TestESyncUpdateRule(t *testing.T) {
 				for i := range m.p {
 					m.p[i] -= float32(eta) * m.g[i]
 				}
+			}
+			// a dropped speculative step took the batch after the round's last
+			for range int(recordExtra(rec, "dropped_steps")) {
+				batches[r].Next()
 			}
 			for i := range sum {
 				sum[i] += float64(m.p[i] - wt[i])
@@ -194,6 +205,16 @@ func TestESyncUpdateRule(t *testing.T) {
 	if !multi {
 		t.Error("no rank took more than one local step: the replay did not exercise n_i > 1")
 	}
+}
+
+// recordExtra is a round record's strategy-specific field key, 0 when absent.
+func recordExtra(rec metrics.RoundRecord, key string) float64 {
+	for _, f := range rec.Extra {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return 0
 }
 
 func TestParseESyncEpsilon(t *testing.T) {
@@ -279,9 +300,19 @@ func (e *esyncCounter) Send(ctx context.Context, to int, h transport.Header, pay
 // after the first rides in the reset, so a rank asks once per local step (k = 1..n_i, the
 // last answered READY) and once more (k = 0) only in round 1; every reset carries c.
 func TestESyncResetCarriesFirstQuery(t *testing.T) {
+	for _, mode := range []string{ESyncBlocking, ESyncNonBlocking} {
+		t.Run(mode, func(t *testing.T) { testESyncResetCarriesFirstQuery(t, mode) })
+	}
+}
+
+// In nonblocking mode a rank asks after each kept step and computes the next one meanwhile:
+// it asked k = 1..n_i when the READY answer dropped a step (or waited, as the slowest) and
+// k = 1..n_i−1 when the answer came after the step it had started.
+func testESyncResetCarriesFirstQuery(t *testing.T, mode string) {
 	const size, rounds = 3, 15
 	cfg := Config{Strategy: "esync", Collective: "ring", Batch: 8, LR: 0.05, MaxRounds: rounds, Seed: 5,
-		Eval: EvalEvery{Rounds: 100}, StepSleep: []time.Duration{0, 0, 6 * time.Millisecond}}
+		Eval: EvalEvery{Rounds: 100}, StepSleep: []time.Duration{0, 0, 6 * time.Millisecond},
+		ESync: ESyncConfig{Queries: mode}}
 	counters := make([]*esyncCounter, size)
 	var mu sync.Mutex
 	out := runCapturedJob(t, cfg, size, func(ep transport.Endpoint) transport.Endpoint {
@@ -291,6 +322,7 @@ func TestESyncResetCarriesFirstQuery(t *testing.T) {
 		mu.Unlock()
 		return c
 	})
+	dropped := 0.0
 	for r := 1; r < size; r++ {
 		c := counters[r]
 		if c.resets != rounds {
@@ -298,16 +330,33 @@ func TestESyncResetCarriesFirstQuery(t *testing.T) {
 		}
 		for i, rec := range out.records[r] {
 			round := uint64(i + 1)
+			d := recordExtra(rec, "dropped_steps")
+			dropped += d
+			last := rec.LocalSteps
+			if mode == ESyncNonBlocking && d == 0 && len(c.queries[round]) > 0 && int(c.queries[round][len(c.queries[round])-1]) == last-1 {
+				last-- // the answer to k = n_i−1 came after step n_i
+			}
 			var want []uint32
 			if round == 1 {
 				want = append(want, 0)
 			}
-			for k := 1; k <= rec.LocalSteps; k++ {
+			for k := 1; k <= last; k++ {
 				want = append(want, uint32(k))
 			}
 			if got := c.queries[round]; fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("rank %d round %d (%d local steps): queried k = %v, want %v", r, round, rec.LocalSteps, got, want)
+				t.Errorf("rank %d round %d (%d local steps, %v dropped): queried k = %s, want %s", r, round, rec.LocalSteps, d, brief(got), brief(want))
 			}
 		}
 	}
+	if mode == ESyncNonBlocking && dropped == 0 {
+		t.Error("no rank dropped a speculative step: the nonblocking mode did not overlap a query with a step")
+	}
+}
+
+// brief prints a list of k, eliding the middle of a long one.
+func brief(ks []uint32) string {
+	if len(ks) <= 8 {
+		return fmt.Sprint(ks)
+	}
+	return fmt.Sprintf("%v … %v (%d)", ks[:3], ks[len(ks)-3:], len(ks))
 }
