@@ -60,24 +60,11 @@ func TestSSGDOverLibp2p(t *testing.T) {
 			cfg := Config{Strategy: "ssgd", Collective: tc.coll, Batch: 8, LR: 0.2, Momentum: 0.9,
 				MaxRounds: 30, Seed: 5, Eval: EvalEvery{Rounds: 10}}
 			out := runSynthJobOn(t, cfg, joinLoopback(t, tc.size, tc.sec, tc.dataPth))
-			for round, byRank := range out.hashes {
-				if len(byRank) != tc.size {
-					t.Fatalf("round %d: %d ranks reported", round, len(byRank))
-				}
-				for r, h := range byRank {
-					if h != byRank[0] {
-						t.Fatalf("round %d: rank %d's model differs from rank 0's", round, r)
-					}
-				}
-			}
+			out.checkReplicasAgree(t, tc.size)
 			if len(out.hashes) != 30 {
 				t.Errorf("%d rounds recorded, want 30", len(out.hashes))
 			}
-			l := out.losses[0]
-			first, last := mean(l[:5]), mean(l[len(l)-5:])
-			if !(last < 0.7*first) {
-				t.Errorf("global training loss did not fall: first rounds %.4f, last rounds %.4f", first, last)
-			}
+			out.checkLossFell(t)
 			if len(out.all) != 30*tc.size {
 				t.Errorf("rank 0 gathered %d records, want %d", len(out.all), 30*tc.size)
 			}

@@ -25,6 +25,33 @@ type jobOutcome struct {
 	mu      sync.Mutex
 }
 
+// checkReplicasAgree fails the test unless, after every round, all size ranks reported the
+// same model hash.
+func (o *jobOutcome) checkReplicasAgree(t *testing.T, size int) {
+	t.Helper()
+	for round, byRank := range o.hashes {
+		if len(byRank) != size {
+			t.Fatalf("round %d: %d ranks reported", round, len(byRank))
+		}
+		for r, h := range byRank {
+			if h != byRank[0] {
+				t.Fatalf("round %d: rank %d's model differs from rank 0's", round, r)
+			}
+		}
+	}
+}
+
+// checkLossFell fails the test unless rank 0's mean loss over the last 5 rounds is below 0.7×
+// that over the first 5.
+func (o *jobOutcome) checkLossFell(t *testing.T) {
+	t.Helper()
+	l := o.losses[0]
+	first, last := mean(l[:5]), mean(l[len(l)-5:])
+	if !(last < 0.7*first) {
+		t.Errorf("global training loss did not fall: first rounds %.4f, last rounds %.4f", first, last)
+	}
+}
+
 func paramsHash(p []float32) uint64 {
 	h := fnv.New64a()
 	var b [4]byte
@@ -157,21 +184,8 @@ func TestSSGDReplicasIdenticalAndLossDecreases(t *testing.T) {
 					t.Errorf("rank %d ran %d rounds, want 40", r, len(res.Records))
 				}
 			}
-			for round, byRank := range out.hashes {
-				if len(byRank) != tc.size {
-					t.Fatalf("round %d: %d ranks reported", round, len(byRank))
-				}
-				for r, h := range byRank {
-					if h != byRank[0] {
-						t.Fatalf("round %d: rank %d's model differs from rank 0's", round, r)
-					}
-				}
-			}
-			l := out.losses[0]
-			first, last := mean(l[:5]), mean(l[len(l)-5:])
-			if !(last < 0.7*first) {
-				t.Errorf("global training loss did not fall: first rounds %.4f, last rounds %.4f", first, last)
-			}
+			out.checkReplicasAgree(t, tc.size)
+			out.checkLossFell(t)
 			if acc := out.results[0].FinalAcc; acc < 0.85 {
 				t.Errorf("final accuracy %.3f, want ≥ 0.85 on the synthetic blobs", acc)
 			}
