@@ -149,9 +149,7 @@ type esync struct {
 	round   int           // t, from 1 as in the original
 	lastC   time.Duration // duration of this rank's last local step
 	overlap bool          // non-blocking queries (ESyncConfig.Queries)
-	slowest bool          // the state service's last answer named this rank the slowest
 	dropped int           // speculative steps dropped this round (0 or 1)
-	timer   *time.Timer   // a speculative step's injected sleep
 	rounds  int
 	samples int64
 	clean   bool
@@ -312,14 +310,13 @@ func (s *esync) overlappedSteps(ctx context.Context, w *Worker, st *RoundStats, 
 		if err := s.svc.Ask(ctx, s.round, k, s.lastC); err != nil {
 			return k, err
 		}
-		if s.slowest {
+		if s.svc.slowest {
 			q0 := w.Now()
 			a, err := s.svc.Answer(ctx)
 			*query += w.Now().Sub(q0)
 			if err != nil {
 				return k, err
 			}
-			s.slowest = a.slowest
 			if a.ready {
 				return k, nil
 			}
@@ -353,9 +350,9 @@ func (s *esync) speculate(ctx context.Context, w *Worker, st *RoundStats, lossSu
 	var a esyncAnswer
 	answered := false
 	take := func(got esyncAnswer) error {
+		var err error
 		a, err = s.svc.Check(got)
 		answered = true
-		s.slowest = a.slowest
 		return err
 	}
 	select {
@@ -365,33 +362,26 @@ func (s *esync) speculate(ctx context.Context, w *Worker, st *RoundStats, lossSu
 		}
 	default:
 	}
-	if !(answered && a.ready) && ls.Injected > 0 {
-		if s.timer == nil {
-			s.timer = time.NewTimer(ls.Injected)
-		} else {
-			s.timer.Reset(ls.Injected)
-		}
-	sleep:
-		for {
+	if !answered || !a.ready {
+		// the injected sleep, cut short by a READY answer
+		end := time.Now().Add(ls.Injected)
+		for d := ls.Injected; d > 0; d = time.Until(end) {
 			answers := s.svc.Answers()
 			if answered {
 				answers = nil
 			}
-			select {
-			case <-s.timer.C:
-				break sleep
-			case got := <-answers:
-				if err := take(got); err != nil {
-					s.timer.Stop()
-					return false, false, err
-				}
-				if a.ready {
-					s.timer.Stop()
-					break sleep
-				}
-			case <-ctx.Done():
-				s.timer.Stop()
-				return false, false, ctx.Err()
+			got, woke, err := sleepOr(ctx, &w.Inject.timer, d, answers)
+			if err != nil {
+				return false, false, err
+			}
+			if !woke {
+				break
+			}
+			if err := take(got); err != nil {
+				return false, false, err
+			}
+			if a.ready {
+				break
 			}
 		}
 	}
@@ -406,7 +396,6 @@ func (s *esync) speculate(ctx context.Context, w *Worker, st *RoundStats, lossSu
 			return false, false, err
 		}
 		*query += w.Now().Sub(q0)
-		s.slowest = a.slowest
 		return true, a.ready, s.apply(w, st, lossSum, ls, q0.Sub(t0))
 	}
 	return true, a.ready, s.apply(w, st, lossSum, ls, w.Now().Sub(t0))

@@ -48,6 +48,7 @@ type esyncService struct {
 	req     [8]byte
 	answers chan esyncAnswer
 	pending *transport.Header // the query in flight, nil when none
+	slowest bool              // the last answer named this rank the slowest
 }
 
 // esyncAnswer is rank 0's reply to a query: READY or not, and whether the asking rank was
@@ -198,7 +199,8 @@ func (s *esyncService) Ask(ctx context.Context, round, k int, c time.Duration) e
 // Answers delivers the answer to the query in flight; pass what it delivers to Check.
 func (s *esyncService) Answers() <-chan esyncAnswer { return s.answers }
 
-// Check verifies that a, received from Answers, answers the query in flight, which it ends.
+// Check verifies that a, received from Answers, answers the query in flight, which it ends,
+// and records whether it named this rank the slowest.
 func (s *esyncService) Check(a esyncAnswer) (esyncAnswer, error) {
 	h := s.pending
 	s.pending = nil
@@ -210,6 +212,7 @@ func (s *esyncService) Check(a esyncAnswer) (esyncAnswer, error) {
 	case a.h.Seq != h.Seq || a.h.Segment != h.Segment:
 		return a, fmt.Errorf("trainer: rank %d: esync reply from rank 0 does not answer round %d, k=%d (got %v)", s.rank, h.Seq, h.Segment, a.h)
 	}
+	s.slowest = a.slowest
 	return a, nil
 }
 

@@ -56,19 +56,29 @@ func (in *Injector) Extra(compute time.Duration) time.Duration {
 
 // Sleep waits d or until ctx ends. It reuses one timer, so steady-state steps do not allocate.
 func (in *Injector) Sleep(ctx context.Context, d time.Duration) error {
+	_, _, err := sleepOr[struct{}](ctx, &in.timer, d, nil)
+	return err
+}
+
+// sleepOr waits d on *timer (made on first use, then reused), or until wake delivers a
+// value, which it returns with woke true, or until ctx ends. A nil wake never delivers.
+func sleepOr[T any](ctx context.Context, timer **time.Timer, d time.Duration, wake <-chan T) (v T, woke bool, err error) {
 	if d <= 0 {
-		return ctx.Err()
+		return v, false, ctx.Err()
 	}
-	if in.timer == nil {
-		in.timer = time.NewTimer(d)
+	if *timer == nil {
+		*timer = time.NewTimer(d)
 	} else {
-		in.timer.Reset(d)
+		(*timer).Reset(d)
 	}
 	select {
-	case <-in.timer.C:
-		return nil
+	case <-(*timer).C:
+		return v, false, nil
+	case v = <-wake:
+		(*timer).Stop()
+		return v, true, nil
 	case <-ctx.Done():
-		in.timer.Stop()
-		return ctx.Err()
+		(*timer).Stop()
+		return v, false, ctx.Err()
 	}
 }
