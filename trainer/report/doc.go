@@ -18,6 +18,12 @@
 //     comparable: model, ranks, seed, shard and heterogeneity (slowdown, step sleep, stragglers).
 //   - t@baseline final−0.01: when a run first reached its baseline's final accuracy minus one
 //     point, and that time ÷ the baseline's wall time (Sync-Switch's criterion).
+//   - tail accuracy: the mean test accuracy of the evaluations in the last tenth of a run
+//     (TailFraction), beside the final one, which a swinging curve makes a lottery.
+//   - across seeds: runs whose config.json differ only in the seed (and start time) form a
+//     group, summarised as the ESync paper's Table 1 is: median time to each target (and how
+//     many runs reached it), the median and range of the runs' speedups, each against its
+//     own seed's baseline, and mean ± std of final and tail accuracy and throughput.
 //   - computation ratio: ours is compute ÷ elapsed per rank (injected sleep is compute);
 //     ESync's figure 5 is 1 − (communication + waiting) ÷ elapsed.
 //

@@ -25,6 +25,8 @@ type Report struct {
 	Baseline string   `json:"baseline,omitempty"`
 	Targets  []string `json:"targets"`
 	Rows     []Row    `json:"runs"`
+	// Groups summarise the runs that repeat one configuration with other seeds.
+	Groups []Group `json:"groups,omitempty"`
 	// Figures are the PNG files written, relative to the output directory.
 	Figures []string `json:"figures,omitempty"`
 }
@@ -51,11 +53,13 @@ type Row struct {
 	TimeToBaselineFinal *float64 `json:"time_to_baseline_final_s,omitempty"`
 	BaselineFinalRatio  *float64 `json:"baseline_final_time_ratio,omitempty"`
 	FinalAcc            float64  `json:"final_accuracy"`
-	BestAcc             float64  `json:"best_accuracy"`
-	Evaluations         int      `json:"evaluations"`
-	WallS               float64  `json:"wall_s"`
-	Throughput          float64  `json:"throughput_samples_per_s"`
-	TrafficMBps         float64  `json:"traffic_mb_per_s"`
+	// TailAcc is the mean accuracy over the last TailFraction of the run's evaluations.
+	TailAcc     float64 `json:"tail_accuracy"`
+	BestAcc     float64 `json:"best_accuracy"`
+	Evaluations int     `json:"evaluations"`
+	WallS       float64 `json:"wall_s"`
+	Throughput  float64 `json:"throughput_samples_per_s"`
+	TrafficMBps float64 `json:"traffic_mb_per_s"`
 	// PerRank has each rank's computation ratios (compute ÷ elapsed, and ESync's
 	// 1 − aggregate ÷ elapsed) and times.
 	PerRank []metrics.RankSummary `json:"per_rank"`
@@ -99,7 +103,7 @@ func Build(runs []Run, baseline string) (*Report, error) {
 		row := Row{
 			Name: r.Name, Dir: r.Dir, Strategy: r.Setup.Strategy, Shard: r.Setup.Shard,
 			Hetero: r.Setup.Hetero(), Ranks: r.Setup.Ranks, TimeToAccuracy: s.TimeToAccuracy,
-			FinalAcc: s.FinalAccuracy, BestAcc: s.BestAccuracy, Evaluations: s.Evaluations,
+			FinalAcc: s.FinalAccuracy, TailAcc: tailAccuracy(r.Evals), BestAcc: s.BestAccuracy, Evaluations: s.Evaluations,
 			WallS: s.WallS, Throughput: s.Throughput, TrafficMBps: s.TrafficMBps, PerRank: s.PerRank,
 		}
 		if row.TimeToAccuracy == nil {
@@ -129,6 +133,7 @@ func Build(runs []Run, baseline string) (*Report, error) {
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
+	rep.Groups = buildGroups(runs, rep.Rows, rep.Targets)
 	return rep, nil
 }
 
@@ -160,11 +165,11 @@ func (rep *Report) Markdown() string {
 	for _, k := range rep.Targets {
 		fmt.Fprintf(&b, " t@%s (s) |", k)
 	}
-	b.WriteString(" speedup | baseline | t@baseline final−0.01 (s) | ÷ baseline time | final acc | best acc | samples/s | traffic MB/s | compute ratio (per rank) | ESync ratio (per rank) |\n|---|---|---|---|")
+	b.WriteString(" speedup | baseline | t@baseline final−0.01 (s) | ÷ baseline time | final acc | tail acc | best acc | samples/s | traffic MB/s | compute ratio (per rank) | ESync ratio (per rank) |\n|---|---|---|---|")
 	for range rep.Targets {
 		b.WriteString("---:|")
 	}
-	b.WriteString("---:|---|---:|---:|---:|---:|---:|---:|---|---|\n")
+	b.WriteString("---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range rep.Rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |", mdEscape(r.Name), mdEscape(r.Strategy), mdEscape(r.Shard), mdEscape(r.Hetero))
 		for _, k := range rep.Targets {
@@ -188,9 +193,10 @@ func (rep *Report) Markdown() string {
 		} else {
 			fmt.Fprintf(&b, " %s | - | - |", mdEscape(base))
 		}
-		fmt.Fprintf(&b, " %.4f | %.4f | %.0f | %.2f | %s | %s |\n", r.FinalAcc, r.BestAcc,
+		fmt.Fprintf(&b, " %.4f | %.4f | %.4f | %.0f | %.2f | %s | %s |\n", r.FinalAcc, r.TailAcc, r.BestAcc,
 			r.Throughput, r.TrafficMBps, ratios(r.PerRank, false), ratios(r.PerRank, true))
 	}
+	b.WriteString(groupsMarkdown(rep.Groups, rep.Targets))
 	b.WriteString("\n## Per rank\n\n")
 	b.WriteString("| run | rank | rounds | samples | elapsed (s) | compute (s) | comm (s) | wait (s) | compute ratio | ESync ratio |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

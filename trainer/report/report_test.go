@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -19,6 +21,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // fakeRun describes a hand-made run directory.
 type fakeRun struct {
 	name, strategy, shard string
+	seed                  int // 0 means 1
 	slowdown              []float64
 	target                float64
 	// evals are (time_s, accuracy) pairs.
@@ -38,7 +41,7 @@ func writeFakeRun(t *testing.T, root string, f fakeRun) string {
 		t.Fatal(err)
 	}
 	cfg := map[string]any{"strategy": f.strategy, "collective": "ring", "model": "mlp", "shard": f.shard,
-		"seed": 1, "ranks": len(f.compute), "transport": "mem", "esync": map[string]any{"local_lr": 0.05}}
+		"seed": max(1, f.seed), "started": "2026-11-22T00:00:0" + fmt.Sprint(f.seed%10) + "Z", "ranks": len(f.compute), "transport": "mem", "esync": map[string]any{"local_lr": 0.05}}
 	if f.slowdown != nil {
 		cfg["slowdown"] = f.slowdown
 	}
@@ -337,6 +340,110 @@ func TestHetero(t *testing.T) {
 		}
 		if got := s.Hetero(); got != tc.want {
 			t.Errorf("Hetero(%s) = %q, want %q", tc.config, got, tc.want)
+		}
+	}
+}
+
+func TestTailAccuracy(t *testing.T) {
+	ev := func(pairs ...[2]float64) []metrics.EvalRecord {
+		var out []metrics.EvalRecord
+		for i, p := range pairs {
+			out = append(out, metrics.EvalRecord{TimeS: p[0], Round: i, Accuracy: p[1]})
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		evals []metrics.EvalRecord
+		want  float64
+	}{
+		{"none", nil, 0},
+		{"one", ev([2]float64{3, 0.7}), 0.7},
+		// span 0..10: the last tenth is t ≥ 9
+		{"last tenth", ev([2]float64{0, 0.1}, [2]float64{5, 0.5}, [2]float64{8.9, 0.9}, [2]float64{9, 0.6}, [2]float64{10, 0.8}), 0.7},
+		// out of time order in the file
+		{"unsorted", ev([2]float64{10, 0.8}, [2]float64{0, 0.1}, [2]float64{9.5, 0.4}), 0.6},
+	}
+	for _, tc := range tests {
+		if got := tailAccuracy(tc.evals); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%s: tail accuracy %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestGroupsAcrossSeeds checks that runs differing only in the seed are summarised together,
+// each speedup against its own seed's baseline, and that a run alone makes no group.
+func TestGroupsAcrossSeeds(t *testing.T) {
+	slow := []float64{1, 1, 2, 4}
+	run := func(name, strategy string, seed int, evals ...[2]float64) fakeRun {
+		return fakeRun{name: name, strategy: strategy, shard: "iid", seed: seed, slowdown: slow, target: 0.8, evals: evals,
+			compute: []float64{1, 1, 1, 1}, comm: []float64{1, 1, 1, 1}, wait: []float64{0, 0, 0, 0},
+			elapsed: 20, samples: 1000, bytes: 1000}
+	}
+	root := t.TempDir()
+	var dirs []string
+	for _, f := range []fakeRun{
+		run("ssgd-s1", "ssgd", 1, [2]float64{10, 0.7}, [2]float64{20, 0.8}),
+		run("esync-s1", "esync", 1, [2]float64{5, 0.7}, [2]float64{10, 0.8}),
+		run("ssgd-s2", "ssgd", 2, [2]float64{12, 0.7}, [2]float64{24, 0.8}),
+		run("esync-s2", "esync", 2, [2]float64{4, 0.7}, [2]float64{8, 0.82}),
+		run("asgd-s1", "asgd", 1, [2]float64{3, 0.7}, [2]float64{6, 0.81}),
+		run("esync-s3", "esync", 3, [2]float64{6, 0.72}),
+	} {
+		dirs = append(dirs, writeFakeRun(t, root, f))
+	}
+	runs, err := LoadRuns(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Build(runs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Groups) != 2 {
+		t.Fatalf("%d groups, want 2 (ssgd, esync): %+v", len(rep.Groups), rep.Groups)
+	}
+	ss, es := rep.Groups[0], rep.Groups[1]
+	if strings.Join(ss.Runs, ",") != "ssgd-s1,ssgd-s2" || strings.Join(es.Runs, ",") != "esync-s1,esync-s2,esync-s3" {
+		t.Fatalf("groups %v and %v", ss.Runs, es.Runs)
+	}
+	if fmt.Sprint(es.Seeds) != "[1 2 3]" {
+		t.Errorf("esync seeds %v, want [1 2 3]", es.Seeds)
+	}
+	// esync-s3 has no baseline of its seed: no speedup common to all three
+	if es.Speedup != nil {
+		t.Errorf("esync group speedup %+v, want none (esync-s3 has no ssgd of its seed)", es.Speedup)
+	}
+	if es.Reached["0.80"] != 2 || es.TimeToAccuracy["0.80"] != 9 || es.Reached["0.70"] != 3 || es.TimeToAccuracy["0.70"] != 5 {
+		t.Errorf("esync times %v reached %v, want 0.80 median 9 (2 of 3), 0.70 median 5 (3 of 3)", es.TimeToAccuracy, es.Reached)
+	}
+	if ss.Speedup == nil || ss.SpeedupTarget != "0.80" || ss.Speedup.Median != 1 {
+		t.Errorf("ssgd group speedup %+v @%s, want 1 @0.80", ss.Speedup, ss.SpeedupTarget)
+	}
+	if math.Abs(ss.FinalAcc.Mean-0.8) > 1e-12 || ss.FinalAcc.Std != 0 {
+		t.Errorf("ssgd final %+v, want 0.8 ± 0", ss.FinalAcc)
+	}
+	// without esync-s3, the esync group's speedups are 20/10 and 24/8
+	dirs2 := []string{dirs[0], dirs[1], dirs[2], dirs[3]}
+	runs, err = LoadRuns(dirs2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Build(runs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es = rep.Groups[1]
+	if es.Speedup == nil || es.Speedup.Median != 2.5 || es.Speedup.Min != 2 || es.Speedup.Max != 3 {
+		t.Errorf("esync speedups %+v, want median 2.5 in [2, 3]", es.Speedup)
+	}
+	if sd := math.Sqrt(2 * 0.01 * 0.01 / 1); math.Abs(es.FinalAcc.Mean-0.81) > 1e-12 || math.Abs(es.FinalAcc.Std-sd) > 1e-12 {
+		t.Errorf("esync final %+v, want 0.81 ± %v", es.FinalAcc, sd)
+	}
+	md := rep.Markdown()
+	for _, want := range []string{"## Across seeds", "| esync-s1, esync-s2 | esync | iid | slowdown 1,1,2,4 | 1,2 |", "2.50× [2.00–3.00] @0.80"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
 	}
 }

@@ -22,6 +22,8 @@ type Run struct {
 	Summary metrics.Summary
 	// Evals are the evaluations in file order.
 	Evals []metrics.EvalRecord
+	// seedKey is the configuration less its seed (seedKey): equal keys are repeats.
+	seedKey string
 }
 
 // Setup is the part of config.json a report needs. Unknown keys are ignored, so runs of any
@@ -90,7 +92,7 @@ func LoadRun(dir string) (Run, error) {
 		setup.Ranks = s.Ranks
 	}
 	name := filepath.Base(filepath.Clean(dir))
-	return Run{Name: name, Dir: dir, Setup: setup, Summary: s, Evals: evals}, nil
+	return Run{Name: name, Dir: dir, Setup: setup, Summary: s, Evals: evals, seedKey: seedKey(name, cfg)}, nil
 }
 
 // LoadRuns loads every directory; run names (directory base names) must be distinct.
