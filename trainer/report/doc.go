@@ -29,6 +29,9 @@
 //
 // # Figures
 //
+// Test accuracy against time is drawn per shard kind, and per shard kind and heterogeneity
+// when a shard kind's runs differ in it (accuracy_iid_slowdown-1-1-2-4.png), so that a sweep
+// over several seeds stays readable.
 // The PNGs are drawn by a small renderer of this package on image/png with the fixed 7×13
 // bitmap font of golang.org/x/image/font/basicfont: no cgo, no system fonts, identical bytes
 // on every machine.

@@ -269,7 +269,7 @@ func Write(out string, dirs []string, baseline string) (*Report, error) {
 }
 
 // writeFigures draws the figures and returns their file names, in a fixed order: accuracy
-// against time per shard kind, throughput, traffic, computation ratio, ESync's computing ratio.
+// against time per shard kind (and heterogeneity, when it varies within one), throughput, traffic, computation ratio, ESync's computing ratio.
 func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 	var files []string
 	emit := func(name string, render func(w, h int) error) error {
@@ -279,21 +279,33 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 		files = append(files, name)
 		return nil
 	}
-	var shards []string
+	// one accuracy figure per shard kind, or per shard kind and heterogeneity when a shard
+	// kind's runs differ in it (a sweep of several heterogeneities over several seeds would
+	// draw dozens of curves in one figure)
+	type panel struct{ shard, hetero string }
+	var panels []panel
+	heteros := map[string][]string{}
 	for _, r := range runs {
-		if !slices.Contains(shards, r.Setup.Shard) {
-			shards = append(shards, r.Setup.Shard)
+		p := panel{r.Setup.Shard, r.Setup.Hetero()}
+		if !slices.Contains(panels, p) {
+			panels = append(panels, p)
+			heteros[p.shard] = append(heteros[p.shard], p.hetero)
 		}
 	}
-	for _, shard := range shards {
+	for _, p := range panels {
+		split := len(heteros[p.shard]) > 1
+		in := func(r Run) bool { return r.Setup.Shard == p.shard && (!split || r.Setup.Hetero() == p.hetero) }
 		lc := LineChart{XLabel: "training time (s)", YLabel: "test accuracy", YMin: 0, YMax: 1, YClamp: true}
 		lc.Title = "Test accuracy against time"
-		if shard != "" {
-			lc.Title += " (" + shard + ")"
+		switch {
+		case split:
+			lc.Title += " (" + shardOr(p.shard) + ", " + p.hetero + ")"
+		case p.shard != "":
+			lc.Title += " (" + p.shard + ")"
 		}
 		targets := map[float64]bool{}
 		for _, r := range runs {
-			if r.Setup.Shard != shard {
+			if !in(r) {
 				continue
 			}
 			s := Series{Name: r.Name}
@@ -307,10 +319,10 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 				lc.HLines = append(lc.HLines, HLine{Y: r.Setup.TargetAcc, Label: "target " + strconv.FormatFloat(r.Setup.TargetAcc, 'f', -1, 64)})
 			}
 		}
-		// The baseline's final accuracy minus a point, when the shard's runs share one baseline.
+		// The baseline's final accuracy minus a point, when the figure's runs share one baseline.
 		var bases []string
-		for _, row := range rep.Rows {
-			if row.Shard == shard && row.BaselineRun != "" && !slices.Contains(bases, row.BaselineRun) {
+		for i, row := range rep.Rows {
+			if in(runs[i]) && row.BaselineRun != "" && !slices.Contains(bases, row.BaselineRun) {
 				bases = append(bases, row.BaselineRun)
 			}
 		}
@@ -322,7 +334,11 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 				}
 			}
 		}
-		name := "accuracy_" + fileSafe(shardOr(shard)) + ".png"
+		name := "accuracy_" + fileSafe(shardOr(p.shard))
+		if split {
+			name += "_" + fileSafe(strings.NewReplacer(" ", "-", ",", "-", ";", "").Replace(p.hetero))
+		}
+		name += ".png"
 		if err := emit(name, func(w, h int) error { return writePNG(filepath.Join(out, name), lc.Render(w, h)) }); err != nil {
 			return nil, err
 		}

@@ -237,14 +237,7 @@ func TestWriteFigures(t *testing.T) {
 		t.Errorf("figures %v, want %v", rep.Figures, wantFigs)
 	}
 	for _, name := range wantFigs {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := png.Decode(bytes.NewReader(b))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		img := readPNG(t, filepath.Join(out, name))
 		if got := img.Bounds(); got != image.Rect(0, 0, FigureWidth, FigureHeight) {
 			t.Errorf("%s: bounds %v, want %dx%d", name, got, FigureWidth, FigureHeight)
 		}
@@ -270,6 +263,20 @@ func TestWriteFigures(t *testing.T) {
 	if len(back.Rows) != 5 || back.Rows[1].Speedups["0.80"] != 5 || len(back.Rows[1].PerRank) != 4 {
 		t.Errorf("summary.json round trip: %+v", back.Rows)
 	}
+}
+
+// readPNG decodes the PNG file at path.
+func readPNG(t *testing.T, path string) image.Image {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return img
 }
 
 // colouredPixels counts pixels that are neither grey (background, text, axes, grid) nor
@@ -445,5 +452,35 @@ func TestGroupsAcrossSeeds(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// TestAccuracyFigurePerHeterogeneity checks that a shard kind whose runs differ in
+// heterogeneity gets one accuracy figure per heterogeneity, each with only its runs.
+func TestAccuracyFigurePerHeterogeneity(t *testing.T) {
+	root := t.TempDir()
+	var dirs []string
+	for _, f := range fakeRuns()[:2] { // ssgd, esync at 1,1,2,4
+		dirs = append(dirs, writeFakeRun(t, root, f))
+	}
+	sweep := fakeRuns()[1]
+	sweep.name, sweep.slowdown = "esync-1-1-10-10", []float64{1, 1, 10, 10}
+	dirs = append(dirs, writeFakeRun(t, root, sweep))
+	out := filepath.Join(root, "report")
+	rep, err := Write(out, dirs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"accuracy_iid_slowdown-1-1-2-4.png", "accuracy_iid_slowdown-1-1-10-10.png"}
+	if len(rep.Figures) < 2 || strings.Join(rep.Figures[:2], " ") != strings.Join(want, " ") {
+		t.Fatalf("figures %v, want %v first", rep.Figures, want)
+	}
+	// the 1,1,10,10 figure has one curve, the 1,1,2,4 figure two: fewer coloured pixels
+	counts := make([]int, 2)
+	for i, name := range want {
+		counts[i] = colouredPixels(readPNG(t, filepath.Join(out, name)))
+	}
+	if counts[1] >= counts[0] {
+		t.Errorf("coloured pixels: %s %d, %s %d; want fewer in the single-run figure", want[0], counts[0], want[1], counts[1])
 	}
 }
