@@ -17,7 +17,7 @@ func syncSwitchFlags() []cli.Flag {
 		&cli.StringFlag{Name: "switch-lr-decay", Value: "none", Usage: "sync-switch: learning-rate schedule over the whole run, both phases: none or cosine (to 0 at the run's last round; needs --epochs or --max-rounds)"},
 		&cli.IntFlag{Name: "switch-train-samples", Value: 60000, Usage: "sync-switch: training-set size that turns --epochs into BSP rounds"},
 		&cli.StringFlag{Name: "straggler-policy", Value: "none", Usage: "sync-switch: reaction to detected stragglers during BSP: none, greedy or elastic"},
-		&cli.Float64Flag{Name: "straggler-threshold", Value: 1.5, Usage: "sync-switch: a round straggles above this multiple of the median compute or baseline round time"},
+		&cli.Float64Flag{Name: "straggler-threshold", Value: 1.5, Usage: "sync-switch: a straggler is detected when --straggler-window rounds in a row each take more than this multiple of the baseline (median) round time"},
 		&cli.IntFlag{Name: "straggler-window", Value: 5, Usage: "sync-switch: consecutive straggling rounds that detect a straggler"},
 		&cli.IntFlag{Name: "elastic-rounds", Value: 100, Usage: "sync-switch: global rounds of an elastic ASP excursion"},
 		&cli.StringFlag{Name: "stragglers", Usage: `transient stragglers: "ranks=1,2;delay=30ms;at=20s,60s;for=10s[;mode=network|compute]" or preset:s1, preset:s2`},
