@@ -47,12 +47,13 @@ type Row struct {
 	Speedups map[string]float64 `json:"speedups,omitempty"`
 	// SpeedupTarget is the highest target both reached, the one the table shows.
 	SpeedupTarget string `json:"speedup_target,omitempty"`
-	// TimeToBaselineFinal is when the run first reached its baseline's final accuracy minus
-	// one point (Sync-Switch's criterion: converged to BSP's accuracy), absent when never;
-	// BaselineFinalRatio is that time ÷ the baseline's wall time.
-	TimeToBaselineFinal *float64 `json:"time_to_baseline_final_s,omitempty"`
-	BaselineFinalRatio  *float64 `json:"baseline_final_time_ratio,omitempty"`
-	FinalAcc            float64  `json:"final_accuracy"`
+	// TimeToBaselineTail is when the run first reached its baseline's tail accuracy (its
+	// converged accuracy) minus one point (Sync-Switch's criterion: converged to BSP's
+	// accuracy), absent when never;
+	// BaselineTailRatio is that time ÷ the baseline's wall time.
+	TimeToBaselineTail *float64 `json:"time_to_baseline_tail_s,omitempty"`
+	BaselineTailRatio  *float64 `json:"baseline_tail_time_ratio,omitempty"`
+	FinalAcc           float64  `json:"final_accuracy"`
 	// TailAcc is the mean accuracy over the last TailFraction of the run's evaluations.
 	TailAcc     float64 `json:"tail_accuracy"`
 	BestAcc     float64 `json:"best_accuracy"`
@@ -115,9 +116,9 @@ func Build(runs []Run, baseline string) (*Report, error) {
 		}
 		if base != nil {
 			row.BaselineRun = base.Name
-			if t, ok := firstReaching(r.Evals, base.Summary.FinalAccuracy-BaselineFinalSlack); ok && base.Summary.WallS > 0 {
+			if t, ok := firstReaching(r.Evals, tailAccuracy(base.Evals)-BaselineSlack); ok && base.Summary.WallS > 0 {
 				ratio := t / base.Summary.WallS
-				row.TimeToBaselineFinal, row.BaselineFinalRatio = &t, &ratio
+				row.TimeToBaselineTail, row.BaselineTailRatio = &t, &ratio
 			}
 			for _, k := range rep.Targets {
 				tb, okb := base.Summary.TimeToAccuracy[k]
@@ -137,9 +138,9 @@ func Build(runs []Run, baseline string) (*Report, error) {
 	return rep, nil
 }
 
-// BaselineFinalSlack is how far below its baseline's final accuracy a run may be and count as
-// having reached it (TimeToBaselineFinal): one point, as in Sync-Switch's evaluation.
-const BaselineFinalSlack = 0.01
+// BaselineSlack is how far below its baseline's tail accuracy a run may be and count as
+// having reached it (TimeToBaselineTail): one point, as in Sync-Switch's evaluation.
+const BaselineSlack = 0.01
 
 // firstReaching returns the time of the first evaluation (in time order) at or above acc.
 func firstReaching(evals []metrics.EvalRecord, acc float64) (float64, bool) {
@@ -157,15 +158,15 @@ func (rep *Report) Markdown() string {
 	var b strings.Builder
 	b.WriteString("# Run comparison\n\n")
 	if rep.Baseline != "" {
-		fmt.Fprintf(&b, "Speedup = time to accuracy of run `%s` ÷ that of the run, at the highest target both reached. t@baseline final−0.01 is when the run first reached the baseline's final accuracy minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n", rep.Baseline)
+		fmt.Fprintf(&b, "Speedup = time to accuracy of run `%s` ÷ that of the run, at the highest target both reached. t@baseline tail−0.01 is when the run first reached the baseline's tail accuracy (the mean of its last tenth of evaluations, its converged accuracy) minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n", rep.Baseline)
 	} else {
-		b.WriteString("Speedup = time to accuracy of the first ssgd run of the same scenario (model, ranks, seed, shard, heterogeneity) ÷ that of the run, at the highest target both reached. t@baseline final−0.01 is when the run first reached its baseline's final accuracy minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n")
+		b.WriteString("Speedup = time to accuracy of the first ssgd run of the same scenario (model, ranks, seed, shard, heterogeneity) ÷ that of the run, at the highest target both reached. t@baseline tail−0.01 is when the run first reached its baseline's tail accuracy (the mean of its last tenth of evaluations, its converged accuracy) minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n")
 	}
 	b.WriteString("| run | strategy | shard | heterogeneity |")
 	for _, k := range rep.Targets {
 		fmt.Fprintf(&b, " t@%s (s) |", k)
 	}
-	b.WriteString(" speedup | baseline | t@baseline final−0.01 (s) | ÷ baseline time | final acc | tail acc | best acc | samples/s | traffic MB/s | compute ratio (per rank) | ESync ratio (per rank) |\n|---|---|---|---|")
+	b.WriteString(" speedup | baseline | t@baseline tail−0.01 (s) | ÷ baseline time | final acc | tail acc | best acc | samples/s | traffic MB/s | compute ratio (per rank) | ESync ratio (per rank) |\n|---|---|---|---|")
 	for range rep.Targets {
 		b.WriteString("---:|")
 	}
@@ -188,8 +189,8 @@ func (rep *Report) Markdown() string {
 		if base == "" {
 			base = "-"
 		}
-		if r.TimeToBaselineFinal != nil {
-			fmt.Fprintf(&b, " %s | %.1f | %.2f |", mdEscape(base), *r.TimeToBaselineFinal, *r.BaselineFinalRatio)
+		if r.TimeToBaselineTail != nil {
+			fmt.Fprintf(&b, " %s | %.1f | %.2f |", mdEscape(base), *r.TimeToBaselineTail, *r.BaselineTailRatio)
 		} else {
 			fmt.Fprintf(&b, " %s | - | - |", mdEscape(base))
 		}
@@ -329,8 +330,8 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 		if len(bases) == 1 {
 			for _, r := range runs {
 				if r.Name == bases[0] {
-					y := r.Summary.FinalAccuracy - BaselineFinalSlack
-					lc.HLines = append(lc.HLines, HLine{Y: y, Label: r.Name + " final−0.01"})
+					y := tailAccuracy(r.Evals) - BaselineSlack
+					lc.HLines = append(lc.HLines, HLine{Y: y, Label: r.Name + " tail−0.01"})
 				}
 			}
 		}

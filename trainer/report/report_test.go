@@ -265,6 +265,20 @@ func TestWriteFigures(t *testing.T) {
 	}
 }
 
+// buildReport loads the run directories and builds their report with the default baselines.
+func buildReport(t *testing.T, dirs []string) *Report {
+	t.Helper()
+	runs, err := LoadRuns(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Build(runs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // readPNG decodes the PNG file at path.
 func readPNG(t *testing.T, path string) image.Image {
 	t.Helper()
@@ -399,14 +413,7 @@ func TestGroupsAcrossSeeds(t *testing.T) {
 	} {
 		dirs = append(dirs, writeFakeRun(t, root, f))
 	}
-	runs, err := LoadRuns(dirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Build(runs, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := buildReport(t, dirs)
 	if len(rep.Groups) != 2 {
 		t.Fatalf("%d groups, want 2 (ssgd, esync): %+v", len(rep.Groups), rep.Groups)
 	}
@@ -431,15 +438,7 @@ func TestGroupsAcrossSeeds(t *testing.T) {
 		t.Errorf("ssgd final %+v, want 0.8 ± 0", ss.FinalAcc)
 	}
 	// without esync-s3, the esync group's speedups are 20/10 and 24/8
-	dirs2 := []string{dirs[0], dirs[1], dirs[2], dirs[3]}
-	runs, err = LoadRuns(dirs2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err = Build(runs, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep = buildReport(t, dirs[:4])
 	es = rep.Groups[1]
 	if es.Speedup == nil || es.Speedup.Median != 2.5 || es.Speedup.Min != 2 || es.Speedup.Max != 3 {
 		t.Errorf("esync speedups %+v, want median 2.5 in [2, 3]", es.Speedup)
@@ -482,5 +481,26 @@ func TestAccuracyFigurePerHeterogeneity(t *testing.T) {
 	}
 	if counts[1] >= counts[0] {
 		t.Errorf("coloured pixels: %s %d, %s %d; want fewer in the single-run figure", want[0], counts[0], want[1], counts[1])
+	}
+}
+
+// TestBaselineTailCriterion checks that t@baseline tail−0.01 measures against the baseline's
+// tail accuracy, not its last evaluation (here a dip).
+func TestBaselineTailCriterion(t *testing.T) {
+	run := func(name, strategy string, evals ...[2]float64) fakeRun {
+		return fakeRun{name: name, strategy: strategy, shard: "iid", slowdown: []float64{1, 2}, evals: evals,
+			compute: []float64{1, 1}, comm: []float64{1, 1}, wait: []float64{0, 0}, elapsed: 10, samples: 100, bytes: 100}
+	}
+	root := t.TempDir()
+	dirs := []string{
+		// tail: the evaluations at t ≥ 9, (0.80 + 0.70)/2 = 0.75; the last one is 0.70
+		writeFakeRun(t, root, run("ssgd", "ssgd", [2]float64{0, 0.5}, [2]float64{9, 0.80}, [2]float64{10, 0.70})),
+		// reaches 0.69 (last − 0.01) at 1 s, 0.74 (tail − 0.01) at 2 s
+		writeFakeRun(t, root, run("esync", "esync", [2]float64{1, 0.695}, [2]float64{2, 0.745})),
+	}
+	rep := buildReport(t, dirs)
+	r := rep.Rows[1]
+	if r.TimeToBaselineTail == nil || *r.TimeToBaselineTail != 2 || math.Abs(*r.BaselineTailRatio-0.2) > 1e-12 {
+		t.Errorf("t@baseline tail−0.01 = %v (ratio %v), want 2 s (0.2 of the baseline's 10 s)", r.TimeToBaselineTail, r.BaselineTailRatio)
 	}
 }

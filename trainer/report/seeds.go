@@ -58,7 +58,7 @@ type Group struct {
 	FinalAcc      MeanStd    `json:"final_accuracy"`
 	TailAcc       MeanStd    `json:"tail_accuracy"`
 	Throughput    MeanStd    `json:"throughput_samples_per_s"`
-	BaselineFinal *MeanStdOK `json:"baseline_final_time_ratio,omitempty"`
+	BaselineTail  *MeanStdOK `json:"baseline_tail_time_ratio,omitempty"`
 }
 
 // Spread is the median and the range of a few values.
@@ -128,8 +128,8 @@ func buildGroups(runs []Run, rows []Row, targets []string) []Group {
 			final = append(final, rows[i].FinalAcc)
 			tail = append(tail, rows[i].TailAcc)
 			thr = append(thr, rows[i].Throughput)
-			if rows[i].BaselineFinalRatio != nil {
-				bf = append(bf, *rows[i].BaselineFinalRatio)
+			if rows[i].BaselineTailRatio != nil {
+				bf = append(bf, *rows[i].BaselineTailRatio)
 			}
 		}
 		for _, t := range targets {
@@ -159,7 +159,7 @@ func buildGroups(runs []Run, rows []Row, targets []string) []Group {
 		}
 		g.FinalAcc, g.TailAcc, g.Throughput = meanStd(final), meanStd(tail), meanStd(thr)
 		if len(bf) > 0 {
-			g.BaselineFinal = &MeanStdOK{MeanStd: meanStd(bf), N: len(bf)}
+			g.BaselineTail = &MeanStdOK{MeanStd: meanStd(bf), N: len(bf)}
 		}
 		out = append(out, g)
 	}
@@ -240,8 +240,8 @@ func groupsMarkdown(groups []Group, targets []string) string {
 		} else {
 			b.WriteString(" - |")
 		}
-		if g.BaselineFinal != nil {
-			fmt.Fprintf(&b, " %.2f ± %.2f (%d/%d) |", g.BaselineFinal.Mean, g.BaselineFinal.Std, g.BaselineFinal.N, len(g.Runs))
+		if g.BaselineTail != nil {
+			fmt.Fprintf(&b, " %.2f ± %.2f (%d/%d) |", g.BaselineTail.Mean, g.BaselineTail.Std, g.BaselineTail.N, len(g.Runs))
 		} else {
 			b.WriteString(" - |")
 		}
