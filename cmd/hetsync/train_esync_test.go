@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestESyncSyncSwitchFlagErrors checks that bad esync, sync-switch and straggler flags are
@@ -32,6 +36,44 @@ func TestESyncSyncSwitchFlagErrors(t *testing.T) {
 			code, _, stderr := runCLI(t, append(base, tc.args...)...)
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestSlowdownBaseWithoutSlowdown checks that a base applies to every rank whether it is a
+// duration or tfast, with or without --slowdown: config.json records it.
+func TestSlowdownBaseWithoutSlowdown(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTinyIDX(t, data, "train", 200)
+	writeTinyIDX(t, data, "t10k", 50)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"tfast", []string{"--slowdown-base", "tfast", "--hetero-tfast", "2ms"}},
+		{"duration", []string{"--slowdown-base", "2ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, tc.name)
+			args := append([]string{"train", "--np", "2", "--transport", "mem", "--data", data, "--max-rounds", "2",
+				"--batch", "16", "--threads", "1", "--sync", "ssgd", "--out", out}, tc.args...)
+			if code, _, stderr := runCLI(t, args...); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var cfg struct {
+				Base time.Duration `json:"slowdown_base"`
+			}
+			b, err := os.ReadFile(filepath.Join(out, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &cfg); err != nil || cfg.Base != 2*time.Millisecond {
+				t.Errorf("config.json slowdown_base %v (%v), want 2ms", cfg.Base, err)
 			}
 		})
 	}

@@ -133,9 +133,7 @@ func applySlowdownBase(c *cli.Context, cfg *trainer.Config) error {
 	case "", "step":
 		return nil
 	case "tfast":
-		if len(cfg.Slowdown) == 0 {
-			return nil // nothing to scale: do not measure
-		}
+		// like a duration base, t_fast applies to every rank, --slowdown or not (factor 1)
 		size, err := worldSize(c, "--slowdown-base tfast")
 		if err != nil {
 			return err
