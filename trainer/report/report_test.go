@@ -446,6 +446,10 @@ func TestGroupsAcrossSeeds(t *testing.T) {
 	if sd := math.Sqrt(2 * 0.01 * 0.01 / 1); math.Abs(es.FinalAcc.Mean-0.81) > 1e-12 || math.Abs(es.FinalAcc.Std-sd) > 1e-12 {
 		t.Errorf("esync final %+v, want 0.81 ± %v", es.FinalAcc, sd)
 	}
+	// each reaches its baseline's tail (0.80) − 0.01 at 10 and 8 s of the baselines' 20 s
+	if bt := es.BaselineTail; bt == nil || es.BaselineTailN != 2 || math.Abs(bt.Median-0.45) > 1e-12 || bt.Min != 0.4 || bt.Max != 0.5 {
+		t.Errorf("esync ÷ baseline time %+v over %d runs, want median 0.45 in [0.4, 0.5] over 2", bt, es.BaselineTailN)
+	}
 	md := rep.Markdown()
 	for _, want := range []string{"## Across seeds", "| esync-s1, esync-s2 | esync | iid | slowdown 1,1,2,4 | 1,2 |", "2.50× [2.00–3.00] @0.80"} {
 		if !strings.Contains(md, want) {

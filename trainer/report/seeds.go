@@ -53,12 +53,15 @@ type Group struct {
 	// SpeedupTarget is the highest target at which every run of the group has a speedup
 	// against its own baseline ("" when there is none); Speedup holds the median, min and max
 	// of those speedups.
-	SpeedupTarget string     `json:"speedup_target,omitempty"`
-	Speedup       *Spread    `json:"speedup,omitempty"`
-	FinalAcc      MeanStd    `json:"final_accuracy"`
-	TailAcc       MeanStd    `json:"tail_accuracy"`
-	Throughput    MeanStd    `json:"throughput_samples_per_s"`
-	BaselineTail  *MeanStdOK `json:"baseline_tail_time_ratio,omitempty"`
+	SpeedupTarget string  `json:"speedup_target,omitempty"`
+	Speedup       *Spread `json:"speedup,omitempty"`
+	FinalAcc      MeanStd `json:"final_accuracy"`
+	TailAcc       MeanStd `json:"tail_accuracy"`
+	Throughput    MeanStd `json:"throughput_samples_per_s"`
+	// BaselineTail is the median and range of the runs' t@baseline tail−0.01 ÷ baseline
+	// time, over the BaselineTailN runs that reached it.
+	BaselineTail  *Spread `json:"baseline_tail_time_ratio,omitempty"`
+	BaselineTailN int     `json:"baseline_tail_reached,omitempty"`
 }
 
 // Spread is the median and the range of a few values.
@@ -72,12 +75,6 @@ type Spread struct {
 type MeanStd struct {
 	Mean float64 `json:"mean"`
 	Std  float64 `json:"std"`
-}
-
-// MeanStdOK is a MeanStd over the runs that have the value, with their count.
-type MeanStdOK struct {
-	MeanStd
-	N int `json:"n"`
 }
 
 // seedKey is the run's configuration without its seed and start time: runs with equal keys
@@ -159,7 +156,8 @@ func buildGroups(runs []Run, rows []Row, targets []string) []Group {
 		}
 		g.FinalAcc, g.TailAcc, g.Throughput = meanStd(final), meanStd(tail), meanStd(thr)
 		if len(bf) > 0 {
-			g.BaselineTail = &MeanStdOK{MeanStd: meanStd(bf), N: len(bf)}
+			g.BaselineTail = &Spread{Median: median(bf), Min: slices.Min(bf), Max: slices.Max(bf)}
+			g.BaselineTailN = len(bf)
 		}
 		out = append(out, g)
 	}
@@ -211,12 +209,12 @@ func groupsMarkdown(groups []Group, targets []string) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## Across seeds\n\nRuns whose configurations differ only in the seed, summarised: the median time to each target over the runs that reached it (how many of them did), the median and range of the runs' speedups against their own seed's baseline at the highest target all of them reached, and mean ± std of the final accuracy, of the tail accuracy (the mean of the evaluations in the last %.0f%% of the run) and of the throughput.\n\n", 100*TailFraction)
+	fmt.Fprintf(&b, "\n## Across seeds\n\nRuns whose configurations differ only in the seed, summarised: the median time to each target over the runs that reached it (how many of them did), the median and range of the runs' speedups against their own seed's baseline at the highest target all of them reached and of their t@baseline tail−0.01 ÷ baseline time, and mean ± std of the final accuracy, of the tail accuracy (the mean of the evaluations in the last %.0f%% of the run) and of the throughput.\n\n", 100*TailFraction)
 	b.WriteString("| runs | strategy | shard | heterogeneity | seeds |")
 	for _, t := range shown {
 		fmt.Fprintf(&b, " t@%s (s) |", t)
 	}
-	b.WriteString(" speedup median [min–max] | ÷ baseline time | final acc | tail acc | samples/s |\n|---|---|---|---|---|")
+	b.WriteString(" speedup median [min–max] | ÷ baseline time median [min–max] | final acc | tail acc | samples/s |\n|---|---|---|---|---|")
 	for range shown {
 		b.WriteString("---:|")
 	}
@@ -241,7 +239,7 @@ func groupsMarkdown(groups []Group, targets []string) string {
 			b.WriteString(" - |")
 		}
 		if g.BaselineTail != nil {
-			fmt.Fprintf(&b, " %.2f ± %.2f (%d/%d) |", g.BaselineTail.Mean, g.BaselineTail.Std, g.BaselineTail.N, len(g.Runs))
+			fmt.Fprintf(&b, " %.2f [%.2f–%.2f] (%d/%d) |", g.BaselineTail.Median, g.BaselineTail.Min, g.BaselineTail.Max, g.BaselineTailN, len(g.Runs))
 		} else {
 			b.WriteString(" - |")
 		}
