@@ -337,7 +337,7 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 		}
 		name := "accuracy_" + fileSafe(shardOr(p.shard))
 		if split {
-			name += "_" + fileSafe(strings.NewReplacer(" ", "-", ",", "-", ";", "").Replace(p.hetero))
+			name += "_" + slug(p.hetero)
 		}
 		name += ".png"
 		if err := emit(name, func(w, h int) error { return writePNG(filepath.Join(out, name), lc.Render(w, h)) }); err != nil {
@@ -396,6 +396,26 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// slug turns a description into a file-name part: every run of characters other than
+// letters, digits, '.' and '_' becomes one '-' ("stragglers 1,2 +10ms at 1s" →
+// "stragglers-1-2-10ms-at-1s").
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		dash = true
+	}
+	return b.String()
 }
 
 func shardOr(s string) string {

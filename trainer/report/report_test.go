@@ -508,3 +508,16 @@ func TestBaselineTailCriterion(t *testing.T) {
 		t.Errorf("t@baseline tail−0.01 = %v (ratio %v), want 2 s (0.2 of the baseline's 10 s)", r.TimeToBaselineTail, r.BaselineTailRatio)
 	}
 }
+
+func TestSlug(t *testing.T) {
+	for in, want := range map[string]string{
+		"slowdown 1,1,2,4": "slowdown-1-1-2-4",
+		"stragglers 1,2 +10ms at 1s,4.5s for 2s (network)": "stragglers-1-2-10ms-at-1s-4.5s-for-2s-network",
+		"slowdown 1,2; sleep 0s,5ms":                       "slowdown-1-2-sleep-0s-5ms",
+		"  none  ":                                         "none",
+	} {
+		if got := slug(in); got != want {
+			t.Errorf("slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
