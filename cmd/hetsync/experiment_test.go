@@ -16,6 +16,19 @@ import (
 
 // writeTinyIDX writes a Fashion-MNIST look-alike to dir: n 28×28 images whose class k
 // lights rows 2k..2k+2, so a model learns it in a few steps.
+// tinyDataDir writes a tiny Fashion-MNIST-shaped data set (train and t10k IDX files of the
+// given sizes) into dir/data and returns that directory.
+func tinyDataDir(t *testing.T, dir string, train, test int) string {
+	t.Helper()
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTinyIDX(t, data, "train", train)
+	writeTinyIDX(t, data, "t10k", test)
+	return data
+}
+
 func writeTinyIDX(t *testing.T, dir, prefix string, n int) {
 	t.Helper()
 	img := binary.BigEndian.AppendUint32(nil, 0x803)
@@ -46,12 +59,7 @@ func writeTinyIDX(t *testing.T, dir, prefix string, n int) {
 // process) through the built binary and checks the run directories and the report.
 func TestExperimentEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeTinyIDX(t, data, "train", 600)
-	writeTinyIDX(t, data, "t10k", 100)
+	data := tinyDataDir(t, dir, 600, 100)
 	file := filepath.Join(dir, "tiny.yaml")
 	body := "name: tiny\nrun-timeout: 2m\ncommon:\n  np: 2\n  transport: mem\n  data: " + data +
 		"\n  max-rounds: 12\n  eval-every: 4\n  batch: 16\n  threads: 1\n  slowdown: [1, 2]\nruns:\n  - name: ssgd\n    sync: ssgd\n  - name: asgd\n    sync: asgd\n"

@@ -45,12 +45,7 @@ func TestESyncSyncSwitchFlagErrors(t *testing.T) {
 // duration or tfast, with or without --slowdown: config.json records it.
 func TestSlowdownBaseWithoutSlowdown(t *testing.T) {
 	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeTinyIDX(t, data, "train", 200)
-	writeTinyIDX(t, data, "t10k", 50)
+	data := tinyDataDir(t, dir, 200, 50)
 	for _, tc := range []struct {
 		name string
 		args []string
