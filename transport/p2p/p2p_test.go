@@ -877,13 +877,20 @@ func TestShmPeerClosesMidMessage(t *testing.T) {
 		_, err := eps[0].Recv(ctx, 1, partialHeader, make([]byte, 1<<20))
 		errc <- err
 	}()
-	if err := eps[1].Close(); err != nil {
-		t.Fatal(err)
-	}
+	// rank 1's Close half-closes at once, then lingers until rank 0 closes too (or
+	// DefaultLinger): rank 0 takes its error first and then closes, as a job's ranks do
+	closed := make(chan error, 1)
+	go func() { closed <- eps[1].Close() }()
 	err := <-errc
 	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rank 1") ||
 		!errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("Recv from a peer that closed mid-message: %v; want a truncated-stream error naming rank 1", err)
+	}
+	if err := eps[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
 }
 
