@@ -1,9 +1,6 @@
 package trainer
 
-import (
-	"slices"
-	"time"
-)
+import "time"
 
 // esyncState is ESync's state server (paper Alg. 2, SimpleStateServer/server/views.py) as a
 // pure, deterministic state machine: no I/O, no clock. The caller passes every time in: te
@@ -73,16 +70,7 @@ func (s *esyncState) eps() time.Duration {
 			s.scratch = append(s.scratch, r.c)
 		}
 	}
-	if len(s.scratch) == 0 {
-		return 0
-	}
-	slices.Sort(s.scratch)
-	n := len(s.scratch)
-	med := s.scratch[n/2]
-	if n%2 == 0 {
-		med = (s.scratch[n/2-1] + s.scratch[n/2]) / 2
-	}
-	return time.Duration(s.epsFactor * float64(med))
+	return time.Duration(s.epsFactor * float64(medianDuration(s.scratch)))
 }
 
 // query is apply(r, k, c, te) at instant now; it reports READY.
