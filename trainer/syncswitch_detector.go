@@ -26,16 +26,25 @@ type stragglerDetector struct {
 	Window    int     // K, default 5
 }
 
-// Detect reports whether the round times hist (oldest first) end in a straggler.
-func (d stragglerDetector) Detect(hist []time.Duration) bool {
+// windows splits the round times hist (oldest first) into the last Window rounds and the
+// baseline before them (at most 8×Window rounds); both nil while there is no baseline yet.
+func (d stragglerDetector) windows(hist []time.Duration) (recent, base []time.Duration) {
 	k := d.Window
 	if k < 1 || len(hist) < 2*k {
-		return false
+		return nil, nil
 	}
-	recent := hist[len(hist)-k:]
-	base := hist[:len(hist)-k]
+	recent, base = hist[len(hist)-k:], hist[:len(hist)-k]
 	if len(base) > 8*k {
 		base = base[len(base)-8*k:]
+	}
+	return recent, base
+}
+
+// Detect reports whether the round times hist (oldest first) end in a straggler.
+func (d stragglerDetector) Detect(hist []time.Duration) bool {
+	recent, base := d.windows(hist)
+	if recent == nil {
+		return false
 	}
 	baseline := medianDuration(slices.Clone(base))
 	return baseline > 0 && float64(slices.Min(recent)) > d.Threshold*float64(baseline)
@@ -57,15 +66,8 @@ func medianDuration(x []time.Duration) time.Duration {
 // Medians returns the detector's two medians for hist: of the last Window rounds and of the
 // baseline before them (zeros while there is no baseline yet).
 func (d stragglerDetector) Medians(hist []time.Duration) (recent, baseline time.Duration) {
-	k := d.Window
-	if k < 1 || len(hist) < 2*k {
-		return 0, 0
-	}
-	base := hist[:len(hist)-k]
-	if len(base) > 8*k {
-		base = base[len(base)-8*k:]
-	}
-	return medianDuration(slices.Clone(hist[len(hist)-k:])), medianDuration(slices.Clone(base))
+	r, b := d.windows(hist)
+	return medianDuration(slices.Clone(r)), medianDuration(slices.Clone(b))
 }
 
 // Sync-Switch's actions after a BSP round (stragglerPolicy.Decide).
