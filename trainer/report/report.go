@@ -98,13 +98,17 @@ func Build(runs []Run, baseline string) (*Report, error) {
 			defaults[k] = &runs[i]
 		}
 	}
+	tails := make(map[*Run]float64, len(runs)) // each run's tail accuracy, computed once
+	for i := range runs {
+		tails[&runs[i]] = tailAccuracy(runs[i].Evals)
+	}
 	for i := range runs {
 		r := &runs[i]
 		s := r.Summary
 		row := Row{
 			Name: r.Name, Dir: r.Dir, Strategy: r.Setup.Strategy, Shard: r.Setup.Shard,
 			Hetero: r.Setup.Hetero(), Ranks: r.Setup.Ranks, TimeToAccuracy: s.TimeToAccuracy,
-			FinalAcc: s.FinalAccuracy, TailAcc: tailAccuracy(r.Evals), BestAcc: s.BestAccuracy, Evaluations: s.Evaluations,
+			FinalAcc: s.FinalAccuracy, TailAcc: tails[r], BestAcc: s.BestAccuracy, Evaluations: s.Evaluations,
 			WallS: s.WallS, Throughput: s.Throughput, TrafficMBps: s.TrafficMBps, PerRank: s.PerRank,
 		}
 		if row.TimeToAccuracy == nil {
@@ -116,7 +120,7 @@ func Build(runs []Run, baseline string) (*Report, error) {
 		}
 		if base != nil {
 			row.BaselineRun = base.Name
-			if t, ok := firstReaching(r.Evals, tailAccuracy(base.Evals)-BaselineSlack); ok && base.Summary.WallS > 0 {
+			if t, ok := firstReaching(r.Evals, tails[base]-BaselineSlack); ok && base.Summary.WallS > 0 {
 				ratio := t / base.Summary.WallS
 				row.TimeToBaselineTail, row.BaselineTailRatio = &t, &ratio
 			}
@@ -328,10 +332,10 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 			}
 		}
 		if len(bases) == 1 {
-			for _, r := range runs {
-				if r.Name == bases[0] {
-					y := tailAccuracy(r.Evals) - BaselineSlack
-					lc.HLines = append(lc.HLines, HLine{Y: y, Label: r.Name + " tail−0.01"})
+			for _, row := range rep.Rows {
+				if row.Name == bases[0] {
+					y := row.TailAcc - BaselineSlack
+					lc.HLines = append(lc.HLines, HLine{Y: y, Label: row.Name + " tail−0.01"})
 				}
 			}
 		}
