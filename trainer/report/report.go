@@ -289,16 +289,16 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 	// draw dozens of curves in one figure)
 	type panel struct{ shard, hetero string }
 	var panels []panel
-	heteros := map[string][]string{}
+	heteros := map[string]int{} // distinct heterogeneities per shard kind
 	for _, r := range runs {
 		p := panel{r.Setup.Shard, r.Setup.Hetero()}
 		if !slices.Contains(panels, p) {
 			panels = append(panels, p)
-			heteros[p.shard] = append(heteros[p.shard], p.hetero)
+			heteros[p.shard]++
 		}
 	}
 	for _, p := range panels {
-		split := len(heteros[p.shard]) > 1
+		split := heteros[p.shard] > 1
 		in := func(r Run) bool { return r.Setup.Shard == p.shard && (!split || r.Setup.Hetero() == p.hetero) }
 		lc := LineChart{XLabel: "training time (s)", YLabel: "test accuracy", YMin: 0, YMax: 1, YClamp: true}
 		lc.Title = "Test accuracy against time"
