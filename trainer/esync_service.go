@@ -148,12 +148,7 @@ func (s *esyncService) serve(ctx context.Context, peer int) error {
 			if n != 8 {
 				return fmt.Errorf("trainer: rank 0: esync state service: reset from rank %d has %d bytes, want 8", peer, n)
 			}
-			c := time.Duration(binary.LittleEndian.Uint64(buf[:]))
-			s.mu.Lock()
-			now := s.now()
-			s.sm.reset(peer, int(h.Seq), now)
-			s.sm.query(peer, 0, c, now, now)
-			s.mu.Unlock()
+			s.resetAndQuery(peer, int(h.Seq), time.Duration(binary.LittleEndian.Uint64(buf[:])))
 		case esyncBye:
 			return nil
 		default:
@@ -254,15 +249,21 @@ func (s *esyncService) receive(ctx context.Context) {
 	}
 }
 
+// resetAndQuery applies, on rank 0, rank r's reset into round and the k = 0 query (last step
+// time c) that the reset carries, in that order and at one instant.
+func (s *esyncService) resetAndQuery(r, round int, c time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	s.sm.reset(r, round, now)
+	s.sm.query(r, 0, c, now, now)
+}
+
 // Reset tells the state service that this rank finished the global update and entered round,
 // and makes round's first query (k = 0, last step time c), whose answer is NOT-READY.
 func (s *esyncService) Reset(ctx context.Context, round int, c time.Duration) error {
 	if s.rank == 0 {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		now := s.now()
-		s.sm.reset(0, round, now)
-		s.sm.query(0, 0, c, now, now)
+		s.resetAndQuery(0, round, c)
 		return nil
 	}
 	binary.LittleEndian.PutUint64(s.req[:], uint64(c))
