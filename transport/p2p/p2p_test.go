@@ -519,14 +519,20 @@ func mustTCPMultiaddr(t *testing.T) ma.Multiaddr {
 	return a
 }
 
+// testAcceptor is rank 2 of 3's direct-path acceptor for the job named secret, with token
+// 7…7 and its log captured in logs.
+func testAcceptor(secret string) (logs *lockedBuffer, tag jobTag, token []byte, acc *acceptor) {
+	logs = &lockedBuffer{}
+	cfg := Config{Rank: 2, Size: 3, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	tag = newJobTag(secret)
+	token = bytes.Repeat([]byte{7}, tokenLen)
+	return logs, tag, token, newAcceptor(cfg, tag, token, nil, nil)
+}
+
 // TestHelloAuthentication drives a rank's direct-path listener with good and bad hellos: bad
 // ones are refused and logged with the dialing address, and the listener keeps serving.
 func TestHelloAuthentication(t *testing.T) {
-	logs := &lockedBuffer{}
-	cfg := Config{Rank: 2, Size: 3, Logger: slog.New(slog.NewTextHandler(logs, nil))}
-	tag := newJobTag("hello")
-	token := bytes.Repeat([]byte{7}, tokenLen)
-	acc := newAcceptor(cfg, tag, token, nil, nil)
+	logs, tag, token, acc := testAcceptor("hello")
 	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -1011,11 +1017,7 @@ func TestShmRecvCancelMidMessage(t *testing.T) {
 // touches a file, and one it cannot honour is refused with a reason: over a connection that is
 // not a Unix socket, or naming a segment that does not exist or is not a segment name.
 func TestShmHelloRefusals(t *testing.T) {
-	logs := &lockedBuffer{}
-	cfg := Config{Rank: 2, Size: 3, Logger: slog.New(slog.NewTextHandler(logs, nil))}
-	tag := newJobTag("shm hello")
-	token := bytes.Repeat([]byte{7}, tokenLen)
-	acc := newAcceptor(cfg, tag, token, nil, nil)
+	logs, tag, token, acc := testAcceptor("shm hello")
 	ul, err := listenUnix(filepath.Join(t.TempDir(), "l.sock"))
 	if err != nil {
 		t.Fatal(err)
