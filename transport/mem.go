@@ -112,9 +112,11 @@ func (e *memEndpoint) Send(ctx context.Context, to int, h Header, payload []byte
 	if err != nil {
 		return &PeerError{Rank: e.rank, Peer: to, Op: "send " + h.String(), Err: err}
 	}
-	e.job.box(memKey{from: e.rank, to: to, ch: h.Channel}).put(memMsg{h: h, payload: data})
+	// Counted before delivery: once the peer can take the message (and answer it), the
+	// sender's Stats already show it sent.
 	e.stats.msgsSent.Add(1)
 	e.stats.bytesSent.Add(uint64(len(payload)))
+	e.job.box(memKey{from: e.rank, to: to, ch: h.Channel}).put(memMsg{h: h, payload: data})
 	return nil
 }
 

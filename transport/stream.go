@@ -519,9 +519,9 @@ func (e *streamEndpoint) sendSelf(h Header, payload []byte) error {
 	if err != nil {
 		return &PeerError{Rank: e.rank, Peer: e.rank, Op: "send " + h.String(), Err: err}
 	}
-	e.selfBox(h.Channel).put(memMsg{h: h, payload: data})
-	e.stats.msgsSent.Add(1)
+	e.stats.msgsSent.Add(1) // before delivery, as memEndpoint.Send counts
 	e.stats.bytesSent.Add(uint64(len(payload)))
+	e.selfBox(h.Channel).put(memMsg{h: h, payload: data})
 	return nil
 }
 
