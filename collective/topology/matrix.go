@@ -9,7 +9,7 @@ import (
 // Link is the cost of one direction of a rank pair: a message of b bytes takes
 // Alpha + b·Beta seconds.
 type Link struct {
-	Alpha float64 `json:"alpha_s"`       // per-message latency, seconds
+	Alpha float64 `json:"alpha_s"`      // per-message latency, seconds
 	Beta  float64 `json:"beta_s_per_b"` // time per byte, seconds
 }
 
