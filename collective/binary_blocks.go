@@ -18,7 +18,7 @@ package collective
 // Reduce-scatter stops after step 2 and sends each rank its Partition block from the largest
 // block; allgather first sends every Partition block to the largest block, then runs 3 and 4.
 //
-// Cost [est, collectives.md §3.4]: ≈ 2⌊lg p⌋α + 2·(#blocks-1) chain hops; ≈ 2nβ for two blocks
+// Cost (an estimate, docs/algorithms.md#binary-blocks): ≈ 2⌊lg p⌋α + 2·(#blocks-1) chain hops; ≈ 2nβ for two blocks
 // (8+4, 8+1), more with three or more blocks since the chain serialises. For p a power of two it
 // is the butterfly.
 type binaryBlocks struct{}

@@ -184,7 +184,7 @@ func TestPredict(t *testing.T) {
 		{"butterfly", 8, 8, 6 * alpha, 6.1 * alpha},
 		{"ps", 4, 4 << 20, 1.5 * (4 << 20) * beta, 1.3 * (6*alpha + 1.5*(4<<20)*beta)},
 		{"binary-blocks", 1, 1 << 20, 0, 0},
-		// binary blocks 8+4: ≈ 2nβ (collectives.md §3.4). Butterfly with folding: MPICH's
+		// binary blocks 8+4: ≈ 2nβ (docs/algorithms.md#binary-blocks). Butterfly with folding: MPICH's
 		// (1.75+2)·nβ plus the bubbles the replay sees while the core waits for the fold.
 		{"binary-blocks", 12, 64 << 20, 1.9 * (64 << 20) * beta, 2.1 * (64 << 20) * beta},
 		{"butterfly", 12, 64 << 20, 3.7 * (64 << 20) * beta, 4.5 * (64 << 20) * beta},

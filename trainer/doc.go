@@ -12,8 +12,8 @@
 // Worker.LocalStep is the shared building block: fetch a batch, forward/backward, scale the
 // gradient to Config.GradReduction, sleep as the Injector says; the sleep counts as compute.
 //
-// Registered strategies (one file each; research/algorithms.md is the specification, and its
-// §13 choices are recorded in each file's type comment):
+// Registered strategies (one file each; docs/algorithms.md is the specification, and
+// each file's type comment records where it departs from the original):
 //
 //   - local: no communication; each rank trains alone (the baseline).
 //   - ssgd: gradients allreduced (sum, then divided by the number of ranks) with the chosen
@@ -25,7 +25,7 @@
 //     per-worker backups (the paper) or one shared backup (--dcasgd-variant mxnet).
 //   - ssp: stale synchronous parallel; a worker's pull is held while it is more than s steps
 //     ahead of the slowest (--staleness), or the ADSP-style lazy pull.
-//   - esync: local SGD steps until rank 0's state service (esync_state.go, the exact §6.2
+//   - esync: local SGD steps until rank 0's state service (esync_state.go, the original's exact
 //     predicates as a pure state machine) answers READY, then the model deltas are summed over
 //     any --collective and every rank sets w ← w_t + γ·ΣΔ/N (bitwise identical replicas).
 //   - wbsp: every step uploads its delta; the global model is published when the slowest

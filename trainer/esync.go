@@ -12,7 +12,7 @@ import (
 	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
-// ESyncConfig holds ESync's settings (algorithms.md §6).
+// ESyncConfig holds ESync's settings (docs/algorithms.md#esync).
 type ESyncConfig struct {
 	// LocalLR is η, the learning rate of the local SGD steps (weight decay as
 	// Config.WeightDecay). 0 means Config.LR.
@@ -41,7 +41,7 @@ const (
 )
 
 // DefaultESyncEpsilonFactor is ε / median step time when no fixed ε is given
-// (algorithms.md §13.3: a fixed 0.5 s would stop every millisecond-scale fast rank early).
+// (docs/algorithms.md#the-ready-predicate: a fixed 0.5 s would stop every millisecond-scale fast rank early).
 const DefaultESyncEpsilonFactor = 0.1
 
 // ESyncDefaults fills c.ESync's zero fields; Config.Defaults calls it after LR is set.
@@ -105,11 +105,11 @@ func ParseESyncEpsilon(s string) (fixed time.Duration, factor float64, err error
 	return d, 0, nil
 }
 
-// esync is ESync (algorithms.md §6.1): each round every rank takes local SGD steps (rate η)
+// esync is ESync (docs/algorithms.md#one-round-on-rank-i): each round every rank takes local SGD steps (rate η)
 // from the global model w_t until the state service answers READY, then the model deltas
 // Δ_i = w_local − w_t are summed with the chosen --collective and every rank sets
 // w_{t+1} = w_t + γ·ΣΔ/N. Every rank weighs 1/N whatever its number of steps. No batch is
-// discarded on the READY query (the original's code artefact, §13.2): n_i steps use n_i
+// discarded on the READY query (the original's code artefact): n_i steps use n_i
 // batches.
 //
 // The allreduced vector is Δ followed by five extras: rank 0's stop vote, the rank's mean

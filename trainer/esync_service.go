@@ -18,7 +18,7 @@ import (
 // One clock: te and now are rank 0's monotonic clock (time since the service started). A
 // remote query leaves right after the step it reports, so rank 0 stamps te at receipt: te lags
 // the true end of the step by the one-way latency, which is also what the original's HTTP
-// timings saw, and no wall clocks of different hosts are ever compared (§6.2). Workers send
+// timings saw, and no wall clocks of different hosts are ever compared (docs/algorithms.md#the-state-service). Workers send
 // only durations (c).
 //
 // A reset is followed at once by the next round's k = 0 query, whose answer is always

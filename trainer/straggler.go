@@ -11,8 +11,8 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
-// StragglerConfig describes transient stragglers (Sync-Switch's scenarios, algorithms.md §9.2
-// and §12): during each window [At, At+For) measured from the training start, the listed
+// StragglerConfig describes transient stragglers (Sync-Switch's scenarios, see
+// docs/algorithms.md#heterogeneity-injection): during each window [At, At+For) measured from the training start, the listed
 // ranks are slowed by Delay, either on the network (every message they send waits Delay
 // first: transport.Delayed) or on compute (every local step's batch fetch waits Delay, and
 // the wait counts as compute).
@@ -27,7 +27,7 @@ type StragglerConfig struct {
 	Mode  string          `json:"mode,omitempty"` // "network" (default) or "compute"
 }
 
-// StragglerPresets are the two Sync-Switch scenarios of §9.2, scaled to a run of about a
+// StragglerPresets are the two Sync-Switch scenarios of its paper, scaled to a run of about a
 // minute: s1 is one occurrence of one straggler at +10 ms, s2 four occurrences of two
 // stragglers at +30 ms.
 func StragglerPresets() map[string]string {

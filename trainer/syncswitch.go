@@ -13,7 +13,7 @@ import (
 	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
-// SyncSwitchConfig holds Sync-Switch's settings (algorithms.md §9).
+// SyncSwitchConfig holds Sync-Switch's settings (docs/algorithms.md#sync-switch).
 type SyncSwitchConfig struct {
 	// SwitchAt is the fraction of the total work trained with BSP before the one planned
 	// switch to ASP (the paper's offline policy picked 5% for ResNet32/CIFAR-10). 0 means 0.05.
@@ -24,7 +24,7 @@ type SyncSwitchConfig struct {
 	// ASPLR is the ASP phase's learning rate. 0 means the treatment's own (aspOptimizer):
 	// LR/N (the inverse of linear scaling) for keep, ramp and zero, LR for scale and off.
 	ASPLR float64 `json:"asp_lr,omitempty"`
-	// Momentum is the optimizer state's treatment at BSP→ASP (§9.2; the choice of default is
+	// Momentum is the optimizer state's treatment at BSP→ASP (docs/algorithms.md#the-switch; the choice of default is
 	// argued on the syncSwitch type): "scale" (default: the velocity carries over, the
 	// coefficient is m/N, the learning rate stays LR), "keep" (velocity and coefficient carry
 	// over, LR/N), "ramp" (velocity kept, coefficient m/N rising linearly back to m over
@@ -48,7 +48,7 @@ type SyncSwitchConfig struct {
 	RampRounds int `json:"ramp_rounds,omitempty"`
 	// Decay is the learning-rate schedule over the whole run, both phases: "cosine" (each
 	// phase's learning rate × ½(1 + cos(π·r/R)) at global round r of the run's R; the paper's
-	// T2T schedule runs on the global step, which goes on across its switches, §9.1/§9.3;
+	// T2T schedule runs on the global step, which goes on across its switches;
 	// needs --epochs or --max-rounds, constant when only --max-time bounds the run) or "none"
 	// (constant, as the other strategies). "" means none.
 	Decay string `json:"decay,omitempty"`
@@ -258,7 +258,7 @@ const (
 	phaseASP
 )
 
-// syncSwitch is Sync-Switch (algorithms.md §9): BSP (as ssgd) for the first SwitchAt of the
+// syncSwitch is Sync-Switch (docs/algorithms.md#sync-switch): BSP (as ssgd) for the first SwitchAt of the
 // work, then ASP (through collective/kv) for the rest, switched in-process. Work is counted as
 // Sync-Switch does: one BSP round equals N ASP pushes.
 //
@@ -266,10 +266,10 @@ const (
 //
 // The paper's system switches by checkpoint and restart: the optimizer state on the parameter
 // servers (the momentum accumulators) survives the switch, and the global step goes on
-// (§9.1). Here the parameter-server shards start from the BSP model and the BSP velocity, and
+// (docs/algorithms.md#the-switch). Here the parameter-server shards start from the BSP model and the BSP velocity, and
 // the velocity comes back at ASP→BSP (an elastic excursion's end), so the optimizer state
 // carries over both ways. What the paper's code does to the learning rate and momentum at the
-// switch cannot be read (its modified Tensor2Tensor is not public); §9.2 reconstructs it from
+// switch cannot be read (its modified Tensor2Tensor is not public); it is reconstructed from
 // the data: the exploratory notes scale the learning rate linearly with the global batch, and
 // the momentum experiments try keeping it, zeroing the velocity, dividing the coefficient by
 // N, and ramping it back, with "keep" and "ramp" best on ResNet32/CIFAR-10 at 8 ranks. All of
@@ -282,7 +282,7 @@ const (
 // run first evaluates at ≥ SSGD's final accuracy − 0.01, ÷ SSGD's 2-epoch wall time; the
 // target is t ≤ 0.5):
 //
-//   - keep (m, LR/N: §9.2's recommendation) moves as far per sample as BSP, LR/(1 − m) per
+//   - keep (m, LR/N: the inverse of linear scaling) moves as far per sample as BSP, LR/(1 − m) per
 //     N·b samples, but with the momentum that asynchrony adds by itself (about 1 − 1/N,
 //     "asynchrony begets momentum") and the slow ranks' stale gradients it oscillated by ±5
 //     points and stalled at 0.82–0.84: never reached in 2 runs. ramp (to m over 100 rounds)

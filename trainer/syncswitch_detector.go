@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// stragglerDetector is Sync-Switch's online straggler detector (algorithms.md §9.2, a
+// stragglerDetector is Sync-Switch's online straggler detector (docs/algorithms.md#the-straggler-detector, a
 // reconstruction: the paper's code is not public). It is a pure function of the BSP round
 // times the ranks agreed on: a straggler is detected when each of the last Window rounds took
-// more than Threshold × the baseline (§9.2: "for K consecutive steps"), the baseline being the
+// more than Threshold × the baseline ("for K consecutive steps", as the paper says), the baseline being the
 // median round time of up to 8×Window rounds before them (at least Window of them, so the
 // first rounds only build the baseline). Every round of the window, not its median: on a
 // shared host rank 0's evaluation slows a few rounds in a row by 2–3× (measured: 45, 18, 38,
@@ -98,7 +98,7 @@ type policyAction struct {
 	Rounds int // actExcursion: its length in global rounds
 }
 
-// stragglerPolicy is Sync-Switch's online policy for transient stragglers (algorithms.md §9.2,
+// stragglerPolicy is Sync-Switch's online policy for transient stragglers (docs/algorithms.md#the-online-policies,
 // reconstructed; the paper's code is not public). It is a deterministic function of what the
 // ranks agree on, so every rank takes the same decisions.
 //

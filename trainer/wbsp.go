@@ -9,7 +9,7 @@ import (
 )
 
 // wbsp is Worker-Busy Synchronous Parallel (Yang et al., Parallel Computing 2024;
-// algorithms.md §7.1–7.2). Workers never wait for each other: every step a worker takes one
+// docs/algorithms.md#wbsp). Workers never wait for each other: every step a worker takes one
 // local SGD step on its own copy and uploads that step's model change Δ = w_after − w_before
 // to the parameter server. The global model changes only when the slowest worker uploads:
 //

@@ -111,8 +111,8 @@ func (c *Config) validatePSSync(size int) error {
 	return nil
 }
 
-// heteroFactor is the per-step sleep of WBSP's heterogeneity settings H1–H3 (algorithms.md
-// §7.5, §12) in units of the fast step time: the odd ranks sleep {5, 10, 15}× t_fast (the
+// heteroFactor is the per-step sleep of WBSP's heterogeneity settings H1–H3 (see
+// docs/algorithms.md#heterogeneity-injection) in units of the fast step time: the odd ranks sleep {5, 10, 15}× t_fast (the
 // original: 0.5, 1.0 and 1.5 s against a fast step of tens of milliseconds).
 func heteroFactor(profile string) (float64, bool) {
 	switch profile {

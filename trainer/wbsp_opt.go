@@ -7,7 +7,7 @@ import (
 	"github.com/hetsync/hetsync/collective/kv"
 )
 
-// wbspOpt is WBSP-optimized ("pcc", algorithms.md §7.3): WBSP's server and trigger, with the
+// wbspOpt is WBSP-optimized ("pcc", docs/algorithms.md#wbsp-optimized): WBSP's server and trigger, with the
 // uploads overlapping computation. A goroutine (the uploader) does each push/pull while the
 // worker computes its next steps; the worker never waits for an upload. Deltas are
 // double-buffered so that no local update is ever lost or counted twice (the original's race

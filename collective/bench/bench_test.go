@@ -331,7 +331,7 @@ func TestTSVFormat(t *testing.T) {
 	if got != want {
 		t.Fatalf("TSV:\n%s\nwant:\n%s", got, want)
 	}
-	// Parse it the way shared/peers/summarize.py does: "# " lines are metadata (P= is read
+	// Parse it the way the comparison harness does: "# " lines are metadata (P= is read
 	// from them), a "#" line without the space is the header, rows have as many fields.
 	var hdr []string
 	p := 0

@@ -32,14 +32,14 @@ type Config struct {
 	Warmup             int // -w: untimed calls per size
 	Iters              int // -n: timed calls per size (unless TargetSeconds is set)
 	// TargetSeconds, when > 0, sizes each timed loop to about this many seconds, as the
-	// shared/peers harness sizes Open MPI's and Gloo's (it sets TARGET_SEC): the count becomes
+	// comparison harness sizes Open MPI's and Gloo's (it sets TARGET_SEC): the count becomes
 	// target / (slowest rank's warm-up time per call), at least 2 and at most 10⁶, and a tenth
 	// of that count more warm-up calls run first (the harness's WARMUP_FRAC).
 	TargetSeconds float64
 	// Settle, when > 0, runs the first size untimed until rank 0 has spent this long in it,
-	// before anything is timed: the first calls of a fresh job run slower (a 4 KiB allreduce
-	// on 4 ranks over TCP took 150-190 µs with 5 warm-up calls and 96-100 µs after 2000),
-	// while the libp2p host finishes its background work and the Go runtime sizes its heap.
+	// before anything is timed: the first calls of a fresh job run slower while the libp2p
+	// host finishes its background work and the Go runtime sizes its heap (by up to 2× for a
+	// 4 KiB allreduce; docs/results/tuning.md).
 	Settle time.Duration
 	Check  int // -c: checked calls per size (after the timed ones)
 	Root   int // broadcast root

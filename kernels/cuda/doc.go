@@ -29,7 +29,7 @@
 //
 // What it must never do:
 //   - import gorgonia.org/cu from a file without the cuda build tag: cu's package init() exits
-//     the process when no GPU is present (deps.md §3.3), so the tag is the only thing keeping
+//     the process when no GPU is present (docs/dependencies.md#the-cuda-binding), so the tag is the only thing keeping
 //     CPU-only binaries alive;
 //   - copy between host and device except where the caller asks for it (Upload, Download,
 //     UploadIndex) or a result must reach the host (SoftmaxCrossEntropy's per-row losses and

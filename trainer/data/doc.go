@@ -14,7 +14,7 @@
 //     directory has the data, the files are downloaded from the canonical locations into the
 //     cache directory, with a progress bar on stderr, and each is accepted only when the
 //     SHA-256 of its decompressed content matches (mirrors recompress, so the .gz bytes differ).
-//   - the iid / by-class shard rules of research/algorithms.md §11 and a deterministic batch
+//   - the iid / by-class shard rules of docs/algorithms.md#data-shards and a deterministic batch
 //     iterator per shard: the order of epoch e depends only on (seed, rank, e).
 //
 // It must never: reach the network unless no local copy exists and downloading is enabled,

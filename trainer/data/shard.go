@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Split is how the training set is divided among ranks (research/algorithms.md §11).
+// Split is how the training set is divided among ranks (docs/algorithms.md#data-shards).
 type Split string
 
 // Splits.

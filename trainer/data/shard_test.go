@@ -88,7 +88,7 @@ func TestSortedByLabelStable(t *testing.T) {
 	}
 }
 
-// The by-class example of algorithms.md §11 on a balanced set: with N=6 and 10 classes of
+// The by-class example of docs/algorithms.md#data-shards on a balanced set: with N=6 and 10 classes of
 // 6 000, rank 0 gets all of class 0 plus 4 000 of class 1, rank 1 gets 2 000 of class 1,
 // class 2 and 2 000 of class 3; with N=2 it is classes 0–4 against 5–9.
 func TestShardByClassExample(t *testing.T) {
@@ -332,7 +332,7 @@ func TestRealFashionMNIST(t *testing.T) {
 			}
 		}
 	}
-	// The §11 example on the real set: p=6, rank 0 = all of class 0 + 4 000 of class 1.
+	// The by-class example of docs/algorithms.md on the real set: p=6, rank 0 = all of class 0 + 4 000 of class 1.
 	s, err := NewShard(train, ShardConfig{Split: SplitByClass, Rank: 0, Size: 6})
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package metrics records what a training run did and reduces it to the numbers the papers
-// compare (research/algorithms.md §10): per-round records, evaluations, and a summary.
+// compare (docs/algorithms.md#metrics): per-round records, evaluations, and a summary.
 //
 // It must never: talk to the network or to other ranks (rank 0's trainer gathers the other
 // ranks' lines over the runtime and hands them to a Writer), read a clock itself (times are

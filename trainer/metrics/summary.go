@@ -48,7 +48,7 @@ type RankSummary struct {
 	WaitS     float64 `json:"wait_s"`
 	BytesSent int64   `json:"bytes_sent"`
 	BytesRecv int64   `json:"bytes_recv"`
-	// ComputationRatio = compute_s ÷ elapsed_s (algorithms.md §10.4; injected sleep counts
+	// ComputationRatio = compute_s ÷ elapsed_s (docs/algorithms.md#metrics; injected sleep counts
 	// as compute).
 	ComputationRatio float64 `json:"computation_ratio"`
 	// ESyncComputingRatio = 1 − (comm_s + wait_s) ÷ elapsed_s: ESync's drawer.py figure 5,

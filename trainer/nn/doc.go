@@ -11,7 +11,7 @@
 //
 // Conventions a strategy must know:
 //   - ForwardBackward overwrites the gradient vector with the gradient of the mean loss over
-//     the batch (not the sum: ESync's code uses sums, see research/algorithms.md §1; scale
+//     the batch (not the sum: ESync's code uses sums, see docs/algorithms.md#common-rules; scale
 //     the learning rate by the batch size to reproduce it).
 //   - Initialisation is Glorot-uniform for weights and zero for biases, drawn from a PCG
 //     generator seeded by (seed, layer index): the same seed gives bitwise-equal models.

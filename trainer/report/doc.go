@@ -2,7 +2,7 @@
 // eval.jsonl) into what a reader compares: a markdown table (report.md), a machine-readable
 // summary (summary.json) and PNG figures — test accuracy against time, throughput, traffic and
 // the per-rank computation ratios — the figures of ESync, WBSP and Sync-Switch
-// (research/algorithms.md §10).
+// (docs/algorithms.md#metrics).
 //
 // # Definitions
 //

@@ -53,7 +53,7 @@
 //
 //   - "stream": a libp2p stream (/hetsync/data/1) over the libp2p connection: authenticated
 //     and encrypted with tls, neither with none. Costs about 4x the CPU per byte of raw TCP
-//     with TLS, 2x without (research/deps.md section 1.3).
+//     with TLS, 2x without (docs/dependencies.md#libp2p).
 //   - "tcp": a plain TCP connection beside libp2p (TCP_NODELAY, 4 MiB socket buffers):
 //     authenticated by the token hello below, never encrypted. For trusted networks.
 //   - "unix": a Unix socket file in os.TempDir() named after a hash of the secret and the

@@ -36,11 +36,11 @@
 // cores), then raises its "waiting" flag, looks once more, and sleeps. The other side rings
 // only when that flag is up (it clears it with a compare-and-swap, so one wake costs one
 // system call). The doorbell is a byte on the link, a Unix socket between the two processes:
-// the sleeper is parked in Go's network poller, holding no thread and no P. A futex on the
-// shared mapping was measured first and lost: a goroutine blocked in a futex system call keeps
-// its P until the runtime's monitor takes it back (20 us to 10 ms later), which stalls the
-// rank's other goroutines whenever more of them sleep than there are Ps (4 ranks on 2 cores:
-// allreduce at 64 MiB 0.77-0.79 GB/s with futexes, 0.82-0.85 with doorbells, same run).
+// the sleeper is parked in Go's network poller, holding no thread and no P. Not a futex on the
+// shared mapping: a goroutine blocked in a futex system call keeps its P until the runtime's
+// monitor takes it back, which stalls the rank's other goroutines whenever more of them sleep
+// than there are Ps, as they do when a host's ranks outnumber its cores
+// (docs/results/tuning.md has the measurement).
 //
 // Deadlines (SetReadDeadline, SetWriteDeadline) behave like a net.Conn's: a blocked call
 // returns os.ErrDeadlineExceeded when its deadline passes or is moved into the past, keeping
