@@ -19,21 +19,27 @@ const (
 // adoptSource is one launcher whose environment a rank can adopt.
 type adoptSource struct {
 	name string
-	// rank, size, localRank and localSize are the variable names; localSize may be empty.
+	// rank, size, localRank and localSize are the variable names; localSize may be empty
+	// (Slurm: read from its tasks-per-node list). An empty localRank means one rank per host
+	// (a Kubernetes pod): local rank 0 of 1.
 	rank, size, localRank, localSize string
 }
 
 // adoptSources in the order they are tried: Open MPI first (its variables are set only in
 // processes mpirun started, even inside a Slurm allocation), then torchrun, then Slurm (whose
-// SLURM_PROCID is also set in a batch script and around torchrun agents).
+// SLURM_PROCID is also set in a batch script and around torchrun agents), then a Kubernetes
+// indexed Job, whose completion index every process of the pod inherits, torchrun's workers
+// included. Kubernetes has no variable for the number of pods: the Job's spec sets
+// HETSYNC_WORLD_SIZE to its completions.
 var adoptSources = [...]adoptSource{
 	{"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
 	{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
 	{"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", ""},
+	{"a Kubernetes indexed Job", "JOB_COMPLETION_INDEX", EnvWorldSize, "", ""},
 }
 
-// AdoptRankEnv reads the rank environment of a process that Slurm (srun), Open MPI (mpirun)
-// or torchrun started: rank, world size and local rank from their variables, the job secret
+// AdoptRankEnv reads the rank environment of a process that Slurm (srun), Open MPI (mpirun),
+// torchrun or a Kubernetes indexed Job started: rank, world size and local rank from their variables, the job secret
 // from HETSYNC_JOB_SECRET or the file named by HETSYNC_JOB_SECRET_FILE, and the rendezvous
 // from HETSYNC_RENDEZVOUS or torchrun's MASTER_ADDR and MASTER_PORT. HETSYNC_HOSTNAME,
 // HETSYNC_IFACE and HETSYNC_HOST are honoured as for launched ranks.
@@ -70,7 +76,7 @@ func AdoptRankEnv(getenv func(string) string, readFile func(string) ([]byte, err
 		if get(EnvRendezvous) == "" {
 			return RankEnv{}, false, nil // a secret alone (e.g. exported for a later launch) starts nothing
 		}
-		return RankEnv{}, true, fmt.Errorf("%s and %s are set but no launcher's rank variable is (%s, OMPI_COMM_WORLD_RANK, RANK or SLURM_PROCID)",
+		return RankEnv{}, true, fmt.Errorf("%s and %s are set but no launcher's rank variable is (%s, OMPI_COMM_WORLD_RANK, RANK, SLURM_PROCID or JOB_COMPLETION_INDEX)",
 			secretFrom, EnvRendezvous, EnvRank)
 	}
 	e := RankEnv{Secret: secret}
@@ -79,6 +85,9 @@ func AdoptRankEnv(getenv func(string) string, readFile func(string) ([]byte, err
 		dst  *int
 	}{{src.rank, &e.Rank}, {src.size, &e.Size}, {src.localRank, &e.LocalRank}}
 	for _, v := range ints {
+		if v.name == "" {
+			continue // no local rank variable: one rank per host, local rank 0
+		}
 		s := get(v.name)
 		if s == "" {
 			return RankEnv{}, true, fmt.Errorf("started by %s (%s is set) but %s is missing", src.name, src.rank, v.name)
@@ -109,7 +118,7 @@ func AdoptRankEnv(getenv func(string) string, readFile func(string) ([]byte, err
 	if err := e.Validate(); err != nil {
 		return RankEnv{}, true, fmt.Errorf("started by %s: %s", src.name, adoptNames(err.Error(), *src))
 	}
-	if err := e.readHost(getenv); err != nil {
+	if err := e.readOptional(getenv); err != nil {
 		return RankEnv{}, true, err
 	}
 	return e, true, nil
@@ -124,6 +133,9 @@ func adoptNames(msg string, src adoptSource) string {
 
 // adoptLocalSize is the number of ranks on this host, or 0 when the launcher does not say.
 func adoptLocalSize(get func(string) string, src adoptSource) (int, error) {
+	if src.localRank == "" {
+		return 1, nil
+	}
 	if src.localSize != "" {
 		s := get(src.localSize)
 		if s == "" {
@@ -184,9 +196,14 @@ func parseSlurmTasksPerNode(s string) ([]int, error) {
 	return out, nil
 }
 
-// readHost fills Hostname, Iface and Host from HETSYNC_HOSTNAME, HETSYNC_IFACE and
-// HETSYNC_HOST, resolving the interface's address on this machine.
-func (e *RankEnv) readHost(getenv func(string) string) error {
+// readOptional fills Hostname, Iface and Host from HETSYNC_HOSTNAME, HETSYNC_IFACE and
+// HETSYNC_HOST, resolving the interface's address on this machine, and Settings from theirs.
+func (e *RankEnv) readOptional(getenv func(string) string) error {
+	s, err := SettingsFromEnviron(getenv)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", e.Rank, err)
+	}
+	e.Settings = s
 	e.Hostname = strings.TrimSpace(getenv(EnvHostname))
 	e.Iface = strings.TrimSpace(getenv(EnvIface))
 	e.Host = strings.TrimSpace(getenv(EnvHost))
@@ -234,4 +251,18 @@ func InterfaceIP(name string) (string, error) {
 		return v6, nil
 	}
 	return "", errors.New("interface " + strconv.Quote(name) + " has no usable IP address")
+}
+
+// ForeignLauncher names the launcher whose rank variables are set in this process (Open MPI,
+// torchrun, Slurm, a Kubernetes indexed Job) and the world size it gives (0 when unset or not
+// a number), or "" when none is. A rank program uses it to refuse to run alone when
+// AdoptRankEnv did not adopt it (no job secret) although it is one of several ranks.
+func ForeignLauncher(getenv func(string) string) (name string, size int) {
+	for _, src := range adoptSources {
+		if strings.TrimSpace(getenv(src.rank)) != "" {
+			n, _ := strconv.Atoi(strings.TrimSpace(getenv(src.size)))
+			return src.name, n
+		}
+	}
+	return "", 0
 }

@@ -32,6 +32,7 @@ func TestAdoptRankEnv(t *testing.T) {
 		"OMPI_COMM_WORLD_LOCAL_SIZE": "2", EnvSecretFile: secretFile, EnvRendezvous: "10.0.0.1:29400"}
 	torch := map[string]string{"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
 		"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", EnvSecret: secret}
+	k8s := map[string]string{"JOB_COMPLETION_INDEX": "3", EnvWorldSize: "4", "MASTER_ADDR": "job-0.job", "MASTER_PORT": "29400", EnvSecret: secret}
 	with := func(base map[string]string, kv ...string) map[string]string {
 		m := map[string]string{}
 		for k, v := range base {
@@ -88,6 +89,16 @@ func TestAdoptRankEnv(t *testing.T) {
 		{"unknown iface", with(torch, EnvIface, "no-such-if0"), RankEnv{}, true, `HETSYNC_IFACE=no-such-if0: interface "no-such-if0"`},
 		{"secret and rendezvous but no rank", map[string]string{EnvSecret: secret, EnvRendezvous: "h:1"}, RankEnv{}, true, "but no launcher's rank variable is"},
 		{"secret alone", map[string]string{EnvSecret: secret}, RankEnv{}, false, ""},
+		{"kubernetes indexed job", k8s, RankEnv{Rank: 3, Size: 4, LocalRank: 0, LocalSize: 1, Rendezvous: "job-0.job:29400", Secret: secret}, true, ""},
+		{"kubernetes index out of range", with(k8s, "JOB_COMPLETION_INDEX", "4"), RankEnv{}, true, "JOB_COMPLETION_INDEX=4: rank must be in [0, 4)"},
+		{"kubernetes without a size", with(k8s, EnvWorldSize, ""), RankEnv{}, true, "started by a Kubernetes indexed Job (JOB_COMPLETION_INDEX is set) but HETSYNC_WORLD_SIZE is missing"},
+		{"torchrun in a kubernetes pod", with(torch, "JOB_COMPLETION_INDEX", "7"),
+			RankEnv{Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, Rendezvous: "10.0.0.1:29500", Secret: secret}, true, ""},
+		{"settings", with(torch, EnvSecurity, "none", EnvDataPath, "tcp", EnvCollective, "ring", EnvJoinTimeout, "90s", EnvPoll, "200us", EnvChecksum, "1"),
+			RankEnv{Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, Rendezvous: "10.0.0.1:29500", Secret: secret,
+				Settings: Settings{Collective: "ring", Security: "none", DataPath: "tcp", JoinTimeout: 90 * time.Second, Poll: 200 * time.Microsecond, Checksum: true}}, true, ""},
+		{"bad join timeout", with(torch, EnvJoinTimeout, "-3s"), RankEnv{}, true, `rank 1: HETSYNC_JOIN_TIMEOUT="-3s"`},
+		{"bad checksum", with(torch, EnvChecksum, "yes please"), RankEnv{}, true, `HETSYNC_CHECKSUM="yes please": want 1 or 0`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

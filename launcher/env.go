@@ -41,6 +41,8 @@ type RankEnv struct {
 	// HETSYNC_IFACE, resolved by RankEnvFromEnviron on the rank's machine. Empty: the
 	// transport picks the address that routes to the rendezvous host.
 	Host string
+	// Settings are the job's algorithm and transport choices (HETSYNC_SECURITY, ...).
+	Settings Settings
 }
 
 // Validate checks that the values are consistent.
@@ -90,6 +92,11 @@ func (e RankEnv) Environ() []string {
 		"LOCAL_RANK=" + strconv.Itoa(e.LocalRank),
 		"LOCAL_WORLD_SIZE=" + strconv.Itoa(e.LocalSize),
 	}
+	// torchrun's names for the rendezvous, for programs that read them; hetsync's own ranks
+	// read HETSYNC_RENDEZVOUS first.
+	if host, port, err := net.SplitHostPort(e.Rendezvous); err == nil {
+		vars = append(vars, "MASTER_ADDR="+host, "MASTER_PORT="+port)
+	}
 	if e.Hostname != "" {
 		vars = append(vars, EnvHostname+"="+e.Hostname)
 	}
@@ -99,13 +106,13 @@ func (e RankEnv) Environ() []string {
 	if e.Host != "" {
 		vars = append(vars, EnvHost+"="+e.Host)
 	}
-	return vars
+	return append(vars, e.Settings.Environ()...)
 }
 
 // RankEnvFromEnviron reads the rank environment through getenv (os.Getenv in a real rank).
 // When HETSYNC_RANK is unset it adopts the environment of Slurm, Open MPI or torchrun (see
 // AdoptRankEnv). The bool is false, with no error, when no launcher started the process.
-// Otherwise every variable must be present and well formed.
+// Otherwise every variable must be present and well formed, the job's Settings included.
 func RankEnvFromEnviron(getenv func(string) string) (RankEnv, bool, error) {
 	if strings.TrimSpace(getenv(EnvRank)) == "" {
 		return AdoptRankEnv(getenv, os.ReadFile)
@@ -134,7 +141,7 @@ func RankEnvFromEnviron(getenv func(string) string) (RankEnv, bool, error) {
 	if err := e.Validate(); err != nil {
 		return RankEnv{}, true, err
 	}
-	if err := e.readHost(getenv); err != nil {
+	if err := e.readOptional(getenv); err != nil {
 		return RankEnv{}, true, err
 	}
 	return e, true, nil

@@ -287,7 +287,7 @@ func (j *Job) validatePlacement() error {
 
 // rankEnv is the environment of rank r.
 func (j *Job) rankEnv(r int, rdv, secret string) RankEnv {
-	e := RankEnv{Rank: r, Size: j.NP, LocalRank: r, LocalSize: j.NP, Rendezvous: rdv, Secret: secret, Iface: j.Iface}
+	e := RankEnv{Rank: r, Size: j.NP, LocalRank: r, LocalSize: j.NP, Rendezvous: rdv, Secret: secret, Iface: j.Iface, Settings: j.Settings}
 	if j.Placement != nil {
 		s := j.Placement[r]
 		e.LocalRank, e.LocalSize, e.Hostname = s.LocalRank, s.LocalSize, j.Hosts[s.Host].Name

@@ -60,6 +60,9 @@ type Job struct {
 	OutputDir string
 	// Timestamps prefixes every line of output with the time it reached the launcher.
 	Timestamps bool
+	// Settings are passed to every rank (HETSYNC_SECURITY, HETSYNC_DATA_PATH, ...), replacing
+	// inherited values of the fields that are set.
+	Settings Settings
 }
 
 // Validate checks the job description.

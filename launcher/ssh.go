@@ -535,10 +535,11 @@ func (s *SSHSpawner) Spawn(ctx context.Context, spec ProcSpec) (Process, error) 
 	return &sshProc{rank: spec.Rank, host: hostName, sess: sess, stdin: stdin}, nil
 }
 
-// remoteEnv picks from a rank's full environment what a remote rank gets: the rank variables,
-// every HETSYNC_* variable and the forwarded ones.
+// remoteEnv picks from a rank's full environment what a remote rank gets: the rank variables
+// (torchrun's names included), every HETSYNC_* variable and the forwarded ones.
 func (s *SSHSpawner) remoteEnv(full []string) ([]string, error) {
-	keep := map[string]bool{"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true}
+	keep := map[string]bool{"RANK": true, "WORLD_SIZE": true, "LOCAL_RANK": true, "LOCAL_WORLD_SIZE": true,
+		"MASTER_ADDR": true, "MASTER_PORT": true}
 	for _, v := range s.cfg.Forward {
 		keep[v] = true
 	}

@@ -1,0 +1,175 @@
+package hetsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/transport/p2p"
+)
+
+// Comm is this rank's communicator in a job. It has every method of collective.Comm
+// (AllReduce, Broadcast, Barrier, Send, Recv, Rank, Size, Endpoint, ...), as the collective
+// layer defines them, plus the rank's place on its host and Close.
+type Comm struct {
+	*collective.Comm
+	localRank, localSize int
+	settings             Settings
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// LocalRank is this rank's index among the ranks on its host.
+func (c *Comm) LocalRank() int { return c.localRank }
+
+// LocalSize is the number of ranks on this rank's host.
+func (c *Comm) LocalSize() int { return c.localSize }
+
+// Settings are the algorithm and transport this rank runs with.
+func (c *Comm) Settings() Settings { return c.settings }
+
+// Close leaves the job: it closes the endpoint, after which every call on c that reaches
+// another rank fails. Calling it again returns the first call's result.
+func (c *Comm) Close() error {
+	c.closeOnce.Do(func() {
+		if err := c.Endpoint().Close(); err != nil {
+			c.closeErr = fmt.Errorf("rank %d: closing the endpoint: %w", c.Rank(), err)
+		}
+	})
+	return c.closeErr
+}
+
+// Init forms the job that started this process (see the package documentation for the
+// launchers it recognises) and returns this rank's communicator once every rank has joined.
+// It fails, naming the rank and the variable or option at fault, when the environment is
+// malformed, when the other ranks do not arrive within the join timeout or when ctx ends.
+func Init(ctx context.Context, opts ...Option) (*Comm, error) {
+	cfg := newConfig(opts)
+	env, under, err := launcher.RankEnvFromEnviron(cfg.getenv)
+	if err != nil {
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
+	if !under {
+		return initAlone(cfg)
+	}
+	r := cfg.resolve(env.Settings)
+	r.Transport = "p2p"
+	if r.Security == "" {
+		r.Security = p2p.SecurityTLS
+	}
+	if r.DataPath == "" {
+		r.DataPath = p2p.DataPathAuto
+	}
+	if r.JoinTimeout == 0 {
+		r.JoinTimeout = p2p.DefaultJoinTimeout
+	}
+	copts, err := cfg.collectiveOptions(r, env.Rank, env.Size)
+	if err != nil {
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
+	pc := p2p.Config{
+		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous, Secret: env.Secret,
+		Security: r.Security, DataPath: r.DataPath, JoinTimeout: r.JoinTimeout, Host: env.Host, Hostname: env.Hostname,
+		Stream: transport.StreamOptions{Checksum: r.Checksum, Poll: r.Poll}, Logger: cfg.logger,
+	}
+	if err := pc.Validate(); err != nil {
+		return nil, fmt.Errorf("hetsync.Init: security %q from %s, data path %q from %s: %w",
+			r.Security, r.securityFrom, r.DataPath, r.dataPathFrom, err)
+	}
+	ep, err := p2p.Join(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("hetsync.Init: rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
+	}
+	return newComm(ep, copts, env.LocalRank, env.LocalSize, r.Settings)
+}
+
+// initAlone is Init in a process that no launcher adopted: a job of one rank, unless another
+// launcher's variables say this process is one of several ranks.
+func initAlone(cfg *config) (*Comm, error) {
+	if name, size := launcher.ForeignLauncher(cfg.getenv); size > 1 {
+		return nil, fmt.Errorf("hetsync.Init: started by %s as one of %d ranks, but %s (or %s) is not set: "+
+			"give every rank the same job secret (e.g. openssl rand -hex 32) and rank 0's address in %s=HOST:PORT",
+			name, size, launcher.EnvSecret, launcher.EnvSecretFile, launcher.EnvRendezvous)
+	}
+	env, err := launcher.SettingsFromEnviron(cfg.getenv)
+	if err != nil {
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
+	r := cfg.resolve(env)
+	copts, err := cfg.collectiveOptions(r, 0, 1)
+	if err != nil {
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
+	return newComm(transport.NewMemJob(1)[0], copts, 0, 1, memSettings(r.Settings))
+}
+
+// memSettings are s for an in-process job, which has no security or data path to choose.
+func memSettings(s Settings) Settings {
+	return Settings{Transport: "mem", Algorithm: s.Algorithm}
+}
+
+// newComm builds the communicator over ep; on failure it closes ep.
+func newComm(ep transport.Endpoint, o collective.Options, localRank, localSize int, s Settings) (*Comm, error) {
+	cc, err := collective.New(ep, o)
+	if err != nil {
+		_ = ep.Close()
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
+	return &Comm{Comm: cc, localRank: localRank, localSize: localSize, settings: s}, nil
+}
+
+// InitLocal runs n ranks of one job as goroutines of this process over the in-process
+// transport, each calling fn with its own Comm, and returns when every fn has returned. The
+// first failure cancels the others' context and is the error returned. Each Comm is closed
+// after its fn returns. The options apply as for Init; the transport ones have no effect.
+func InitLocal(ctx context.Context, n int, fn func(ctx context.Context, c *Comm) error, opts ...Option) error {
+	if n < 1 {
+		return fmt.Errorf("hetsync.InitLocal: %d ranks: need at least 1", n)
+	}
+	if fn == nil {
+		return errors.New("hetsync.InitLocal: nil rank function")
+	}
+	cfg := newConfig(opts)
+	env, err := launcher.SettingsFromEnviron(cfg.getenv)
+	if err != nil {
+		return fmt.Errorf("hetsync.InitLocal: %w", err)
+	}
+	r := cfg.resolve(env)
+	copts, err := cfg.collectiveOptions(r, 0, n)
+	if err != nil {
+		return fmt.Errorf("hetsync.InitLocal: %w", err)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	eps := transport.NewMemJob(n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for rank, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := newComm(ep, copts, rank, n, memSettings(r.Settings))
+			if err == nil {
+				err = fn(ctx, c)
+				if cerr := c.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				errs[rank] = err
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	// The first failure caused the others' cancellations: report it.
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return errors.Join(errs...)
+}

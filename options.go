@@ -1,0 +1,181 @@
+package hetsync
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/launcher"
+)
+
+// Option configures Init and InitLocal. An option given explicitly wins over the variable the
+// launcher exported for the same setting.
+type Option func(*config)
+
+// setting is one value that an option may set explicitly; from names the option for errors.
+type setting[T comparable] struct {
+	v    T
+	from string
+}
+
+// pick is the explicit value, else the environment's (the zero value when unset there too),
+// with the name of where it came from.
+func (s setting[T]) pick(env T, envName string) (T, string) {
+	if s.from != "" {
+		return s.v, s.from
+	}
+	return env, envName
+}
+
+type config struct {
+	algorithm, security, dataPath setting[string]
+	joinTimeout, poll             setting[time.Duration]
+	checksum                      setting[bool]
+	coll                          collective.Options
+	getenv                        func(string) string
+	logger                        *slog.Logger
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{getenv: os.Getenv}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return c
+}
+
+// WithAlgorithm names the allreduce algorithm: ring, butterfly, binary-blocks, ps or auto.
+// Default: HETSYNC_COLLECTIVE, else auto.
+func WithAlgorithm(name string) Option {
+	return func(c *config) { c.algorithm = setting[string]{name, fmt.Sprintf("WithAlgorithm(%q)", name)} }
+}
+
+// WithSecurity is the security of the connections between ranks: "tls" (authenticated and
+// encrypted) or "none" (trusted networks only). Default: HETSYNC_SECURITY, else tls.
+func WithSecurity(s string) Option {
+	return func(c *config) { c.security = setting[string]{s, fmt.Sprintf("WithSecurity(%q)", s)} }
+}
+
+// WithDataPath is the path of the collectives' bulk traffic: auto, stream, tcp, unix or shm.
+// Default: HETSYNC_DATA_PATH, else auto (shared memory on one host, tcp across hosts with
+// security none, else the secure stream).
+func WithDataPath(p string) Option {
+	return func(c *config) { c.dataPath = setting[string]{p, fmt.Sprintf("WithDataPath(%q)", p)} }
+}
+
+// WithJoinTimeout bounds how long Init waits for the other ranks. Default:
+// HETSYNC_JOIN_TIMEOUT, else 60s.
+func WithJoinTimeout(d time.Duration) Option {
+	return func(c *config) { c.joinTimeout = setting[time.Duration]{d, fmt.Sprintf("WithJoinTimeout(%v)", d)} }
+}
+
+// WithPoll lets a waiting receiver poll its connection for up to d before it sleeps: less
+// latency for small messages, up to d of CPU per wait. Default: HETSYNC_POLL, else 0 (never).
+func WithPoll(d time.Duration) Option {
+	return func(c *config) { c.poll = setting[time.Duration]{d, fmt.Sprintf("WithPoll(%v)", d)} }
+}
+
+// WithChecksum adds a CRC-32C of every payload to its frame. Default: HETSYNC_CHECKSUM, else
+// off (TLS protects the stream path; tcp, unix and shm are for trusted hosts and networks).
+func WithChecksum(on bool) Option {
+	return func(c *config) { c.checksum = setting[bool]{on, fmt.Sprintf("WithChecksum(%v)", on)} }
+}
+
+// WithCollectiveOptions sets the communicator's options beyond the algorithm (segment size,
+// parameter-server ranks, wire codec). Its Algorithm, when set, counts as WithAlgorithm.
+func WithCollectiveOptions(o collective.Options) Option {
+	return func(c *config) {
+		c.coll = o
+		if o.Algorithm != "" {
+			WithAlgorithm(o.Algorithm)(c)
+		}
+	}
+}
+
+// WithEnv reads the job's variables through getenv instead of os.Getenv: for tests, and for
+// programs that keep a job's variables elsewhere than in their environment.
+func WithEnv(getenv func(string) string) Option {
+	return func(c *config) {
+		if getenv != nil {
+			c.getenv = getenv
+		}
+	}
+}
+
+// WithLogger receives the transport's reports that are not errors of Init (refused
+// connections from outside the job). Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+// Settings are the algorithm and transport a Comm runs with, after the options and the
+// launcher's variables: what a rank got.
+type Settings struct {
+	// Transport is "p2p" (one process per rank, libp2p) or "mem" (InitLocal's goroutines and a
+	// job of one rank).
+	Transport string
+	// Algorithm is the allreduce algorithm's name.
+	Algorithm string
+	// Security and DataPath are the p2p transport's; empty for mem.
+	Security, DataPath string
+	JoinTimeout, Poll  time.Duration
+	Checksum           bool
+}
+
+// resolved is the settings of one rank with, for errors, where each came from.
+type resolved struct {
+	Settings
+	algFrom, securityFrom, dataPathFrom string
+}
+
+// resolve takes each explicit option, else the launcher's variable.
+func (c *config) resolve(env launcher.Settings) resolved {
+	var r resolved
+	r.Algorithm, r.algFrom = c.algorithm.pick(env.Collective, launcher.EnvCollective)
+	r.Security, r.securityFrom = c.security.pick(env.Security, launcher.EnvSecurity)
+	r.DataPath, r.dataPathFrom = c.dataPath.pick(env.DataPath, launcher.EnvDataPath)
+	r.JoinTimeout, _ = c.joinTimeout.pick(env.JoinTimeout, "")
+	r.Poll, _ = c.poll.pick(env.Poll, "")
+	r.Checksum, _ = c.checksum.pick(env.Checksum, "")
+	if r.Algorithm == "" {
+		r.Algorithm, r.algFrom = "auto", "the default"
+	}
+	return r
+}
+
+// collectiveOptions are the communicator's options, checked against a job of size ranks
+// before anything is joined.
+func (c *config) collectiveOptions(r resolved, rank, size int) (collective.Options, error) {
+	o := c.coll
+	o.Algorithm = r.Algorithm
+	if err := o.Validate(size); err != nil {
+		return o, fmt.Errorf("rank %d: algorithm %q from %s: %w", rank, r.Algorithm, r.algFrom, err)
+	}
+	for _, d := range []setting[time.Duration]{c.joinTimeout, c.poll} {
+		if d.v < 0 {
+			return o, fmt.Errorf("rank %d: %s: must not be negative", rank, d.from)
+		}
+	}
+	return o, nil
+}
+
+// String is the settings as key=value pairs, e.g. "transport=p2p algorithm=ring security=none
+// data-path=tcp".
+func (s Settings) String() string {
+	out := "transport=" + s.Transport + " algorithm=" + s.Algorithm
+	if s.Transport == "mem" {
+		return out
+	}
+	out += " security=" + s.Security + " data-path=" + s.DataPath
+	if s.Checksum {
+		out += " checksum=crc32c"
+	}
+	if s.Poll > 0 {
+		out += " poll=" + s.Poll.String()
+	}
+	return out
+}
