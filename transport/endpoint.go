@@ -18,6 +18,7 @@ const (
 	ChanControl    Channel = 1 // job control: barriers of the runtime, shutdown, metrics
 	ChanPS         Channel = 2 // asynchronous parameter-server traffic
 	ChanState      Channel = 3 // ESync's state service
+	ChanTopology   Channel = 4 // link measurement (collective/topology.Measure)
 	ChanUser       Channel = 16
 )
 
@@ -70,6 +71,28 @@ type Endpoint interface {
 	Stats() Stats
 	// Close releases the endpoint. Blocked calls return an error.
 	Close() error
+}
+
+// HostLocality is implemented by endpoints that know which ranks provably share this rank's
+// host. The in-process endpoint puts every rank on one host; the p2p endpoint proves it (both
+// ranks see one shared-memory file and sit in one network namespace, see transport/p2p).
+type HostLocality interface {
+	// SameHost reports, for every rank of the job, whether this rank proved that the rank runs
+	// on its host. SameHost()[Rank()] is true. The caller may not modify the slice.
+	SameHost() []bool
+}
+
+// SameHost is ep's HostLocality answer, or, for an endpoint that cannot tell, a row in which
+// every rank but ep's own is on another host: a shared host is never assumed.
+func SameHost(ep Endpoint) []bool {
+	if l, ok := ep.(HostLocality); ok {
+		if row := l.SameHost(); len(row) == ep.Size() {
+			return row
+		}
+	}
+	row := make([]bool, ep.Size())
+	row[ep.Rank()] = true
+	return row
 }
 
 // MismatchError says that a peer sent a different message from the one this rank expected:

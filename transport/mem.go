@@ -95,6 +95,15 @@ type memEndpoint struct {
 }
 
 func (e *memEndpoint) Rank() int { return e.rank }
+
+// SameHost puts every rank of an in-process job on one host: they share the process.
+func (e *memEndpoint) SameHost() []bool {
+	row := make([]bool, e.job.size)
+	for r := range row {
+		row[r] = true
+	}
+	return row
+}
 func (e *memEndpoint) Size() int { return e.job.size }
 
 func (e *memEndpoint) Send(ctx context.Context, to int, h Header, payload []byte) error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
@@ -49,12 +48,16 @@ type Config struct {
 	// Security is "tls" (default) or "none".
 	Security string
 	// DataPath is "auto" (default), "stream", "tcp", "unix" or "shm". "unix" and "shm" need
-	// every pair of ranks on one host (same Hostname); Join fails naming the pair otherwise.
+	// every pair of ranks on one proven host; Join fails naming the pair and why otherwise.
 	DataPath string
 	// Host is the IP this rank listens on and advertises. Default: 127.0.0.1 when Rendezvous is
 	// a loopback address, else the IP of the interface that routes to the rendezvous host.
 	Host string
-	// Hostname is used to detect ranks on the same host. Default: os.Hostname().
+	// Hostname, when set (HETSYNC_HOSTNAME), names this rank's host, and can only part ranks:
+	// two ranks that set different Hostnames never share a host. Whether ranks share a host is
+	// otherwise proven, never taken from a name: both must see one file in /dev/shm and run in
+	// one network namespace (see the package doc). Ranks with the same Hostname that cannot
+	// prove it are on different hosts. Default: empty, the proof alone decides.
 	Hostname string
 	// JoinTimeout bounds the whole of Join (rendezvous and data connections). Default 60s.
 	JoinTimeout time.Duration
@@ -134,13 +137,6 @@ func (c Config) withDefaults(ctx context.Context) (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	if c.Hostname == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return c, fmt.Errorf("rank %d: Hostname not set and os.Hostname failed: %w", c.Rank, err)
-		}
-		c.Hostname = h
 	}
 	if c.Host == "" {
 		ip, err := routeTo(ctx, c.Rendezvous)

@@ -89,27 +89,21 @@ func helloStatusText(s byte) string {
 	return "unknown status " + strconv.Itoa(int(s))
 }
 
-// pathFor decides the data path between two ranks. Both ranks compute the same answer from
-// the same table, so the lower rank (the dialer) knows which listener to use.
-func pathFor(cfg Config, a, b peerInfo) (string, error) {
-	sameHost := a.Hostname == b.Hostname
+// pathFor decides the data path between ranks a and b, given whether they proved that they
+// share a host (see hostproof.go). The lower rank (the dialer) decides; the listener serves
+// whichever path it is dialed on.
+func pathFor(cfg Config, a, b peerInfo, loc locality) (string, error) {
 	switch cfg.DataPath {
 	case DataPathStream, DataPathTCP:
 		return cfg.DataPath, nil
-	case DataPathUnix:
-		if !sameHost {
-			return "", fmt.Errorf("rank %d (host %q) and rank %d (host %q) are on different hosts; DataPath %q needs both on one host",
-				a.Rank, a.Hostname, b.Rank, b.Hostname, DataPathUnix)
+	case DataPathUnix, DataPathShm:
+		if !loc.same {
+			return "", fmt.Errorf("rank %d (host %q) and rank %d (host %q) do not share a host: %s; DataPath %q needs both on one host",
+				a.Rank, a.Hostname, b.Rank, b.Hostname, loc.why, cfg.DataPath)
 		}
-		return DataPathUnix, nil
-	case DataPathShm:
-		if !sameHost {
-			return "", fmt.Errorf("rank %d (host %q) and rank %d (host %q) are on different hosts; DataPath %q needs both on one host",
-				a.Rank, a.Hostname, b.Rank, b.Hostname, DataPathShm)
-		}
-		return DataPathShm, nil
+		return cfg.DataPath, nil
 	}
-	if sameHost {
+	if loc.same {
 		return autoSameHost, nil
 	}
 	if cfg.Security == SecurityNone {
@@ -459,13 +453,14 @@ type dialer struct {
 	tag   jobTag
 	ids   []peer.ID
 	peers []peerInfo
+	local []locality // this rank's verdict on every rank's host
 	h     host.Host
 }
 
 // dial connects to rank `to` over the pair's data path and says hello.
 func (d *dialer) dial(ctx context.Context, to int) (dataConn, error) {
 	me, them := d.peers[d.cfg.Rank], d.peers[to]
-	path, err := pathFor(d.cfg, me, them)
+	path, err := pathFor(d.cfg, me, them, d.local[to])
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: data connection to rank %d: %w", d.cfg.Rank, to, err)
 	}

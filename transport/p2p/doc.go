@@ -37,7 +37,7 @@
 // secret differs and the rank fails at once with "rank R: cannot join rank 0 at ADDR: peer
 // identity does not match the job (wrong HETSYNC_JOB_SECRET?)". It then opens a rendezvous
 // stream and sends one length-prefixed JSON registration: rank, size, local rank, hostname,
-// libp2p addresses, direct-path addresses (TCP listener, Unix socket path), a fresh random
+// its host proof (below), libp2p addresses, direct-path addresses (TCP listener, Unix socket path), a fresh random
 // 32-byte token, security and data path. Rank 0 checks that the registration's rank matches the
 // authenticated peer ID and that size, security and data path agree with its own; a
 // disagreement or a rank registered twice fails the job on rank 0 and is reported to every
@@ -58,9 +58,9 @@
 //     authenticated by the token hello below, never encrypted. For trusted networks.
 //   - "unix": a Unix socket file in os.TempDir() named after a hash of the secret and the
 //     rank (a file rather than the abstract namespace, so ranks in different network
-//     namespaces of one host meet), for ranks with the same Hostname. Authenticated by the
+//     namespaces of one host meet), for ranks that proved one host. Authenticated by the
 //     hello; the file is removed as soon as every lower rank has connected.
-//   - "shm": shared memory (transport/shm) for ranks with the same Hostname. The dialer
+//   - "shm": shared memory (transport/shm) for ranks that proved one host. The dialer
 //     connects to the listener's Unix socket as for "unix", creates a segment file in
 //     /dev/shm (mode 0600, random name) and sends its name in the hello (magic HSYNCSM1, the
 //     usual fields, then the name in 64 bytes); the listener checks the hello first, then the
@@ -69,10 +69,30 @@
 //     and keeps the Unix socket for doorbells (waking a side that sleeps) and as the
 //     liveness signal: a peer that dies without closing is an error naming it (wrapping
 //     shm.ErrPeerGone), never a hang. Ranks on different hosts are an error naming both.
-//   - "auto" (default): shm between ranks with the same Hostname (a listener that cannot map
+//   - "auto" (default): shm between ranks that proved one host (a listener that cannot map
 //     the segment makes the pair fall back to unix); otherwise tcp when Security is none, else
 //     stream. If a same-host Unix socket turns out unreachable (containers that share a host
 //     name), the pair falls back to the network path.
+//
+// # Same host by proof
+//
+// A host name is no identity (containers, network namespaces and cloned images share names),
+// so two ranks share a host only when they prove it. Before registering, each rank writes a
+// file of 32 random bytes into /dev/shm (mode 0600, named hetsync-host-TAG-RANK-RANDOM) and
+// registers its name, the SHA-256 of its bytes, and its network namespace (the target of
+// /proc/self/ns/net). With the table, each rank reads every peer's file: a peer whose file it
+// reads, with the published hash, shares its memory (its kernel); if their network namespaces
+// are also one, the pair shares a host and may take the same-host paths (shm, unix). Ranks in
+// different network namespaces of one machine talk through a network (a veth, a bridge), so
+// they are different hosts. Config.Hostname (HETSYNC_HOSTNAME) is an explicit override that
+// can only part ranks: two ranks that set different names are different hosts whatever they
+// prove; equal names do not spare the proof. The dialer's verdict picks the path of the pair
+// and the listener serves whatever it is dialed on, so both ends agree. With DataPath "unix"
+// or "shm", each rank checks every pair it belongs to before dialing and fails with both
+// ranks named and the reason (which file it could not read, or the two namespaces). The file
+// lives until the endpoint closes or Join fails, because peers read it while they join. The
+// endpoint reports its verdicts through transport.HostLocality, from which the link
+// measurement (collective/topology) forms the job's hosts.
 //
 // Every data connection, libp2p streams included, starts with a hello from the dialer: magic,
 // a job tag (a hash of the secret), its rank, the listener's rank and the listener's token.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"reflect"
 	"strconv"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/transport/shm"
 )
 
 // Join starts this rank's libp2p host, meets the other ranks through rank 0, opens one data
@@ -64,6 +66,7 @@ type joiner struct {
 	cfg   Config
 	h     host.Host
 	acc   *acceptor
+	proof *proofFile
 	mu    sync.Mutex
 	conns []io.ReadWriteCloser // dialed by this rank
 }
@@ -83,6 +86,7 @@ func (j *joiner) teardown() {
 	if j.h != nil {
 		j.h.Close()
 	}
+	j.proof.remove()
 }
 
 func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error) {
@@ -139,8 +143,13 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		return nil, fmt.Errorf("rank %d: drawing the data-path token: %w", cfg.Rank, err)
 	}
 	j.acc = newAcceptor(cfg, tag, token, ids, h)
-	self := peerInfo{Rank: cfg.Rank, Size: cfg.Size, LocalRank: cfg.LocalRank, Hostname: cfg.Hostname,
-		Token: token, Security: cfg.Security, DataPath: cfg.DataPath}
+	if j.proof, err = newProofFile(shm.DefaultDir, tag, cfg.Rank); err != nil {
+		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
+	}
+	osHostname, _ := os.Hostname()
+	self := peerInfo{Rank: cfg.Rank, Size: cfg.Size, LocalRank: cfg.LocalRank, Hostname: osHostname,
+		Token: token, Security: cfg.Security, DataPath: cfg.DataPath,
+		HostOverride: cfg.Hostname, Proof: j.proof.proof}
 	for _, a := range h.Network().ListenAddresses() {
 		self.Addrs = append(self.Addrs, a.String())
 	}
@@ -197,7 +206,11 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		h.Peerstore().AddAddrs(ids[r], addrs, peerstore.PermanentAddrTTL)
 	}
 
-	conns, err := j.connect(ctx, tag, ids, peers)
+	local := proveAll(shm.DefaultDir, cfg.Rank, peers)
+	if err := checkPairs(cfg, peers, local); err != nil {
+		return nil, err
+	}
+	conns, err := j.connect(ctx, tag, ids, peers, local)
 	if err != nil {
 		return nil, err
 	}
@@ -219,20 +232,18 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
 	}
-	hostnames := make([]string, len(peers))
-	for r, p := range peers {
-		hostnames[r] = p.Hostname
-	}
-	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, hostnames: hostnames}, nil
+	pf := j.proof
+	j.proof = nil // the endpoint owns it now
+	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, local: local, proof: pf}, nil
 }
 
 // connect dials every higher rank and waits for every lower one, all at once.
-func (j *joiner) connect(ctx context.Context, tag jobTag, ids []peer.ID, peers []peerInfo) ([]io.ReadWriteCloser, error) {
+func (j *joiner) connect(ctx context.Context, tag jobTag, ids []peer.ID, peers []peerInfo, local []locality) ([]io.ReadWriteCloser, error) {
 	cfg := j.cfg
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	j.conns = make([]io.ReadWriteCloser, cfg.Size)
-	d := &dialer{cfg: cfg, tag: tag, ids: ids, peers: peers, h: j.h}
+	d := &dialer{cfg: cfg, tag: tag, ids: ids, peers: peers, local: local, h: j.h}
 	var (
 		wg       sync.WaitGroup
 		errMu    sync.Mutex
@@ -293,13 +304,39 @@ func boundTCP(h host.Host) (*net.TCPAddr, error) {
 // endpoint is the framed Endpoint plus the libp2p host under it.
 type endpoint struct {
 	transport.Endpoint
-	cfg       Config
-	host      host.Host
-	gater     *memberGater
-	conns     []io.ReadWriteCloser
-	hostnames []string // per rank, from the peer table
-	once      sync.Once
-	err       error
+	cfg   Config
+	host  host.Host
+	gater *memberGater
+	conns []io.ReadWriteCloser
+	local []locality // this rank's verdict on every rank's host
+	proof *proofFile
+	once  sync.Once
+	err   error
+}
+
+// SameHost is this rank's proven verdict on every rank (transport.HostLocality).
+func (e *endpoint) SameHost() []bool {
+	row := make([]bool, len(e.local))
+	for r, l := range e.local {
+		row[r] = l.same
+	}
+	return row
+}
+
+// checkPairs fails a job whose data path needs one host for a pair of ranks that did not prove
+// one, for every pair this rank belongs to: each rank of the pair reports it at once instead of
+// the listener waiting for a dial that never comes.
+func checkPairs(cfg Config, peers []peerInfo, local []locality) error {
+	for r := range peers {
+		if r == cfg.Rank {
+			continue
+		}
+		lo, hi := peers[min(r, cfg.Rank)], peers[max(r, cfg.Rank)]
+		if _, err := pathFor(cfg, lo, hi, local[r]); err != nil {
+			return fmt.Errorf("rank %d: %w", cfg.Rank, err)
+		}
+	}
+	return nil
 }
 
 // Close closes the framed endpoint, every data connection and the libp2p host.
@@ -314,6 +351,7 @@ func (e *endpoint) Close() error {
 		if err := e.host.Close(); err != nil && e.err == nil {
 			e.err = fmt.Errorf("rank %d: closing the libp2p host: %w", e.Rank(), err)
 		}
+		e.proof.remove()
 	})
 	return e.err
 }

@@ -233,8 +233,11 @@ func checkPaths(t *testing.T, eps []transport.Endpoint) {
 			default:
 				got = fmt.Sprintf("%T", c)
 			}
+			if a, b := e.SameHost()[peer], eps[peer].(*endpoint).SameHost()[r]; a != b {
+				t.Errorf("rank %d says it shares a host with rank %d: %v; rank %d says %v", r, peer, a, peer, b)
+			}
 			cfg := e.cfg
-			want, err := pathFor(cfg, peerInfo{Rank: r, Hostname: e.hostnames[r]}, peerInfo{Rank: peer, Hostname: e.hostnames[peer]})
+			want, err := pathFor(cfg, peerInfo{Rank: r}, peerInfo{Rank: peer}, e.local[peer])
 			if err != nil || got != want {
 				t.Errorf("rank %d to rank %d: connection is %s, want %s (%v)", r, peer, got, want, err)
 			}
@@ -244,38 +247,39 @@ func checkPaths(t *testing.T, eps []transport.Endpoint) {
 
 // TestDataPathChoice checks which path the pair of ranks uses, per configuration.
 func TestDataPathChoice(t *testing.T) {
-	a := peerInfo{Rank: 0, Hostname: "a"}
-	b := peerInfo{Rank: 1, Hostname: "b"}
-	a2 := peerInfo{Rank: 2, Hostname: "a"}
+	x := peerInfo{Rank: 0, Hostname: "a"}
+	y := peerInfo{Rank: 1, Hostname: "a"}
+	one := locality{same: true}
+	two := locality{why: "the reason"}
 	cases := []struct {
 		dataPath, security string
-		x, y               peerInfo
+		loc                locality
 		want               string
 		wantErr            bool
 	}{
-		{DataPathAuto, SecurityTLS, a, a2, DataPathShm, false},
-		{DataPathAuto, SecurityNone, a, a2, DataPathShm, false},
-		{DataPathAuto, SecurityTLS, a, b, DataPathStream, false},
-		{DataPathAuto, SecurityNone, a, b, DataPathTCP, false},
-		{DataPathStream, SecurityNone, a, a2, DataPathStream, false},
-		{DataPathTCP, SecurityTLS, a, a2, DataPathTCP, false},
-		{DataPathUnix, SecurityTLS, a, a2, DataPathUnix, false},
-		{DataPathUnix, SecurityTLS, a, b, "", true},
-		{DataPathShm, SecurityTLS, a, a2, DataPathShm, false},
-		{DataPathShm, SecurityNone, a, a2, DataPathShm, false},
-		{DataPathShm, SecurityNone, a, b, "", true},
+		{DataPathAuto, SecurityTLS, one, DataPathShm, false},
+		{DataPathAuto, SecurityNone, one, DataPathShm, false},
+		{DataPathAuto, SecurityTLS, two, DataPathStream, false},
+		{DataPathAuto, SecurityNone, two, DataPathTCP, false},
+		{DataPathStream, SecurityNone, one, DataPathStream, false},
+		{DataPathTCP, SecurityTLS, one, DataPathTCP, false},
+		{DataPathUnix, SecurityTLS, one, DataPathUnix, false},
+		{DataPathUnix, SecurityTLS, two, "", true},
+		{DataPathShm, SecurityTLS, one, DataPathShm, false},
+		{DataPathShm, SecurityNone, one, DataPathShm, false},
+		{DataPathShm, SecurityNone, two, "", true},
 	}
 	for _, tc := range cases {
-		got, err := pathFor(Config{DataPath: tc.dataPath, Security: tc.security}, tc.x, tc.y)
+		got, err := pathFor(Config{DataPath: tc.dataPath, Security: tc.security}, x, y, tc.loc)
 		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("pathFor(%s, %s, %s-%s) = %q, %v; want %q (error %v)",
-				tc.dataPath, tc.security, tc.x.Hostname, tc.y.Hostname, got, err, tc.want, tc.wantErr)
+			t.Errorf("pathFor(%s, %s, same host %v) = %q, %v; want %q (error %v)",
+				tc.dataPath, tc.security, tc.loc.same, got, err, tc.want, tc.wantErr)
 		}
-		// A refused pair is named: both ranks and both hosts.
+		// A refused pair is named: both ranks, the path and why.
 		if err != nil {
-			for _, w := range []string{fmt.Sprintf("rank %d (host %q)", tc.x.Rank, tc.x.Hostname), fmt.Sprintf("rank %d (host %q)", tc.y.Rank, tc.y.Hostname), tc.dataPath} {
+			for _, w := range []string{"rank 0 (host", "rank 1 (host", tc.dataPath, "the reason"} {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("pathFor(%s, %s-%s): error %q does not name %s", tc.dataPath, tc.x.Hostname, tc.y.Hostname, err, w)
+					t.Errorf("pathFor(%s, different hosts): error %q does not name %s", tc.dataPath, err, w)
 				}
 			}
 		}
@@ -604,8 +608,8 @@ func TestDialerReportsRefusal(t *testing.T) {
 	acc.serve(l)
 	defer acc.stop(true)
 	d := &dialer{cfg: Config{Rank: 0, Size: 2, DataPath: DataPathTCP, Logger: quiet}, tag: tag,
-		peers: []peerInfo{{Rank: 0, Hostname: "a"}, {Rank: 1, Hostname: "a", TCP: l.Addr().String(),
-			Token: bytes.Repeat([]byte{2}, tokenLen)}}}
+		peers: []peerInfo{{Rank: 0}, {Rank: 1, TCP: l.Addr().String(), Token: bytes.Repeat([]byte{2}, tokenLen)}},
+		local: []locality{{same: true}, {same: true}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = d.dial(ctx, 1)
@@ -639,6 +643,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 		if err := transport.CloseAll(eps); err != nil {
 			t.Errorf("close: %v", err)
 		}
+		checkNoProofFiles(t, tag)
 	}
 	// A first job starts the process-wide goroutines that libp2p keeps for good.
 	run(DataPathStream)
@@ -657,6 +662,8 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if r := <-res0; r.err == nil {
 		t.Fatal("rank 0 of an incomplete job joined")
 	}
+	checkNoProofFiles(t, newJobTag(base.Secret))
+	checkNoProofFiles(t, newJobTag(bad.Secret))
 	// Goroutines of closed hosts wind down asynchronously; wait for them, bounded.
 	var now int
 	for i := 0; i < 200; i++ {

@@ -41,6 +41,11 @@ type peerInfo struct {
 	Token     []byte   `json:"token"`          // authenticates direct-path hellos to this rank
 	Security  string   `json:"security"`
 	DataPath  string   `json:"data_path"`
+
+	// HostOverride is Config.Hostname (HETSYNC_HOSTNAME), empty when not set: ranks that set
+	// different ones never share a host. Hostname above is os.Hostname(), for messages.
+	HostOverride string    `json:"host_override,omitempty"`
+	Proof        hostProof `json:"host_proof"` // see hostproof.go
 }
 
 // peerTable is rank 0's answer: every rank's info, or why the job cannot start.
