@@ -138,6 +138,12 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if _, err := rand.Read(token); err != nil {
 		return nil, fmt.Errorf("rank %d: drawing the data-path token: %w", cfg.Rank, err)
 	}
+	var rt *rankTLS
+	if needsTLS(cfg) {
+		if rt, err = newRankTLS(cfg.Rank, sk, ids); err != nil {
+			return nil, err
+		}
+	}
 	j.acc = newAcceptor(cfg, tag, token, ids, h)
 	self := peerInfo{Rank: cfg.Rank, Size: cfg.Size, LocalRank: cfg.LocalRank, Hostname: cfg.Hostname,
 		Token: token, Security: cfg.Security, DataPath: cfg.DataPath}
@@ -153,6 +159,14 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 			}
 			self.TCP = l.Addr().String()
 			j.acc.serve(l)
+		}
+		if needsTLS(cfg) {
+			l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: hostIP})
+			if err != nil {
+				return nil, fmt.Errorf("rank %d: direct TLS listener on %s: %w", cfg.Rank, cfg.Host, err)
+			}
+			self.TLS = l.Addr().String()
+			j.acc.serveTLS(l, rt)
 		}
 		if needsUnix(cfg) {
 			path := unixSocketPath(tag, cfg.Rank)
@@ -197,7 +211,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		h.Peerstore().AddAddrs(ids[r], addrs, peerstore.PermanentAddrTTL)
 	}
 
-	conns, err := j.connect(ctx, tag, ids, peers)
+	conns, err := j.connect(ctx, tag, ids, peers, rt)
 	if err != nil {
 		return nil, err
 	}
@@ -205,8 +219,8 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if reflect.ValueOf(opts).IsZero() {
 		opts = transport.DefaultStreamOptions()
 		// Every data path of a job is already protected or trusted: TLS authenticates and
-		// integrity-checks the libp2p stream, and the tcp and unix paths are for trusted
-		// networks (token-authenticated). A payload CRC on top costs about a third of the
+		// integrity-checks the libp2p stream and the tls path, and the tcp and unix paths are
+		// for trusted networks (token-authenticated). A payload CRC on top costs about a third of the
 		// endpoint's CPU, so it is off unless Config.Stream asks for it. Headers are always
 		// checksummed.
 		opts.Checksum = false
@@ -227,12 +241,12 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 }
 
 // connect dials every higher rank and waits for every lower one, all at once.
-func (j *joiner) connect(ctx context.Context, tag jobTag, ids []peer.ID, peers []peerInfo) ([]io.ReadWriteCloser, error) {
+func (j *joiner) connect(ctx context.Context, tag jobTag, ids []peer.ID, peers []peerInfo, rt *rankTLS) ([]io.ReadWriteCloser, error) {
 	cfg := j.cfg
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	j.conns = make([]io.ReadWriteCloser, cfg.Size)
-	d := &dialer{cfg: cfg, tag: tag, ids: ids, peers: peers, h: j.h}
+	d := &dialer{cfg: cfg, tag: tag, ids: ids, peers: peers, h: j.h, tls: rt}
 	var (
 		wg       sync.WaitGroup
 		errMu    sync.Mutex
