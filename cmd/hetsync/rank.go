@@ -36,7 +36,7 @@ type netOptions struct {
 func netFlags(poll time.Duration) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
-		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto (shm on one host; tcp across hosts with --security none, else stream), stream, tcp, unix or shm (shared memory; unix and shm need all ranks on one host)"},
+		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto (shm on one host; across hosts tls, or tcp with --security none), tls (TLS 1.3 over direct TCP, ranks proven by their keys), stream (libp2p), tcp (plaintext), unix or shm (shared memory; unix and shm need all ranks on one host)"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
 		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
@@ -55,7 +55,7 @@ func (n netOptions) validate() error {
 	if err := oneOf("transport", n.Transport, "p2p", "mem"); err != nil {
 		return err
 	}
-	if err := oneOf("data-path", n.DataPath, "auto", "stream", "tcp", "unix", "shm"); err != nil {
+	if err := oneOf("data-path", n.DataPath, "auto", "stream", "tcp", "tls", "unix", "shm"); err != nil {
 		return err
 	}
 	if n.Poll < 0 || n.Poll > time.Second {

@@ -20,9 +20,10 @@ const (
 
 // Data paths for the bulk (collective) traffic between two ranks.
 const (
-	DataPathAuto   = "auto"   // unix on the same host; else tcp when Security is none, else stream
+	DataPathAuto   = "auto"   // shm on the same host; else tcp when Security is none, else tls
 	DataPathStream = "stream" // a libp2p stream over the (secure) libp2p connection
 	DataPathTCP    = "tcp"    // a plain TCP connection beside libp2p, token-authenticated
+	DataPathTLS    = "tls"    // TLS 1.3 over a direct TCP connection, both ends proven by their rank keys
 	DataPathUnix   = "unix"   // a Unix socket between ranks on the same host, token-authenticated
 	DataPathShm    = "shm"    // shared-memory rings between ranks on the same host, set up over unix
 )
@@ -47,8 +48,8 @@ type Config struct {
 	Secret string
 	// Security is "tls" (default) or "none".
 	Security string
-	// DataPath is "auto" (default), "stream", "tcp", "unix" or "shm". "unix" and "shm" need
-	// every pair of ranks on one proven host; Join fails naming the pair and why otherwise.
+	// DataPath is "auto" (default), "stream", "tcp", "tls", "unix" or "shm". "unix" and "shm"
+	// need every pair of ranks on one proven host; Join fails naming the pair and why otherwise.
 	DataPath string
 	// Host is the IP this rank listens on and advertises. Default: 127.0.0.1 when Rendezvous is
 	// a loopback address, else the IP of the interface that routes to the rendezvous host.
@@ -103,10 +104,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("p2p config: rank %d: Security %q unknown (want %q or %q)", c.Rank, c.Security, SecurityTLS, SecurityNone)
 	}
 	switch c.DataPath {
-	case "", DataPathAuto, DataPathStream, DataPathTCP, DataPathUnix, DataPathShm:
+	case "", DataPathAuto, DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm:
 	default:
-		return fmt.Errorf("p2p config: rank %d: DataPath %q unknown (want %q, %q, %q, %q or %q)",
-			c.Rank, c.DataPath, DataPathAuto, DataPathStream, DataPathTCP, DataPathUnix, DataPathShm)
+		return fmt.Errorf("p2p config: rank %d: DataPath %q unknown (want %q, %q, %q, %q, %q or %q)",
+			c.Rank, c.DataPath, DataPathAuto, DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm)
 	}
 	if c.Host != "" {
 		ip := net.ParseIP(c.Host)

@@ -52,10 +52,20 @@
 // table, so they agree without another message:
 //
 //   - "stream": a libp2p stream (/hetsync/data/1) over the libp2p connection: authenticated
-//     and encrypted with tls, neither with none. Costs about 4x the CPU per byte of raw TCP
-//     with TLS, 2x without (docs/dependencies.md#libp2p).
+//     and encrypted with tls, neither with none. It costs several times the CPU per byte of
+//     raw TCP (TLS records, yamux framing and flow control, copies between them).
 //   - "tcp": a plain TCP connection beside libp2p (TCP_NODELAY, 4 MiB socket buffers):
 //     authenticated by the token hello below, never encrypted. For trusted networks.
+//   - "tls": TLS 1.3 (crypto/tls) over a direct TCP connection beside libp2p (tuned as tcp),
+//     whatever Security says. Each rank presents a self-signed X.509 certificate over its
+//     Ed25519 rank key; each side accepts the other only when the certificate's key is
+//     exactly the expected one (the dialer: the rank it dials; the listener: a lower rank,
+//     which the hello must then name), and the handshake proves possession of that key. No
+//     certificate authority, name or date is consulted: the job secret is the only root of
+//     trust, as for the libp2p connections, so an outsider or a rank with a wrong secret is
+//     refused before any hello. The hello then runs inside TLS, so the token never crosses
+//     the network in the clear. Records are full size from the start and each small frame
+//     is one record; see docs/results/secure-path.md for what it costs per byte.
 //   - "unix": a Unix socket file in os.TempDir() named after a hash of the secret and the
 //     rank (a file rather than the abstract namespace, so ranks in different network
 //     namespaces of one host meet), for ranks that proved one host. Authenticated by the
@@ -71,8 +81,8 @@
 //     shm.ErrPeerGone), never a hang. Ranks on different hosts are an error naming both.
 //   - "auto" (default): shm between ranks that proved one host (a listener that cannot map
 //     the segment makes the pair fall back to unix); otherwise tcp when Security is none, else
-//     stream. If a same-host Unix socket turns out unreachable (containers that share a host
-//     name), the pair falls back to the network path.
+//     tls. If a same-host Unix socket turns out unreachable (containers that share a host
+//     name), the pair falls back to that network path.
 //
 // # Same host by proof
 //
@@ -94,11 +104,11 @@
 // endpoint reports its verdicts through transport.HostLocality, from which the link
 // measurement (collective/topology) forms the job's hosts.
 //
-// Every data connection, libp2p streams included, starts with a hello from the dialer: magic,
-// a job tag (a hash of the secret), its rank, the listener's rank and the listener's token.
-// The listener checks each (the token in constant time), and on a stream also that the
-// authenticated peer ID belongs to the claimed rank, answers with a status byte, and closes a
-// refused connection after logging the reason and the dialing address. The token crosses the
+// Every data connection, libp2p streams and TLS connections included, starts with a hello from
+// the dialer: magic, a job tag (a hash of the secret), its rank, the listener's rank and the
+// listener's token. The listener checks each (the token in constant time), and on a stream or
+// a TLS connection also that the authenticated key belongs to the claimed rank, answers with a
+// status byte, and closes a refused connection after logging the reason and the dialing address. The token crosses the
 // network only inside the secure rendezvous channel and in the hello on the data connection
 // itself, so on a plaintext path an eavesdropper on that link could learn it; it is only ever
 // accepted once per rank, and only during Join, because listeners close once every lower rank

@@ -142,6 +142,12 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if _, err := rand.Read(token); err != nil {
 		return nil, fmt.Errorf("rank %d: drawing the data-path token: %w", cfg.Rank, err)
 	}
+	var rt *rankTLS
+	if needsTLS(cfg) {
+		if rt, err = newRankTLS(cfg.Rank, sk, ids); err != nil {
+			return nil, err
+		}
+	}
 	j.acc = newAcceptor(cfg, tag, token, ids, h)
 	if j.proof, err = newProofFile(shm.DefaultDir, tag, cfg.Rank); err != nil {
 		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
@@ -162,6 +168,14 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 			}
 			self.TCP = l.Addr().String()
 			j.acc.serve(l)
+		}
+		if needsTLS(cfg) {
+			l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: hostIP})
+			if err != nil {
+				return nil, fmt.Errorf("rank %d: direct TLS listener on %s: %w", cfg.Rank, cfg.Host, err)
+			}
+			self.TLS = l.Addr().String()
+			j.acc.serveTLS(l, rt)
 		}
 		if needsUnix(cfg) {
 			path := unixSocketPath(tag, cfg.Rank)
@@ -210,7 +224,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if err := checkPairs(cfg, peers, local); err != nil {
 		return nil, err
 	}
-	conns, err := j.connect(ctx, tag, ids, peers, local)
+	conns, err := j.connect(ctx, tag, ids, peers, local, rt)
 	if err != nil {
 		return nil, err
 	}
@@ -218,8 +232,8 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if reflect.ValueOf(opts).IsZero() {
 		opts = transport.DefaultStreamOptions()
 		// Every data path of a job is already protected or trusted: TLS authenticates and
-		// integrity-checks the libp2p stream, and the tcp and unix paths are for trusted
-		// networks (token-authenticated). A payload CRC on top costs about a third of the
+		// integrity-checks the libp2p stream and the tls path, and the tcp and unix paths are
+		// for trusted networks (token-authenticated). A payload CRC on top costs about a third of the
 		// endpoint's CPU, so it is off unless Config.Stream asks for it. Headers are always
 		// checksummed.
 		opts.Checksum = false
@@ -238,12 +252,12 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 }
 
 // connect dials every higher rank and waits for every lower one, all at once.
-func (j *joiner) connect(ctx context.Context, tag jobTag, ids []peer.ID, peers []peerInfo, local []locality) ([]io.ReadWriteCloser, error) {
+func (j *joiner) connect(ctx context.Context, tag jobTag, ids []peer.ID, peers []peerInfo, local []locality, rt *rankTLS) ([]io.ReadWriteCloser, error) {
 	cfg := j.cfg
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	j.conns = make([]io.ReadWriteCloser, cfg.Size)
-	d := &dialer{cfg: cfg, tag: tag, ids: ids, peers: peers, local: local, h: j.h}
+	d := &dialer{cfg: cfg, tag: tag, ids: ids, peers: peers, local: local, h: j.h, tls: rt}
 	var (
 		wg       sync.WaitGroup
 		errMu    sync.Mutex

@@ -171,8 +171,10 @@ func exchangeAll(t *testing.T, eps []transport.Endpoint) {
 	}
 }
 
+// twoHosts puts even ranks on one host and odd ranks on another, as far as Hostname tells.
+func twoHosts(r int, c *Config) { c.Hostname = fmt.Sprintf("host-%d", r%2) }
+
 func TestJoinAndExchange(t *testing.T) {
-	twoHosts := func(r int, c *Config) { c.Hostname = fmt.Sprintf("host-%d", r%2) }
 	cases := []struct {
 		name     string
 		security string
@@ -183,6 +185,8 @@ func TestJoinAndExchange(t *testing.T) {
 		{"stream/none", SecurityNone, DataPathStream, nil},
 		{"tcp/tls", SecurityTLS, DataPathTCP, nil},
 		{"tcp/none", SecurityNone, DataPathTCP, nil},
+		{"tls/tls", SecurityTLS, DataPathTLS, nil},
+		{"tls/none", SecurityNone, DataPathTLS, nil},
 		{"unix/tls", SecurityTLS, DataPathUnix, nil},
 		{"unix/none", SecurityNone, DataPathUnix, nil},
 		{"shm/tls", SecurityTLS, DataPathShm, nil},
@@ -224,6 +228,8 @@ func checkPaths(t *testing.T, eps []transport.Endpoint) {
 			switch c.(type) {
 			case *net.TCPConn:
 				got = DataPathTCP
+			case *secureConn:
+				got = DataPathTLS
 			case *net.UnixConn:
 				got = DataPathUnix
 			case *shm.Pipe:
@@ -259,10 +265,12 @@ func TestDataPathChoice(t *testing.T) {
 	}{
 		{DataPathAuto, SecurityTLS, one, DataPathShm, false},
 		{DataPathAuto, SecurityNone, one, DataPathShm, false},
-		{DataPathAuto, SecurityTLS, two, DataPathStream, false},
+		{DataPathAuto, SecurityTLS, two, DataPathTLS, false},
 		{DataPathAuto, SecurityNone, two, DataPathTCP, false},
 		{DataPathStream, SecurityNone, one, DataPathStream, false},
 		{DataPathTCP, SecurityTLS, one, DataPathTCP, false},
+		{DataPathTLS, SecurityTLS, two, DataPathTLS, false},
+		{DataPathTLS, SecurityNone, one, DataPathTLS, false},
 		{DataPathUnix, SecurityTLS, one, DataPathUnix, false},
 		{DataPathUnix, SecurityTLS, two, "", true},
 		{DataPathShm, SecurityTLS, one, DataPathShm, false},
@@ -648,7 +656,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	// A first job starts the process-wide goroutines that libp2p keeps for good.
 	run(DataPathStream)
 	before := runtime.NumGoroutine()
-	for _, p := range []string{DataPathStream, DataPathTCP, DataPathUnix, DataPathShm} {
+	for _, p := range []string{DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm} {
 		run(p)
 	}
 	// Failed joins tear down what they built: a wrong secret, and a rank 0 that gives up.
@@ -690,10 +698,12 @@ func BenchmarkThroughput(b *testing.B) {
 		{"stream+tls", DataPathStream, SecurityTLS, transport.StreamOptions{}},
 		{"stream+none", DataPathStream, SecurityNone, transport.StreamOptions{}},
 		{"tcp", DataPathTCP, SecurityNone, transport.StreamOptions{}},
+		{"tls", DataPathTLS, SecurityNone, transport.StreamOptions{}},
 		{"unix", DataPathUnix, SecurityNone, transport.StreamOptions{}},
 		// The same without the frames' payload CRC, to show what it costs.
 		{"stream+tls/nocrc", DataPathStream, SecurityTLS, noCRC},
 		{"tcp/nocrc", DataPathTCP, SecurityNone, noCRC},
+		{"tls/nocrc", DataPathTLS, SecurityNone, noCRC},
 		{"unix/nocrc", DataPathUnix, SecurityNone, noCRC},
 		{"shm/nocrc", DataPathShm, SecurityNone, noCRC},
 	}
@@ -807,11 +817,18 @@ func cpuTime(b *testing.B) time.Duration {
 // algorithm, against a reference sum: sizes below a frame, around a segment and well beyond
 // the 2 MiB rings (writes larger than a ring stream through it).
 func TestShmAllReduce(t *testing.T) {
-	const p = 4
-	base := Config{Size: p, Secret: "shm allreduce", DataPath: DataPathShm, Security: SecurityNone,
+	base := Config{Size: 4, Secret: "shm allreduce", DataPath: DataPathShm, Security: SecurityNone,
 		JoinTimeout: 30 * time.Second, Logger: quiet}
 	eps := startJob(t, base, nil)
 	checkPaths(t, eps)
+	checkAllReduce(t, eps)
+}
+
+// checkAllReduce runs allreduce with every algorithm over eps, a job's endpoints, and checks
+// every rank's result against a reference sum.
+func checkAllReduce(t *testing.T, eps []transport.Endpoint) {
+	t.Helper()
+	p := len(eps)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, alg := range []string{"ring", "butterfly", "binary-blocks", "ps", "auto"} {

@@ -37,6 +37,7 @@ type peerInfo struct {
 	Hostname  string   `json:"hostname"`
 	Addrs     []string `json:"addrs"`          // libp2p multiaddrs
 	TCP       string   `json:"tcp,omitempty"`  // direct TCP listener host:port
+	TLS       string   `json:"tls,omitempty"`  // direct TLS-over-TCP listener host:port
 	Unix      string   `json:"unix,omitempty"` // direct Unix socket path
 	Token     []byte   `json:"token"`          // authenticates direct-path hellos to this rank
 	Security  string   `json:"security"`

@@ -1,0 +1,219 @@
+package p2p
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// rankTLS is what a rank needs to speak the "tls" data path: its certificate, a self-signed
+// X.509 certificate over its libp2p Ed25519 key, and every rank's public key, which is all a
+// peer's certificate is checked against. No certificate authority, name or validity period
+// enters the decision: a peer is who it claims to be when the TLS 1.3 handshake proves it holds
+// the private key of that rank, and only the job secret yields those keys.
+type rankTLS struct {
+	rank int
+	cert tls.Certificate
+	keys []ed25519.PublicKey // index: rank
+}
+
+// newRankTLS builds rank's certificate from its key sk and collects the public keys of ids,
+// the job's peer IDs (Ed25519 IDs embed their key).
+func newRankTLS(rank int, sk crypto.PrivKey, ids []peer.ID) (*rankTLS, error) {
+	raw, err := sk.Raw()
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: reading the identity key: %w", rank, err)
+	}
+	if sk.Type() != crypto.Ed25519 || len(raw) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("rank %d: the identity key is a %v key of %d bytes, want Ed25519", rank, sk.Type(), len(raw))
+	}
+	priv := ed25519.PrivateKey(raw)
+	keys := make([]ed25519.PublicKey, len(ids))
+	for r, id := range ids {
+		pk, err := id.ExtractPublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("rank %d: the peer ID of rank %d carries no public key: %w", rank, r, err)
+		}
+		b, err := pk.Raw()
+		if err != nil || pk.Type() != crypto.Ed25519 || len(b) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("rank %d: the peer ID of rank %d is not an Ed25519 key", rank, r)
+		}
+		keys[r] = ed25519.PublicKey(b)
+	}
+	// Validity and names are not checked by the peers (see verifyRank); they are filled in
+	// only because X.509 requires them.
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(int64(rank) + 1),
+		Subject:      pkix.Name{CommonName: "hetsync rank " + strconv.Itoa(rank)},
+		NotBefore:    time.Unix(0, 0),
+		NotAfter:     time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, priv.Public(), priv)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: making the data-path certificate: %w", rank, err)
+	}
+	return &rankTLS{rank: rank, keys: keys, cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}}, nil
+}
+
+// peerRank returns the rank whose key the certificate certifies, or an error that says what
+// the certificate is instead.
+func (t *rankTLS) peerRank(rawCerts [][]byte) (int, error) {
+	if len(rawCerts) == 0 {
+		return -1, errors.New("the peer sent no certificate")
+	}
+	c, err := x509.ParseCertificate(rawCerts[0])
+	if err != nil {
+		return -1, fmt.Errorf("the peer's certificate does not parse: %w", err)
+	}
+	return t.rankOfKey(c.PublicKey)
+}
+
+func (t *rankTLS) rankOfKey(key any) (int, error) {
+	pk, ok := key.(ed25519.PublicKey)
+	if !ok {
+		return -1, fmt.Errorf("the peer's certificate holds a %T, not a rank's Ed25519 key", key)
+	}
+	for r, k := range t.keys {
+		if k.Equal(pk) {
+			return r, nil
+		}
+	}
+	return -1, errors.New("the peer's key is no rank's of this job (another job, or a wrong HETSYNC_JOB_SECRET)")
+}
+
+// config is the TLS configuration of one side: TLS 1.3 only, this rank's certificate, the
+// peer's certificate required and accepted by verify alone.
+func (t *rankTLS) config(verify func(rank int) error) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{t.cert},
+		ClientAuth:   tls.RequireAnyClientCert,
+		// The chain is not checked against authorities: the peer's key is, in
+		// VerifyPeerCertificate, and the handshake's CertificateVerify proves the peer holds it.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(rawCerts [][]byte, _ [][]*x509.Certificate) error {
+			r, err := t.peerRank(rawCerts)
+			if err != nil {
+				return err
+			}
+			return verify(r)
+		},
+		// Bulk transfers on a closed cluster: full-size records from the first byte, and no
+		// session resumption, whose tickets would only be kept and never used.
+		DynamicRecordSizingDisabled: true,
+		SessionTicketsDisabled:      true,
+	}
+}
+
+// serverConfig accepts any lower rank: the hello then has to name the same rank.
+func (t *rankTLS) serverConfig() *tls.Config {
+	return t.config(func(r int) error {
+		if r >= t.rank {
+			return fmt.Errorf("rank %d dialed rank %d; only lower ranks dial", r, t.rank)
+		}
+		return nil
+	})
+}
+
+// clientConfig accepts only rank `to`.
+func (t *rankTLS) clientConfig(to int) *tls.Config {
+	return t.config(func(r int) error {
+		if r != to {
+			return fmt.Errorf("the listener at rank %d's address holds rank %d's key", to, r)
+		}
+		return nil
+	})
+}
+
+// tlsRank returns the rank whose certificate c's peer presented (its handshake is complete
+// and verified, so there is one), or -1.
+func (t *rankTLS) tlsRank(c *tls.Conn) int {
+	st := c.ConnectionState()
+	if len(st.PeerCertificates) == 0 {
+		return -1
+	}
+	r, _ := t.rankOfKey(st.PeerCertificates[0].PublicKey)
+	return r
+}
+
+// serveTLS accepts the "tls" data path on l: every connection is upgraded to TLS (the peer
+// proving a lower rank's key) before its hello, which must then name that same rank.
+func (a *acceptor) serveTLS(l net.Listener, t *rankTLS) {
+	conf := t.serverConfig()
+	a.serveWith(l, func(c net.Conn) {
+		sc := &secureConn{tls.Server(c, conf)}
+		if !a.track(sc) {
+			c.Close()
+			return
+		}
+		remote := c.RemoteAddr().String()
+		go func() {
+			_ = c.SetDeadline(time.Now().Add(helloTimeout))
+			err := sc.c.Handshake()
+			from := -1
+			if err == nil {
+				if from = t.tlsRank(sc.c); from < 0 {
+					err = errors.New("no rank's certificate after the handshake")
+				}
+			}
+			if err != nil {
+				a.log.Warn("hetsync data path: refused a TLS connection", "rank", a.rank, "remote", remote, "err", err)
+				sc.Close()
+				a.untrack(sc)
+				return
+			}
+			a.handshake(sc, remote, from)
+		}()
+	})
+}
+
+// dialTLS opens a direct TCP connection to rank them and secures it, expecting them's key.
+func (d *dialer) dialTLS(ctx context.Context, them peerInfo) (dataConn, error) {
+	if them.TLS == "" {
+		return nil, errors.New("the peer has no TLS listener")
+	}
+	if d.tls == nil {
+		return nil, errors.New("no TLS identity (internal error)")
+	}
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, "tcp", them.TLS)
+	if err != nil {
+		return nil, err
+	}
+	tuneConn(c)
+	tc := tls.Client(c, d.tls.clientConfig(them.Rank))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", them.TLS, err)
+	}
+	return &secureConn{tc}, nil
+}
+
+// secureConn is a TLS data connection as the framed endpoint sees it. It is deliberately not
+// a net.Conn: the endpoint then hands each small frame (header and payload) to one Write,
+// which becomes one TLS record, instead of writing the 48-byte header as a record of its own.
+type secureConn struct {
+	c *tls.Conn
+}
+
+func (s *secureConn) Read(p []byte) (int, error)         { return s.c.Read(p) }
+func (s *secureConn) Write(p []byte) (int, error)        { return s.c.Write(p) }
+func (s *secureConn) Close() error                       { return s.c.Close() }
+func (s *secureConn) CloseWrite() error                  { return s.c.CloseWrite() }
+func (s *secureConn) SetDeadline(t time.Time) error      { return s.c.SetDeadline(t) }
+func (s *secureConn) SetReadDeadline(t time.Time) error  { return s.c.SetReadDeadline(t) }
+func (s *secureConn) SetWriteDeadline(t time.Time) error { return s.c.SetWriteDeadline(t) }
