@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/hetsync/hetsync/collective/topology"
 )
 
 //go:embed topo.sh
@@ -116,6 +118,25 @@ func (n *Net) SetRate(ctx context.Context, i int, uplink bool, mbit int) error {
 	}
 	_, err := n.run(ctx, "rate", link, strconv.Itoa(mbit))
 	return err
+}
+
+// Links is the link matrix the network's shaping promises for ranks placed on hosts
+// hostOf[0], hostOf[1], ... (one host index per rank): what a measurement of an idle network
+// would find, for planning before one is made.
+func (n *Net) Links(ctx context.Context, hostOf []int) (*topology.Matrix, error) {
+	args := []string{"links"}
+	for _, h := range hostOf {
+		args = append(args, strconv.Itoa(h))
+	}
+	out, err := n.run(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	m, err := topology.Unmarshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("netns: links of %v: %w", hostOf, err)
+	}
+	return m, nil
 }
 
 // Command is name with args run inside host i's namespace.

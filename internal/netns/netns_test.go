@@ -176,3 +176,27 @@ func TestUpRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestLinks(t *testing.T) {
+	n := ForTest(t, Spec{Topology: Racks, Hosts: 4, RateMbit: 100, Ratio: 4})
+	m, err := n.Links(context.Background(), []int{3, 0, 3, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(m.Host) != "[0 1 0 2 3]" {
+		t.Errorf("hosts %v, want ranks 0 and 2 on one host, indices in order of first use", m.Host)
+	}
+	inRack, across := m.Links[1][3].Beta, m.Links[0][1].Beta // hosts 0-1 share rack 0; host 3 is in rack 1
+	if want := 8 / 100e6; inRack != want {
+		t.Errorf("beta inside a rack %g, want %g", inRack, want)
+	}
+	if want := 8 / 25e6; across != want {
+		t.Errorf("beta across racks %g, want %g", across, want)
+	}
+	if m.Links[0][2].Beta >= inRack {
+		t.Errorf("beta on one host %g is not below the network's", m.Links[0][2].Beta)
+	}
+	if _, err := n.Links(context.Background(), []int{0, 4}); err == nil {
+		t.Error("a rank on host 4 of 4 accepted")
+	}
+}

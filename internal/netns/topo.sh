@@ -13,6 +13,9 @@
 #   topo.sh rate LINK MBIT       re-shape one link while traffic runs: LINK is a host index
 #                                (its access link) or "uplinkR" (rack R's link to the core)
 #   topo.sh list                 the hosts of an existing network, as "up" prints them
+#   topo.sh links H0 H1 ...      the link matrix (JSON, as bench --links-file reads it) of ranks
+#                                placed on hosts H0, H1, ... (one host index per rank), from the
+#                                rates the network was built with
 # TOPO:
 #   uniform   HOSTS hosts (default 4) on one switch, every access link at RATE
 #   slowhost  the same, the last host's access link RATIO times slower
@@ -98,7 +101,7 @@ up() {
     ip -n "$SW" link set "h$i" master "rack$r"
     ip -n "$ns" addr add "$SUBNET.$(( i + 1 ))/24" dev eth0
   done
-  echo "$TOPO $n $RACKS" > "$(statefile)"
+  echo "$TOPO $n $RACKS $RATE $RATIO" > "$(statefile)"
   trap - ERR
   list
 }
@@ -108,10 +111,48 @@ statefile() { echo "/run/netns-topo-$PREFIX"; }
 list() {
   [ -f "$(statefile)" ] || die "no network with prefix $PREFIX"
   local n
-  read -r TOPO n RACKS < "$(statefile)"
+  read -r TOPO n RACKS RATE RATIO < "$(statefile)"
   for (( i = 0; i < n; i++ )); do
     echo "host $(host_ns "$i") $SUBNET.$(( i + 1 )) $(rack_of "$i" "$n")"
   done
+}
+
+# links H...: the matrix the network's shaping promises. A message between two hosts runs at
+# the slowest link of its path (the two access links, and the uplinks when the racks differ);
+# ranks on one host talk over loopback. Latencies are those of a veth hop and of loopback.
+links() {
+  list >/dev/null
+  local n
+  read -r TOPO n RACKS RATE RATIO < "$(statefile)"
+  [ $# -ge 1 ] || die "links: give one host index per rank"
+  local h racks=()
+  for h in "$@"; do
+    [[ "$h" =~ ^[0-9]+$ ]] && [ "$h" -lt "$n" ] || die "links: host '$h' is not in 0..$(( n - 1 ))"
+  done
+  for (( i = 0; i < n; i++ )); do racks+=("$(rack_of "$i" "$n")"); done
+  echo "$@" | awk -v topo="$TOPO" -v n="$n" -v rate="$RATE" -v ratio="$RATIO" -v racks="${racks[*]}" '
+    {
+      p = NF; split(racks, rack, " ")
+      for (r = 1; r <= p; r++) { h[r] = $r; if (!($r in id)) id[$r] = k++; }
+      printf "{\"p\":%d,\"host\":[", p
+      for (r = 1; r <= p; r++) printf "%s%d", (r > 1 ? "," : ""), id[h[r]]
+      printf "],\"links\":["
+      for (r = 1; r <= p; r++) {
+        printf "%s[", (r > 1 ? "," : "")
+        for (q = 1; q <= p; q++) {
+          if (h[r] == h[q]) { a = 20e-6; b = 1 / 2e9 }
+          else {
+            mbit = rate
+            if (topo == "slowhost" && (h[r] == n - 1 || h[q] == n - 1)) mbit = rate / ratio
+            if (topo == "racks" && rack[h[r] + 1] != rack[h[q] + 1]) mbit = rate / ratio
+            a = 60e-6; b = 8 / (mbit * 1e6)
+          }
+          printf "%s{\"alpha_s\":%g,\"beta_s_per_b\":%.6g}", (q > 1 ? "," : ""), a, b
+        }
+        printf "]"
+      }
+      printf "]}\n"
+    }'
 }
 
 down() {
@@ -143,5 +184,6 @@ case "${1:-}" in
   down) down ;;
   rate) [ $# -eq 3 ] || die "usage: rate LINK MBIT"; rate "$2" "$3" ;;
   list) list ;;
-  *)    die "usage: topo.sh up TOPO [HOSTS] | down | rate LINK MBIT | list  (PREFIX=$PREFIX)" ;;
+  links) shift; links "$@" ;;
+  *)    die "usage: topo.sh up TOPO [HOSTS] | down | rate LINK MBIT | list | links H0 H1 ...  (PREFIX=$PREFIX)" ;;
 esac
