@@ -1,25 +1,39 @@
 package collective
 
-import "math"
+import (
+	"math"
+)
 
-// auto picks an algorithm per call from the α-β simulator (see Predict): for each candidate it
-// builds the schedules of all p ranks for this (collective, n, dtype), replays them with
-// AutoAlpha and AutoBeta, and runs the fastest. Candidates: allreduce — recursive doubling
-// (latency-optimal, wins for small messages), butterfly, binary-blocks, ring; reduce-scatter and
-// allgather — butterfly, binary-blocks, ring. Ties go to the earlier candidate. ps is never
-// chosen (it has the ring's volume in the model but is incast-sensitive on real networks).
-// Every rank computes the same choice from the same inputs, and the decision is cached per
-// (collective, n, element size).
+// auto picks an algorithm per call from the simulator: for each candidate it builds the
+// schedules of all p ranks for this (collective, n, dtype), replays them on the network
+// model, and runs the fastest. Ties go to the earlier candidate. Every rank computes the same
+// choice from the same inputs (the same matrix, the same candidate order), and the decision is
+// cached per (collective, n, element size).
 //
-// In practice (α = 30 µs, 10 Gb/s): recursive doubling below a few KiB; butterfly for powers of
-// two above; binary-blocks or ring for other p depending on the block shape (e.g. p = 9, 8 + 1,
-// goes to the ring for large messages).
+// Without a link matrix the model is one α-β pair for every link (AutoAlpha, AutoBeta) and
+// the candidates are: allreduce — recursive doubling (latency-optimal, wins for small
+// messages), butterfly, binary-blocks, ring; reduce-scatter and allgather — butterfly,
+// binary-blocks, ring. ps is never chosen there: it has the ring's volume in that model but is
+// incast-sensitive on real networks, which only a matrix's shared host links can show.
+//
+// With Options.Links the model is the matrix's (per-pair costs, host NICs and group uplinks
+// shared by the messages that cross them, see layout.model) and the candidates are every
+// configuration: each algorithm (recursive doubling for allreduce, butterfly, binary-blocks,
+// ring, ps with placed servers) in each rank order (rank, grouped, interleaved), and the
+// hierarchy over each of butterfly, binary-blocks, ring and ps in each host order.
+//
+// Without a matrix, in practice (α = 30 µs, 10 Gb/s): recursive doubling below a few KiB;
+// butterfly for powers of two above; binary-blocks or ring for other p depending on the block
+// shape (e.g. p = 9, 8 + 1, goes to the ring for large messages).
 type auto struct {
 	opts   Options
-	choice map[autoKey]algorithm
+	lay    *layout // nil without a matrix
+	net    *netModel
+	choice map[autoKey]autoChoice
 }
 
-// The cost-model constants auto uses: per-message latency (s) and per-byte time (s/B, 10 Gb/s).
+// The cost-model constants auto uses without a link matrix: per-message latency (s) and
+// per-byte time (s/B, 10 Gb/s).
 const (
 	AutoAlpha = 30e-6
 	AutoBeta  = 1 / 1.25e9
@@ -30,25 +44,101 @@ type autoKey struct {
 	p, n, elem, segsz int
 }
 
-func newAuto(opts Options) *auto { return &auto{opts: opts, choice: make(map[autoKey]algorithm)} }
+// autoChoice is a decision: the configuration's name, its algorithm and predicted time (s).
+type autoChoice struct {
+	name      string
+	alg       algorithm
+	predicted float64
+}
 
-func (a *auto) pick(kind collKind, b *builder) algorithm {
-	key := autoKey{kind: kind, p: b.p, n: b.n, elem: b.elemSize, segsz: b.seg * b.elemSize}
-	if alg, ok := a.choice[key]; ok {
-		return alg
+// autoCandidate is one configuration auto may run.
+type autoCandidate struct {
+	name string
+	alg  algorithm
+}
+
+func newAuto(opts Options) *auto {
+	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice)}
+	if opts.Links != nil {
+		a.lay = newLayout(opts.Links)
+		a.net = a.lay.model()
 	}
-	cands := []algorithm{butterfly{}, binaryBlocks{}, ring{}}
+	return a
+}
+
+// model is the network auto replays on for p ranks.
+func (a *auto) model(p int) *netModel {
+	if a.net != nil {
+		return a.net
+	}
+	return uniformModel(p, AutoAlpha, AutoBeta)
+}
+
+// candidates lists the configurations for one collective kind, in tie-break order.
+func (a *auto) candidates(kind collKind) []autoCandidate {
+	var cands []autoCandidate
+	for _, c := range candidateConfigs(kind, a.lay != nil) {
+		alg := c.base
+		if a.lay != nil {
+			alg = configure(c.algConfig, c.base, a.lay, 0)
+		}
+		cands = append(cands, autoCandidate{name: c.name, alg: alg})
+	}
+	return cands
+}
+
+// candidateConfig is a candidate before it is fitted to a layout.
+type candidateConfig struct {
+	name string
+	algConfig
+	base algorithm
+}
+
+// candidateConfigs lists auto's candidates for one collective kind, with or without a matrix.
+func candidateConfigs(kind collKind, links bool) []candidateConfig {
+	bases := []candidateConfig{
+		{name: "butterfly", base: butterfly{}}, {name: "binary-blocks", base: binaryBlocks{}}, {name: "ring", base: ring{}},
+	}
 	if kind == kindAllReduce {
-		cands = append([]algorithm{recursiveDoubling{}}, cands...)
+		bases = append([]candidateConfig{{name: "recursive-doubling", base: recursiveDoubling{}}}, bases...)
 	}
-	best, bestT := cands[len(cands)-1], math.Inf(1)
-	for _, alg := range cands {
-		t, err := simulateKind(alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, AutoAlpha, AutoBeta)
+	if !links {
+		return bases
+	}
+	var out []candidateConfig
+	for _, b := range bases {
+		for _, order := range orderNames() {
+			_, isRing := b.base.(ring)
+			if kind != kindAllReduce && !isRing && order != orderRank {
+				continue // only the ring renumbers reduce-scatter and allgather
+			}
+			out = append(out, candidateConfig{b.name + "/" + order, algConfig{base: b.name, order: order}, b.base})
+		}
+	}
+	out = append(out, candidateConfig{"ps", algConfig{base: "ps"}, paramServer{}})
+	for _, b := range append(bases[len(bases)-3:], candidateConfig{name: "ps", base: paramServer{}}) {
+		for _, order := range []string{orderGrouped, orderInterleaved} {
+			name := hierPrefix + b.name + "/" + order
+			out = append(out, candidateConfig{name, algConfig{base: b.name, hier: true, order: order}, b.base})
+		}
+	}
+	return out
+}
+
+func (a *auto) decide(kind collKind, b *builder) autoChoice {
+	key := autoKey{kind: kind, p: b.p, n: b.n, elem: b.elemSize, segsz: b.seg * b.elemSize}
+	if c, ok := a.choice[key]; ok {
+		return c
+	}
+	cands := a.candidates(kind)
+	best := autoChoice{name: cands[len(cands)-1].name, alg: cands[len(cands)-1].alg, predicted: math.Inf(1)}
+	for _, c := range cands {
+		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model(b.p))
 		if err != nil {
 			continue
 		}
-		if t < bestT {
-			best, bestT = alg, t
+		if t < best.predicted {
+			best = autoChoice{name: c.name, alg: c.alg, predicted: t}
 		}
 	}
 	if len(a.choice) >= maxCachedSchedules {
@@ -57,6 +147,8 @@ func (a *auto) pick(kind collKind, b *builder) algorithm {
 	a.choice[key] = best
 	return best
 }
+
+func (a *auto) pick(kind collKind, b *builder) algorithm { return a.decide(kind, b).alg }
 
 func (a *auto) allReduce(b *builder)     { a.pick(kindAllReduce, b).allReduce(b) }
 func (a *auto) reduceScatter(b *builder) { a.pick(kindReduceScatter, b).reduceScatter(b) }

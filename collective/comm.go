@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -27,6 +28,9 @@ type Options struct {
 	Servers int
 	// Codec is the wire codec for payloads. The lossy casts (FP16, BF16) need float32 buffers.
 	Codec transport.Codec
+	// Links is the job's link matrix (hosts and per-pair costs), the same on every rank; with
+	// it auto, ring order, ps placement and the hier- configurations plan from the network.
+	Links *topology.Matrix
 }
 
 // Validate checks the options against a job of p ranks.
@@ -42,6 +46,9 @@ func (o Options) Validate(p int) error {
 	}
 	if o.Servers != 0 && o.Algorithm != "ps" {
 		return fmt.Errorf("collective: Servers is only meaningful with Algorithm \"ps\", not %q", o.Algorithm)
+	}
+	if err := validateLinks(o.Links, p); err != nil {
+		return err
 	}
 	if o.Codec > transport.CodecBF16 {
 		return fmt.Errorf("collective: unknown codec %d", o.Codec)

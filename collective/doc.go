@@ -56,6 +56,28 @@
 // small messages, butterfly for powers of two, ring (or binary-blocks when its blocks are
 // balanced) for other p. ps is never chosen automatically.
 //
+// # Planning from the network
+//
+// With Options.Links (a topology.Matrix: which ranks share a host, α and β of every rank
+// pair) the communicator plans from the network instead of from one α-β pair:
+//   - the layout groups hosts into well-connected groups (links within 2× of the fastest one
+//     between hosts) and orders ranks grouped (a host's ranks adjacent, a group's hosts
+//     adjacent: a ring crosses each thin link between groups once each way) or interleaved
+//     (dealt round-robin over the groups: a butterfly's last, smallest exchanges cross them);
+//   - "ring" runs in the grouped order for any placement; "ps" puts its servers on the best
+//     connected hosts (one per host before a second) with shards in proportion to their
+//     bandwidth; NAME/ORDER runs any algorithm's allreduce in the rank, grouped or interleaved
+//     order;
+//   - "hier-NAME[/ORDER]" is the host-aware hierarchy: a reduce-scatter inside each host into
+//     lanes (as many as the largest host has ranks), NAME across hosts for every lane at once,
+//     each carried by its own local rank, and an allgather inside each host. Hosts may hold
+//     different numbers of ranks;
+//   - the simulator replays schedules with every pair's own (α, β), and messages between hosts
+//     queue for the host NICs (shared by the host's ranks) and the groups' uplinks (shared by
+//     the group's hosts);
+//   - auto replays every configuration (Configurations, plus recursive doubling) and runs the
+//     fastest; AllReduceChoice tells which it picked and the time it predicted.
+//
 // Shared by every algorithm:
 //   - Broadcast: segmented binomial tree up to 256 KiB (⌈lg p⌉(α+nβ)), pipelined chain above
 //     (≈(p-2+S)(α+nβ/S) with S ≥ 8 segments).

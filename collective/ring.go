@@ -8,8 +8,13 @@ package collective
 // block is big enough), and a segment is forwarded as soon as it has been reduced, so the link
 // carries one segment while the previous one is being reduced.
 //
+// The ring visits the ranks in order (rank order when nil): a topology-aware order puts the
+// ranks of a host, then of a group of well-connected hosts, next to each other, so that the
+// ring crosses each thin link as few times as possible. Position i still ends with rank
+// order[i]'s own Partition block, so reduce-scatter and allgather keep their contract.
+//
 // Cost: 2(p-1)α + 2(p-1)/p·nβ + (p-1)/p·nγ, plus (segments-1)·α of pipeline fill.
-type ring struct{}
+type ring struct{ order []int }
 
 // ringMinSegments is Gloo's rule: at least two segments per block so that communication
 // overlaps reduction; ringMinSegmentBytes keeps small blocks in one message.
@@ -27,23 +32,45 @@ func (ring) setSegment(b *builder) {
 
 func mod(a, p int) int { return ((a % p) + p) % p }
 
+// at returns the rank at ring position i (taken mod p) and its block.
+func (r ring) at(b *builder, i int) (rank, lo, hi int) {
+	i = mod(i, b.p)
+	if r.order != nil {
+		i = r.order[i]
+	}
+	lo, hi = b.block(i)
+	return i, lo, hi
+}
+
+// pos is b's rank's ring position.
+func (r ring) pos(b *builder) int {
+	for i, q := range r.order {
+		if q == b.rank {
+			return i
+		}
+	}
+	return b.rank
+}
+
 func (r ring) reduceScatterSteps(b *builder) {
-	p, me := b.p, b.rank
-	next, prev := mod(me+1, p), mod(me-1, p)
-	for k := 0; k < p-1; k++ {
-		slo, shi := b.block(mod(me-k-1, p))
-		rlo, rhi := b.block(mod(me-k-2, p))
+	me := r.pos(b)
+	next, _, _ := r.at(b, me+1)
+	prev, _, _ := r.at(b, me-1)
+	for k := 0; k < b.p-1; k++ {
+		_, slo, shi := r.at(b, me-k-1)
+		_, rlo, rhi := r.at(b, me-k-2)
 		b.send(next, slo, shi)
 		b.recvReduce(prev, rlo, rhi)
 	}
 }
 
 func (r ring) allGatherSteps(b *builder) {
-	p, me := b.p, b.rank
-	next, prev := mod(me+1, p), mod(me-1, p)
-	for k := 0; k < p-1; k++ {
-		slo, shi := b.block(mod(me-k, p))
-		rlo, rhi := b.block(mod(me-k-1, p))
+	me := r.pos(b)
+	next, _, _ := r.at(b, me+1)
+	prev, _, _ := r.at(b, me-1)
+	for k := 0; k < b.p-1; k++ {
+		_, slo, shi := r.at(b, me-k)
+		_, rlo, rhi := r.at(b, me-k-1)
 		b.send(next, slo, shi)
 		b.recv(prev, rlo, rhi)
 	}

@@ -5,14 +5,41 @@ import (
 	"math"
 )
 
+// netModel is the network a replay runs on. Every message of b bytes from one rank to another
+// costs α + b·β of the pair, occupies the sender's send side and the receiver's receive side
+// (one full-duplex NIC per rank, one message at a time each way), and on its way crosses the
+// shared resources of its path (a host's NIC shared by the ranks on it, a rack's uplink shared
+// by its hosts), each of which carries one message at a time at its own rate. Without shared
+// resources every rank is its own host on a private link: the plain α-β model.
+type netModel struct {
+	p     int
+	alpha func(from, to int) float64
+	beta  func(from, to int) float64
+	// path returns the shared resources a message from one rank to another crosses, nil when
+	// none; a resource is an index into resBeta.
+	path    func(from, to int) []int
+	resBeta []float64
+}
+
+// uniformModel is the α-β model with one (α, β) for every pair of p ranks.
+func uniformModel(p int, alpha, beta float64) *netModel {
+	return &netModel{
+		p:     p,
+		alpha: func(int, int) float64 { return alpha },
+		beta:  func(int, int) float64 { return beta },
+		path:  func(int, int) []int { return nil },
+	}
+}
+
 // replay runs the schedules of all ranks against each other with unbounded buffering, in an
 // order that respects every dependency, and reports the first inconsistency: a receive whose
 // message has another size or tag than its send, a message nobody receives, or a deadlock.
-// It keeps an α-β clock per rank: a send occupies the sender's link for α + bytes·β, a receive
-// completes when its message has arrived and the receiver's link has taken its bytes. With
-// masks non-nil it also tracks, per rank and element, the set of ranks whose contribution the
-// element holds, and fails when a reduction would count a contribution twice.
-func replay(scheds []*schedule, elemSize int, alpha, beta float64, masks [][]uint64) (float64, error) {
+// It keeps a clock per rank on the model's network and returns when the last rank finishes.
+// Sends are taken in the order of their start times (ties to the lower rank), so that a
+// shared resource serves messages in the order they reach it. With masks non-nil it also
+// tracks, per rank and element, the set of ranks whose contribution the element holds, and
+// fails when a reduction would count a contribution twice.
+func replay(scheds []*schedule, elemSize int, net *netModel, masks [][]uint64) (float64, error) {
 	p := len(scheds)
 	type msg struct {
 		arrival float64
@@ -31,31 +58,24 @@ func replay(scheds []*schedule, elemSize int, alpha, beta float64, masks [][]uin
 		st[r].sendDone = make([]float64, len(scheds[r].sends))
 		st[r].recvDone = make([]float64, len(scheds[r].recvs))
 	}
+	resFree := make([]float64, len(net.resBeta))
+	// sendStart is when rank r's next send can start, or +Inf when it waits for a receive.
+	sendStart := func(r int) float64 {
+		s, x := scheds[r], &st[r]
+		if x.si >= len(s.sends) || x.ri < s.sends[x.si].need {
+			return math.Inf(1)
+		}
+		start := x.sendFree
+		if need := s.sends[x.si].need; need > 0 {
+			start = math.Max(start, x.recvDone[need-1])
+		}
+		return start
+	}
 	for {
 		progress := false
-		done := true
+		// Every receive whose message is there completes; receives reserve nothing shared.
 		for r := 0; r < p; r++ {
 			s, x := scheds[r], &st[r]
-			for x.si < len(s.sends) {
-				step := s.sends[x.si]
-				if x.ri < step.need {
-					break
-				}
-				start := x.sendFree
-				if step.need > 0 {
-					start = math.Max(start, x.recvDone[step.need-1])
-				}
-				bytes := float64((step.hi - step.lo) * elemSize)
-				x.sendFree = start + alpha + bytes*beta
-				x.sendDone[x.si] = x.sendFree
-				m := msg{arrival: x.sendFree, lo: step.lo, hi: step.hi, tag: step.tag}
-				if masks != nil && !step.aux {
-					m.data = append([]uint64(nil), masks[r][step.lo:step.hi]...)
-				}
-				queues[r*p+step.peer] = append(queues[r*p+step.peer], m)
-				x.si++
-				progress = true
-			}
 			for x.ri < len(s.recvs) {
 				step := s.recvs[x.ri]
 				q := &queues[step.peer*p+r]
@@ -69,43 +89,57 @@ func replay(scheds []*schedule, elemSize int, alpha, beta float64, masks [][]uin
 						r, x.ri, step, step.peer, m.hi-m.lo, m.tag)
 				}
 				bytes := float64((step.hi - step.lo) * elemSize)
-				t := math.Max(m.arrival, x.recvFree+bytes*beta)
+				t := math.Max(m.arrival, x.recvFree+bytes*net.beta(step.peer, r))
 				if step.need > 0 {
 					t = math.Max(t, x.sendDone[step.need-1])
 				}
 				x.recvFree = t
 				x.recvDone[x.ri] = t
 				if masks != nil && m.data != nil {
-					dst := masks[r][step.lo:step.hi]
-					for i, v := range m.data {
-						if step.kind == stepRecvReduce {
-							if dst[i]&v != 0 {
-								return 0, fmt.Errorf("rank %d receive #%d (%v): element %d would count ranks %#x twice",
-									r, x.ri, step, step.lo+i, dst[i]&v)
-							}
-							dst[i] |= v
-						} else {
-							dst[i] = v
-						}
+					if err := mergeMask(masks[r][step.lo:step.hi], m.data, step, r, x.ri); err != nil {
+						return 0, err
 					}
 				}
 				x.ri++
 				progress = true
 			}
-			if x.si < len(s.sends) || x.ri < len(s.recvs) {
-				done = false
+		}
+		// Then the earliest send that can start.
+		first, firstT := -1, math.Inf(1)
+		for r := 0; r < p; r++ {
+			if t := sendStart(r); t < firstT {
+				first, firstT = r, t
 			}
 		}
-		if done {
-			break
+		if first >= 0 {
+			r, x := first, &st[first]
+			step := scheds[r].sends[x.si]
+			bytes := float64((step.hi - step.lo) * elemSize)
+			t := firstT + net.alpha(r, step.peer)
+			end := t + bytes*net.beta(r, step.peer)
+			for _, u := range net.path(r, step.peer) {
+				e := math.Max(t, resFree[u]) + bytes*net.resBeta[u]
+				resFree[u] = e
+				end = math.Max(end, e)
+			}
+			x.sendFree = end
+			x.sendDone[x.si] = end
+			m := msg{arrival: end, lo: step.lo, hi: step.hi, tag: step.tag}
+			if masks != nil && !step.aux {
+				m.data = append([]uint64(nil), masks[r][step.lo:step.hi]...)
+			}
+			queues[r*p+step.peer] = append(queues[r*p+step.peer], m)
+			x.si++
+			progress = true
 		}
 		if !progress {
-			for r := 0; r < p; r++ {
-				if x := st[r]; x.si < len(scheds[r].sends) || x.ri < len(scheds[r].recvs) {
-					return 0, fmt.Errorf("deadlock: rank %d stuck at send %d/%d, receive %d/%d",
-						r, x.si, len(scheds[r].sends), x.ri, len(scheds[r].recvs))
-				}
-			}
+			break
+		}
+	}
+	for r := 0; r < p; r++ {
+		if x := st[r]; x.si < len(scheds[r].sends) || x.ri < len(scheds[r].recvs) {
+			return 0, fmt.Errorf("deadlock: rank %d stuck at send %d/%d, receive %d/%d",
+				r, x.si, len(scheds[r].sends), x.ri, len(scheds[r].recvs))
 		}
 	}
 	for i, q := range queues {
@@ -120,6 +154,23 @@ func replay(scheds []*schedule, elemSize int, alpha, beta float64, masks [][]uin
 	return end, nil
 }
 
+// mergeMask applies a received contribution mask to dst: a reduction unions it in and fails
+// on a contribution counted twice, a plain receive overwrites.
+func mergeMask(dst, src []uint64, step step, rank, idx int) error {
+	for i, v := range src {
+		if step.kind == stepRecvReduce {
+			if dst[i]&v != 0 {
+				return fmt.Errorf("rank %d receive #%d (%v): element %d would count ranks %#x twice",
+					rank, idx, step, step.lo+i, dst[i]&v)
+			}
+			dst[i] |= v
+		} else {
+			dst[i] = v
+		}
+	}
+	return nil
+}
+
 // buildAll builds the schedules of every rank.
 func buildAll(alg algorithm, kind collKind, p, n, root, elemSize, segBytes int) []*schedule {
 	scheds := make([]*schedule, p)
@@ -130,8 +181,8 @@ func buildAll(alg algorithm, kind collKind, p, n, root, elemSize, segBytes int) 
 }
 
 // simulateKind predicts the time of one collective from its schedules.
-func simulateKind(alg algorithm, kind collKind, p, n, elemSize, segBytes int, alpha, beta float64) (float64, error) {
-	return replay(buildAll(alg, kind, p, n, 0, elemSize, segBytes), elemSize, alpha, beta, nil)
+func simulateKind(alg algorithm, kind collKind, p, n, elemSize, segBytes int, net *netModel) (float64, error) {
+	return replay(buildAll(alg, kind, p, n, 0, elemSize, segBytes), elemSize, net, nil)
 }
 
 // Predict returns the α-β time in seconds of an allreduce of `bytes` bytes of float32 over p
@@ -150,5 +201,5 @@ func Predict(alg string, p, bytes int, alpha, beta float64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return simulateKind(a, kindAllReduce, p, bytes/4, 4, DefaultSegmentBytes, alpha, beta)
+	return simulateKind(a, kindAllReduce, p, bytes/4, 4, DefaultSegmentBytes, uniformModel(p, alpha, beta))
 }

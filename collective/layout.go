@@ -1,0 +1,254 @@
+package collective
+
+import (
+	"math"
+	"sort"
+
+	"github.com/hetsync/hetsync/collective/topology"
+)
+
+// layout is what the planner reads from a link matrix: the ranks of every host, the hosts
+// grouped into well-connected groups (racks), and orders of ranks and hosts that keep a host's
+// ranks, then a group's hosts, together. It is a pure function of the matrix, so every rank
+// that holds the same matrix derives the same layout.
+type layout struct {
+	m        *topology.Matrix
+	hosts    [][]int     // ranks of each host, in rank order
+	groups   [][]int     // hosts of each group, in the order a ring visits them
+	hostBeta [][]float64 // fastest link between two hosts' ranks, each direction
+}
+
+// groupSlack is how much slower than the fastest link between two hosts a link may be and
+// still join its hosts into one group: links within a rack differ by measurement noise, the
+// uplinks between racks by integer factors.
+const groupSlack = 2.0
+
+func newLayout(m *topology.Matrix) *layout {
+	l := &layout{m: m, hosts: m.RanksOf()}
+	nh := len(l.hosts)
+	l.hostBeta = make([][]float64, nh)
+	for h := range l.hostBeta {
+		l.hostBeta[h] = make([]float64, nh)
+		for g := range l.hostBeta[h] {
+			l.hostBeta[h][g] = math.Inf(1)
+			for _, r := range l.hosts[h] {
+				for _, q := range l.hosts[g] {
+					if r != q {
+						l.hostBeta[h][g] = math.Min(l.hostBeta[h][g], m.Links[r][q].Beta)
+					}
+				}
+			}
+		}
+	}
+	best := math.Inf(1)
+	for h := range nh {
+		for g := range nh {
+			if h != g {
+				best = math.Min(best, l.hostBeta[h][g])
+			}
+		}
+	}
+	// Groups are the connected components of the links within groupSlack of the best one,
+	// each ordered by a nearest-neighbour walk from its lowest host.
+	group := make([]int, nh)
+	for h := range group {
+		group[h] = -1
+	}
+	var comps [][]int
+	for h := range nh {
+		if group[h] >= 0 {
+			continue
+		}
+		id := len(comps)
+		comp, stack := []int{}, []int{h}
+		group[h] = id
+		for len(stack) > 0 {
+			x := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			comp = append(comp, x)
+			for y := range nh {
+				if group[y] < 0 && l.linkBeta(x, y) <= groupSlack*best {
+					group[y] = id
+					stack = append(stack, y)
+				}
+			}
+		}
+		sort.Ints(comp)
+		comps = append(comps, l.walk(comp, l.linkBeta))
+	}
+	// The groups themselves in a nearest-neighbour walk from the group of host 0, so that a
+	// ring crosses each thin link between consecutive groups once.
+	idx := make([]int, len(comps))
+	for i := range idx {
+		idx[i] = i
+	}
+	groupBeta := func(a, b int) float64 {
+		v := math.Inf(1)
+		for _, x := range comps[a] {
+			for _, y := range comps[b] {
+				v = math.Min(v, l.linkBeta(x, y))
+			}
+		}
+		return v
+	}
+	for _, i := range l.walk(idx, groupBeta) {
+		l.groups = append(l.groups, comps[i])
+	}
+	return l
+}
+
+// linkBeta is the slower direction of the fastest link between two hosts.
+func (l *layout) linkBeta(h, g int) float64 { return math.Max(l.hostBeta[h][g], l.hostBeta[g][h]) }
+
+// walk orders items by a nearest-neighbour walk from the first under dist, ties to the earlier
+// item.
+func (l *layout) walk(items []int, dist func(a, b int) float64) []int {
+	if len(items) == 0 {
+		return nil
+	}
+	left := append([]int(nil), items[1:]...)
+	out := []int{items[0]}
+	for len(left) > 0 {
+		cur, bi := out[len(out)-1], 0
+		for i := 1; i < len(left); i++ {
+			if dist(cur, left[i]) < dist(cur, left[bi]) {
+				bi = i
+			}
+		}
+		out = append(out, left[bi])
+		left = append(left[:bi], left[bi+1:]...)
+	}
+	return out
+}
+
+// Orders of ranks (and of hosts, for the hierarchy's inter-host part).
+const (
+	orderRank        = "rank"        // rank order, whatever the placement
+	orderGrouped     = "grouped"     // a host's ranks adjacent, a group's hosts adjacent
+	orderInterleaved = "interleaved" // positions dealt round-robin over the groups
+)
+
+func orderNames() []string { return []string{orderRank, orderGrouped, orderInterleaved} }
+
+// hostOrder lists the hosts grouped (group after group) or interleaved (one host of every
+// group in turn, so that neighbours at odd distances are in different groups).
+func (l *layout) hostOrder(order string) []int {
+	var out []int
+	switch order {
+	case orderInterleaved:
+		out = interleave(l.groups)
+	case orderRank:
+		for h := range l.hosts {
+			out = append(out, h)
+		}
+	default:
+		for _, g := range l.groups {
+			out = append(out, g...)
+		}
+	}
+	return out
+}
+
+// rankOrder lists the ranks in the named order. Grouped keeps each host's ranks together in
+// the grouped host order; interleaved deals the grouped ranks of every group round-robin, so
+// that a butterfly's last, smallest exchanges are the ones that cross groups.
+func (l *layout) rankOrder(order string) []int {
+	switch order {
+	case orderRank:
+		out := make([]int, l.m.P)
+		for r := range out {
+			out[r] = r
+		}
+		return out
+	case orderInterleaved:
+		per := make([][]int, len(l.groups))
+		for i, g := range l.groups {
+			for _, h := range g {
+				per[i] = append(per[i], l.hosts[h]...)
+			}
+		}
+		return interleave(per)
+	}
+	var out []int
+	for _, h := range l.hostOrder(orderGrouped) {
+		out = append(out, l.hosts[h]...)
+	}
+	return out
+}
+
+// interleave deals the lists round-robin: a[0][0], b[0][0], a[0][1], ... until all are used.
+func interleave(lists [][]int) []int {
+	var out []int
+	for i := 0; ; i++ {
+		took := false
+		for _, x := range lists {
+			if i < len(x) {
+				out = append(out, x[i])
+				took = true
+			}
+		}
+		if !took {
+			return out
+		}
+	}
+}
+
+// model is the replay network of the matrix: every pair at its own (α, β), and the messages
+// between hosts crossing the sender's and receiver's host NICs (shared by their ranks, at the
+// host's fastest link) and, between groups, the two groups' uplinks (shared by their hosts,
+// at the fastest link that leaves the group).
+func (l *layout) model() *netModel {
+	m, nh := l.m, len(l.hosts)
+	hostOf := m.Host
+	groupOf := make([]int, nh)
+	for i, g := range l.groups {
+		for _, h := range g {
+			groupOf[h] = i
+		}
+	}
+	ng := len(l.groups)
+	// Resources: host h out 2h, in 2h+1; group g out 2nh+2g, in 2nh+2g+1.
+	res := make([]float64, 2*nh+2*ng)
+	for i := range res {
+		res[i] = math.Inf(1)
+	}
+	for h := range nh {
+		for g := range nh {
+			if h == g {
+				continue
+			}
+			res[2*h] = math.Min(res[2*h], l.hostBeta[h][g])
+			res[2*g+1] = math.Min(res[2*g+1], l.hostBeta[h][g])
+			if a, b := groupOf[h], groupOf[g]; a != b {
+				res[2*nh+2*a] = math.Min(res[2*nh+2*a], l.hostBeta[h][g])
+				res[2*nh+2*b+1] = math.Min(res[2*nh+2*b+1], l.hostBeta[h][g])
+			}
+		}
+	}
+	for i := range res {
+		if math.IsInf(res[i], 1) {
+			res[i] = 0 // a resource no message crosses
+		}
+	}
+	paths := make([][]int, m.P*m.P)
+	for r := range m.P {
+		for q := range m.P {
+			h, g := hostOf[r], hostOf[q]
+			if h == g {
+				continue
+			}
+			path := []int{2 * h, 2*g + 1}
+			if a, b := groupOf[h], groupOf[g]; a != b {
+				path = append(path, 2*nh+2*a, 2*nh+2*b+1)
+			}
+			paths[r*m.P+q] = path
+		}
+	}
+	return &netModel{
+		p:       m.P,
+		alpha:   func(from, to int) float64 { return m.Links[from][to].Alpha },
+		beta:    func(from, to int) float64 { return m.Links[from][to].Beta },
+		path:    func(from, to int) []int { return paths[from*m.P+to] },
+		resBeta: res,
+	}
+}

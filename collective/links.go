@@ -1,0 +1,61 @@
+package collective
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hetsync/hetsync/collective/topology"
+)
+
+func validateLinks(m *topology.Matrix, p int) error {
+	if m == nil {
+		return nil
+	}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("collective: Links: %w", err)
+	}
+	if m.P != p {
+		return fmt.Errorf("collective: Links is a matrix of %d ranks for a job of %d", m.P, p)
+	}
+	return nil
+}
+
+// Links is the link matrix the communicator plans from, nil when it has none. It is shared,
+// not copied: callers must not modify it.
+func (c *Comm) Links() *topology.Matrix { return c.opts.Links }
+
+// Choice is how a communicator runs an allreduce of a given size: Algorithm is the
+// configuration's name as Options.Algorithm takes it ("hier-ring/grouped", "butterfly/rank";
+// auto's choice for auto) and Predicted the time the simulator gives it on the link matrix (on
+// one α-β pair for every link without one).
+type Choice struct {
+	Algorithm string
+	Predicted time.Duration
+}
+
+// AllReduceChoice says what an allreduce of n elements of dt runs on this communicator and
+// how long the simulator predicts it takes. Every rank gets the same answer.
+func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
+	if dt.Size() == 0 || n < 0 {
+		return Choice{}, fmt.Errorf("rank %d: AllReduceChoice: %d elements of %v", c.Rank(), n, dt)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.Size()
+	b := newBuilder(p, c.Rank(), n, dt.Size(), c.opts.SegmentBytes)
+	if a, ok := c.alg.(*auto); ok {
+		ch := a.decide(kindAllReduce, b)
+		return Choice{Algorithm: ch.name, Predicted: seconds(ch.predicted)}, nil
+	}
+	net := uniformModel(p, AutoAlpha, AutoBeta)
+	if c.opts.Links != nil {
+		net = newLayout(c.opts.Links).model()
+	}
+	t, err := simulateKind(c.alg, kindAllReduce, p, n, dt.Size(), c.opts.SegmentBytes, net)
+	if err != nil {
+		return Choice{}, fmt.Errorf("rank %d: simulating %s: %w", c.Rank(), c.algName, err)
+	}
+	return Choice{Algorithm: c.algName, Predicted: seconds(t)}, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

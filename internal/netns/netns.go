@@ -1,0 +1,163 @@
+package netns
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/hetsync/hetsync/collective/topology"
+)
+
+//go:embed topo.sh
+var script []byte
+
+// Topologies the script builds.
+const (
+	Uniform  = "uniform"  // every host on one switch, every access link at the same rate
+	SlowHost = "slowhost" // the same, the last host's link Ratio times slower
+	Racks    = "racks"    // hosts dealt in blocks to Racks racks, uplinks Ratio times slower
+)
+
+// Spec describes a network to build. Zero fields take the script's defaults (4 hosts, 200
+// Mbit/s, ratio 10, 2 racks).
+type Spec struct {
+	Topology string
+	Hosts    int
+	RateMbit int // access link rate, Mbit/s
+	Ratio    int // how many times slower the slow host's link or the uplinks are
+	Racks    int // racks topology only
+}
+
+// Host is one namespace of a network.
+type Host struct {
+	Namespace string
+	Addr      string // IPv4 address on its eth0
+	Rack      int
+}
+
+// Net is a built network; Down removes it.
+type Net struct {
+	Prefix string
+	Spec   Spec
+	Hosts  []Host
+}
+
+// Available says why networks cannot be built here (nil when they can): they need root and
+// Debian's iproute2 (ip and tc).
+func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("network namespaces need root")
+	}
+	for _, cmd := range []string{"ip", "tc", "bash"} {
+		if _, err := exec.LookPath(cmd); err != nil {
+			return fmt.Errorf("%s is missing (Debian's iproute2 provides ip and tc)", cmd)
+		}
+	}
+	return nil
+}
+
+// Up builds the network of spec under a fresh random prefix.
+func Up(ctx context.Context, spec Spec) (*Net, error) {
+	if err := Available(); err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	switch spec.Topology {
+	case Uniform, SlowHost, Racks:
+	default:
+		return nil, fmt.Errorf("netns: unknown topology %q (%s, %s, %s)", spec.Topology, Uniform, SlowHost, Racks)
+	}
+	n := &Net{Prefix: fmt.Sprintf("hsn%d%04d", os.Getpid()%1000, rand.IntN(10000)), Spec: spec}
+	args := []string{"up", spec.Topology}
+	if spec.Hosts > 0 {
+		args = append(args, strconv.Itoa(spec.Hosts))
+	}
+	out, err := n.run(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 4 || f[0] != "host" {
+			continue
+		}
+		rack, err := strconv.Atoi(f[3])
+		if err != nil {
+			_ = n.Down(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("netns: the script printed %q", sc.Text())
+		}
+		n.Hosts = append(n.Hosts, Host{Namespace: f[1], Addr: f[2], Rack: rack})
+	}
+	if len(n.Hosts) == 0 {
+		_ = n.Down(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("netns: building %s printed no hosts:\n%s", spec.Topology, out)
+	}
+	return n, nil
+}
+
+// Down removes every namespace of the network.
+func (n *Net) Down(ctx context.Context) error {
+	_, err := n.run(ctx, "down")
+	return err
+}
+
+// SetRate re-shapes one link, in both directions, while traffic may be running: host i's
+// access link, or with uplink set rack i's uplink to the core.
+func (n *Net) SetRate(ctx context.Context, i int, uplink bool, mbit int) error {
+	link := strconv.Itoa(i)
+	if uplink {
+		link = "uplink" + link
+	}
+	_, err := n.run(ctx, "rate", link, strconv.Itoa(mbit))
+	return err
+}
+
+// Links is the link matrix the network's shaping promises for ranks placed on hosts
+// hostOf[0], hostOf[1], ... (one host index per rank): what a measurement of an idle network
+// would find, for planning before one is made.
+func (n *Net) Links(ctx context.Context, hostOf []int) (*topology.Matrix, error) {
+	args := []string{"links"}
+	for _, h := range hostOf {
+		args = append(args, strconv.Itoa(h))
+	}
+	out, err := n.run(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	m, err := topology.Unmarshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("netns: links of %v: %w", hostOf, err)
+	}
+	return m, nil
+}
+
+// Command is name with args run inside host i's namespace.
+func (n *Net) Command(ctx context.Context, i int, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Hosts[i].Namespace, name}, args...)...)
+}
+
+func (n *Net) run(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{"-s", "--"}, args...)...)
+	cmd.Stdin = bytes.NewReader(script)
+	cmd.Env = append(os.Environ(), "PREFIX="+n.Prefix)
+	for k, v := range map[string]int{"RATE": n.Spec.RateMbit, "RATIO": n.Spec.Ratio, "RACKS": n.Spec.Racks} {
+		if v > 0 {
+			cmd.Env = append(cmd.Env, k+"="+strconv.Itoa(v))
+		}
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("netns: %s (prefix %s): %v: %s", strings.Join(args, " "), n.Prefix, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
