@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -101,9 +100,11 @@ type schedKey struct {
 // maxCachedSchedules bounds the schedule cache; a full cache is dropped and rebuilt.
 const maxCachedSchedules = 256
 
-// Comm is a communicator: the ranks of one Endpoint running collectives together. Collective
-// calls on one Comm must be made by one goroutine at a time (they are serialised by a mutex), and
-// every rank must call the same collectives in the same order with the same arguments.
+// Comm is a communicator: the ranks of one Endpoint running collectives together. Its collective
+// calls, blocking and non-blocking, run one at a time in the order they were issued, and every
+// rank must issue the same collectives in the same order with the same arguments: issue them
+// from one goroutine (or order them yourself), as several goroutines' calls reach the Comm in
+// an order that differs from rank to rank.
 type Comm struct {
 	ep       transport.Endpoint
 	base     transport.Endpoint // the job's endpoint: ep itself, or the one a subEndpoint maps to
@@ -115,8 +116,8 @@ type Comm struct {
 	algName  string
 	alg      algorithm
 
-	mu     sync.Mutex
-	seq    uint64
+	turns turns
+	// Everything below belongs to the call that has the turn (see turns).
 	broken error
 	cache  map[schedKey]*schedule
 	temp   []uint64 // pooled receive buffer for stepRecvReduce, 8-byte aligned
@@ -233,6 +234,13 @@ func (c *Comm) Barrier(ctx context.Context) error {
 // AllToAll sends block j of send to rank j and leaves block i of recv with what rank i sent
 // (pairwise exchange in p-1 rounds). send and recv have the same dtype and length, divisible by p.
 func (c *Comm) AllToAll(ctx context.Context, send, recv Buffer) error {
+	if err := c.checkAllToAll(send, recv); err != nil {
+		return err
+	}
+	return c.run(ctx, kindAllToAll, recv, send, 0, 0)
+}
+
+func (c *Comm) checkAllToAll(send, recv Buffer) error {
 	if err := c.checkArgs(kindAllToAll, recv, Sum, 0); err != nil {
 		return err
 	}
@@ -243,7 +251,7 @@ func (c *Comm) AllToAll(ctx context.Context, send, recv Buffer) error {
 	if recv.Len()%c.Size() != 0 {
 		return c.argErr(kindAllToAll, "length %d is not divisible by the %d ranks", recv.Len(), c.Size())
 	}
-	return c.run(ctx, kindAllToAll, recv, send, 0, 0)
+	return nil
 }
 
 // Send sends buf to rank `to`, which must call Recv with a buffer of the same dtype and length.
@@ -390,12 +398,21 @@ func buildSchedule(alg algorithm, kind collKind, p, rank, n, root, elemSize, seg
 	return b.finish()
 }
 
-// run executes one collective call.
+// run issues one collective call and runs it on the caller's goroutine at its turn.
 func (c *Comm) run(ctx context.Context, kind collKind, buf, aux Buffer, op ReduceOp, root int) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seq := c.seq
-	c.seq++
+	seq, queued := c.turns.issue(nil)
+	if queued != nil {
+		if err := c.awaitTurn(ctx, kind, queued); err != nil {
+			return err
+		}
+	}
+	err := c.exec(ctx, seq, kind, buf, aux, op, root)
+	c.passTurn()
+	return err
+}
+
+// exec runs collective call seq; the caller has the turn.
+func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int) error {
 	if c.broken != nil {
 		return fmt.Errorf("%s: %v #%d (%s): communicator unusable after an earlier failure: %w",
 			c.who, kind, seq, c.algName, c.broken)

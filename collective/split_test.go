@@ -74,20 +74,19 @@ func splitJob(t *testing.T, j *job, f func(r int) (color, key int), want map[int
 // TestSplitCollectives runs the whole correctness matrix on the sub-communicators of every
 // algorithm and rank count, all colors at once.
 func TestSplitCollectives(t *testing.T) {
-	for _, alg := range Algorithms() {
-		for p := 1; p <= 9; p++ {
-			t.Run(fmt.Sprintf("%s/p=%d", alg, p), func(t *testing.T) {
-				t.Parallel()
-				j := newMemJob(t, p, Options{Algorithm: alg, SegmentBytes: 256})
-				subs := splitJob(t, j, func(r int) (int, int) { return splitSpec(p, r) }, wantMembers(p))
-				for color, sj := range subs {
-					t.Run(fmt.Sprintf("color=%d", color), func(t *testing.T) {
-						t.Parallel()
-						exercise(t, sj, alg)
-					})
-				}
-			})
-		}
+	eachAlgorithmAndSize(t, func(t *testing.T, alg string, p int) {
+		exerciseColors(t, newMemJob(t, p, Options{Algorithm: alg, SegmentBytes: 256}), alg, exercise)
+	})
+}
+
+// exerciseColors splits the p ranks of j by splitSpec and runs ex on every color at once.
+func exerciseColors(t *testing.T, j *job, alg string, ex func(t *testing.T, j *job, alg string)) {
+	p := len(j.comms)
+	for color, sj := range splitJob(t, j, func(r int) (int, int) { return splitSpec(p, r) }, wantMembers(p)) {
+		t.Run(fmt.Sprintf("color=%d", color), func(t *testing.T) {
+			t.Parallel()
+			ex(t, sj, alg)
+		})
 	}
 }
 
