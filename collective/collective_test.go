@@ -267,115 +267,159 @@ func lengths(p int) []int {
 	return ls
 }
 
-// exercise runs every collective with every dtype and several lengths on one job and checks
-// the results against the reference.
+// collCase is one call of the correctness matrix: what every rank calls, blocking or not, and
+// how the results are checked once all ranks have returned. Each case owns its buffers, so the
+// cases of one (dtype, length) can all be in flight at once.
+type collCase struct {
+	name string
+	// call makes rank c's call: the blocking form when nb is false (its error comes back as a
+	// completed Request), the non-blocking one when it is true.
+	call  func(ctx context.Context, c *Comm, nb bool) *Request
+	check func() error
+}
+
+// either runs the blocking form of a call or starts the non-blocking one.
+func either(nb bool, blocking func() error, nonBlocking func() *Request) *Request {
+	if nb {
+		return nonBlocking()
+	}
+	r := &Request{done: make(chan struct{}), err: blocking()}
+	close(r.done)
+	return r
+}
+
+// matrixCases is every collective on p ranks with dtype dt and n elements.
+func matrixCases(p int, dt DType, n int) []collCase {
+	var cases []collCase
+	// own is rank c's input, kept in bufs for the check.
+	own := func(bufs []Buffer, c *Comm) Buffer {
+		bufs[c.Rank()] = input(dt, c.Rank(), n)
+		return bufs[c.Rank()]
+	}
+	// AllReduce, every op; every rank must also hold bit-identical results.
+	for _, op := range []ReduceOp{Sum, Avg, Min, Max, Prod} {
+		bufs := make([]Buffer, p)
+		cases = append(cases, collCase{"allreduce " + op.String(), func(ctx context.Context, c *Comm, nb bool) *Request {
+			b := own(bufs, c)
+			return either(nb, func() error { return c.AllReduce(ctx, b, op) }, func() *Request { return c.IAllReduce(ctx, b, op) })
+		}, func() error {
+			want := reference(dt, op, p, n)
+			for r := range bufs {
+				if err := compare(bufs[r], want, 0, n); err != nil {
+					return fmt.Errorf("rank %d: %v", r, err)
+				}
+				if string(bufs[r].Bytes) != string(bufs[0].Bytes) {
+					return fmt.Errorf("rank %d differs from rank 0", r)
+				}
+			}
+			return nil
+		}})
+	}
+	for _, op := range []ReduceOp{Sum, Avg, Min} {
+		bufs := make([]Buffer, p)
+		cases = append(cases, collCase{"reduce-scatter " + op.String(), func(ctx context.Context, c *Comm, nb bool) *Request {
+			b := own(bufs, c)
+			return either(nb, func() error { return c.ReduceScatter(ctx, b, op) }, func() *Request { return c.IReduceScatter(ctx, b, op) })
+		}, func() error {
+			want := reference(dt, op, p, n)
+			for r := range bufs {
+				lo, hi := Partition(n, p, r)
+				if err := compare(bufs[r], want, lo, hi); err != nil {
+					return fmt.Errorf("rank %d: %v", r, err)
+				}
+			}
+			return nil
+		}})
+	}
+	// AllGather: rank r contributes its block of its own input.
+	gathered := make([]Buffer, p)
+	cases = append(cases, collCase{"allgather", func(ctx context.Context, c *Comm, nb bool) *Request {
+		r := c.Rank()
+		b := input(dt, r, n)
+		gathered[r] = b
+		lo, hi := Partition(n, p, r)
+		for i := range b.Bytes {
+			if i < lo*dt.Size() || i >= hi*dt.Size() {
+				b.Bytes[i] = 0xEE
+			}
+		}
+		return either(nb, func() error { return c.AllGather(ctx, b) }, func() *Request { return c.IAllGather(ctx, b) })
+	}, func() error {
+		for r := range gathered {
+			for q := 0; q < p; q++ {
+				lo, hi := Partition(n, p, q)
+				if err := compare(gathered[r], input(dt, q, n), lo, hi); err != nil {
+					return fmt.Errorf("rank %d block %d: %v", r, q, err)
+				}
+			}
+		}
+		return nil
+	}})
+	// Broadcast and Reduce from two roots.
+	for _, root := range []int{0, p - 1} {
+		bcast, reduced := make([]Buffer, p), make([]Buffer, p)
+		cases = append(cases, collCase{fmt.Sprintf("broadcast root %d", root), func(ctx context.Context, c *Comm, nb bool) *Request {
+			b := own(bcast, c)
+			return either(nb, func() error { return c.Broadcast(ctx, b, root) }, func() *Request { return c.IBroadcast(ctx, b, root) })
+		}, func() error {
+			for r := range bcast {
+				if err := compare(bcast[r], input(dt, root, n), 0, n); err != nil {
+					return fmt.Errorf("rank %d: %v", r, err)
+				}
+			}
+			return nil
+		}}, collCase{fmt.Sprintf("reduce root %d", root), func(ctx context.Context, c *Comm, nb bool) *Request {
+			b := own(reduced, c)
+			return either(nb, func() error { return c.Reduce(ctx, b, Max, root) }, func() *Request { return c.IReduce(ctx, b, Max, root) })
+		}, func() error {
+			return compare(reduced[root], reference(dt, Max, p, n), 0, n)
+		}})
+	}
+	// AllToAll with n rounded to a multiple of p.
+	m := n / p * p
+	recv := make([]Buffer, p)
+	cases = append(cases, collCase{"alltoall", func(ctx context.Context, c *Comm, nb bool) *Request {
+		r := c.Rank()
+		send, b := input(dt, r, m), input(dt, 99, m)
+		recv[r] = b
+		return either(nb, func() error { return c.AllToAll(ctx, send, b) }, func() *Request { return c.IAllToAll(ctx, send, b) })
+	}, func() error {
+		blk := m / p
+		for r := range recv {
+			for q := 0; q < p; q++ {
+				// Block q of rank r's recv is block r of rank q's send.
+				got := recv[r].Slice(q*blk, (q+1)*blk)
+				want := input(dt, q, m).Slice(r*blk, (r+1)*blk)
+				if err := compare(got, want, 0, blk); err != nil {
+					return fmt.Errorf("rank %d block %d: %v", r, q, err)
+				}
+			}
+		}
+		return nil
+	}})
+	cases = append(cases, collCase{"barrier", func(ctx context.Context, c *Comm, nb bool) *Request {
+		return either(nb, func() error { return c.Barrier(ctx) }, func() *Request { return c.IBarrier(ctx) })
+	}, func() error { return nil }})
+	return cases
+}
+
+// exercise runs every collective with every dtype and several lengths on one job, one call at a
+// time, and checks the results against the reference.
 func exercise(t *testing.T, j *job, algName string) {
 	p := len(j.comms)
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	for _, dt := range allDTypes {
 		for _, n := range lengths(p) {
-			name := fmt.Sprintf("%s p=%d %v n=%d", algName, p, dt, n)
-			// AllReduce, every op; every rank must also hold bit-identical results.
-			for _, op := range []ReduceOp{Sum, Avg, Min, Max, Prod} {
-				bufs := make([]Buffer, p)
-				j.mustRun(t, name+" allreduce "+op.String(), func(c *Comm) error {
-					bufs[c.Rank()] = input(dt, c.Rank(), n)
-					return c.AllReduce(ctx, bufs[c.Rank()], op)
-				})
-				want := reference(dt, op, p, n)
-				for r := range bufs {
-					if err := compare(bufs[r], want, 0, n); err != nil {
-						t.Fatalf("%s allreduce %v rank %d: %v", name, op, r, err)
-					}
-					if string(bufs[r].Bytes) != string(bufs[0].Bytes) {
-						t.Fatalf("%s allreduce %v: rank %d differs from rank 0", name, op, r)
-					}
-				}
-			}
-			// ReduceScatter.
-			for _, op := range []ReduceOp{Sum, Avg, Min} {
-				bufs := make([]Buffer, p)
-				j.mustRun(t, name+" reduce-scatter", func(c *Comm) error {
-					bufs[c.Rank()] = input(dt, c.Rank(), n)
-					return c.ReduceScatter(ctx, bufs[c.Rank()], op)
-				})
-				want := reference(dt, op, p, n)
-				for r := range bufs {
-					lo, hi := Partition(n, p, r)
-					if err := compare(bufs[r], want, lo, hi); err != nil {
-						t.Fatalf("%s reduce-scatter %v rank %d: %v", name, op, r, err)
-					}
-				}
-			}
-			// AllGather: rank r contributes its block of its own input.
-			{
-				bufs := make([]Buffer, p)
-				j.mustRun(t, name+" allgather", func(c *Comm) error {
-					r := c.Rank()
-					bufs[r] = input(dt, r, n)
-					lo, hi := Partition(n, p, r)
-					for i := range bufs[r].Bytes {
-						if i < lo*dt.Size() || i >= hi*dt.Size() {
-							bufs[r].Bytes[i] = 0xEE
-						}
-					}
-					return c.AllGather(ctx, bufs[r])
-				})
-				for r := range bufs {
-					for q := 0; q < p; q++ {
-						lo, hi := Partition(n, p, q)
-						if err := compare(bufs[r], input(dt, q, n), lo, hi); err != nil {
-							t.Fatalf("%s allgather rank %d block %d: %v", name, r, q, err)
-						}
-					}
-				}
-			}
-			// Broadcast and Reduce from two roots.
-			for _, root := range []int{0, p - 1} {
-				bufs := make([]Buffer, p)
-				j.mustRun(t, name+" broadcast", func(c *Comm) error {
-					bufs[c.Rank()] = input(dt, c.Rank(), n)
-					return c.Broadcast(ctx, bufs[c.Rank()], root)
-				})
-				for r := range bufs {
-					if err := compare(bufs[r], input(dt, root, n), 0, n); err != nil {
-						t.Fatalf("%s broadcast root %d rank %d: %v", name, root, r, err)
-					}
-				}
-				j.mustRun(t, name+" reduce", func(c *Comm) error {
-					bufs[c.Rank()] = input(dt, c.Rank(), n)
-					return c.Reduce(ctx, bufs[c.Rank()], Max, root)
-				})
-				if err := compare(bufs[root], reference(dt, Max, p, n), 0, n); err != nil {
-					t.Fatalf("%s reduce root %d: %v", name, root, err)
-				}
-			}
-			// AllToAll with n rounded to a multiple of p.
-			{
-				m := n / p * p
-				recv := make([]Buffer, p)
-				j.mustRun(t, name+" alltoall", func(c *Comm) error {
-					r := c.Rank()
-					recv[r] = input(dt, 99, m)
-					return c.AllToAll(ctx, input(dt, r, m), recv[r])
-				})
-				blk := m / p
-				for r := range recv {
-					for q := 0; q < p; q++ {
-						// Block q of rank r's recv is block r of rank q's send.
-						src := input(dt, q, m)
-						got := recv[r].Slice(q*blk, (q+1)*blk)
-						want := src.Slice(r*blk, (r+1)*blk)
-						if err := compare(got, want, 0, blk); err != nil {
-							t.Fatalf("%s alltoall rank %d block %d: %v", name, r, q, err)
-						}
-					}
+			for _, cc := range matrixCases(p, dt, n) {
+				name := fmt.Sprintf("%s p=%d %v n=%d %s", algName, p, dt, n, cc.name)
+				j.mustRun(t, name, func(c *Comm) error { return cc.call(ctx, c, false).Wait(ctx) })
+				if err := cc.check(); err != nil {
+					t.Fatalf("%s: %v", name, err)
 				}
 			}
 		}
 	}
-	j.mustRun(t, algName+" barrier", func(c *Comm) error { return c.Barrier(ctx) })
 	// Send/Recv around a ring.
 	if p > 1 {
 		bufs := make([]Buffer, p)
@@ -397,15 +441,49 @@ func exercise(t *testing.T, j *job, algName string) {
 	}
 }
 
-func TestCollectivesMem(t *testing.T) {
+// exerciseNonBlocking issues every case of a (dtype, length) at once on every rank, every
+// third one blocking (so that it waits its turn behind the outstanding ones), then waits for
+// all and checks them.
+func exerciseNonBlocking(t *testing.T, j *job, algName string) {
+	p := len(j.comms)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	for _, dt := range allDTypes {
+		for _, n := range lengths(p) {
+			cases := matrixCases(p, dt, n)
+			name := fmt.Sprintf("%s p=%d %v n=%d", algName, p, dt, n)
+			j.mustRun(t, name, func(c *Comm) error {
+				reqs := make([]*Request, len(cases))
+				for i, cc := range cases {
+					reqs[i] = cc.call(ctx, c, i%3 != 2)
+				}
+				return WaitAll(ctx, reqs...)
+			})
+			for _, cc := range cases {
+				if err := cc.check(); err != nil {
+					t.Fatalf("%s %s: %v", name, cc.name, err)
+				}
+			}
+		}
+	}
+}
+
+// eachAlgorithmAndSize runs fn as a parallel subtest for every algorithm and p = 1..9.
+func eachAlgorithmAndSize(t *testing.T, fn func(t *testing.T, alg string, p int)) {
 	for _, alg := range Algorithms() {
 		for p := 1; p <= 9; p++ {
 			t.Run(fmt.Sprintf("%s/p=%d", alg, p), func(t *testing.T) {
 				t.Parallel()
-				exercise(t, newMemJob(t, p, Options{Algorithm: alg, SegmentBytes: 256}), alg)
+				fn(t, alg, p)
 			})
 		}
 	}
+}
+
+func TestCollectivesMem(t *testing.T) {
+	eachAlgorithmAndSize(t, func(t *testing.T, alg string, p int) {
+		exercise(t, newMemJob(t, p, Options{Algorithm: alg, SegmentBytes: 256}), alg)
+	})
 	t.Run("ps-2-servers/p=5", func(t *testing.T) {
 		exercise(t, newMemJob(t, 5, Options{Algorithm: "ps", Servers: 2}), "ps")
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -108,18 +107,24 @@ type schedKey struct {
 // maxCachedSchedules bounds the schedule cache; a full cache is dropped and rebuilt.
 const maxCachedSchedules = 256
 
-// Comm is a communicator: the ranks of one Endpoint running collectives together. Collective
-// calls on one Comm must be made by one goroutine at a time (they are serialised by a mutex), and
-// every rank must call the same collectives in the same order with the same arguments.
+// Comm is a communicator: the ranks of one Endpoint running collectives together. Its collective
+// calls, blocking and non-blocking, run one at a time in the order they were issued, and every
+// rank must issue the same collectives in the same order with the same arguments: issue them
+// from one goroutine (or order them yourself), as several goroutines' calls reach the Comm in
+// an order that differs from rank to rank.
 type Comm struct {
-	ep      transport.Endpoint
-	borrow  transport.Borrower // ep, when it lends received payloads (nil otherwise)
-	opts    Options
-	algName string
-	alg     algorithm
+	ep       transport.Endpoint
+	base     transport.Endpoint // the job's endpoint: ep itself, or the one a subEndpoint maps to
+	jobRanks []int              // rank of c -> rank of base; nil when they are the same
+	chans    *channelAllocator  // sub-communicator channels, shared with every related Comm
+	who      string             // "rank 3", or a sub-communicator rank with its job rank
+	borrow   transport.Borrower // ep, when it lends received payloads (nil otherwise)
+	opts     Options
+	algName  string
+	alg      algorithm
 
-	mu     sync.Mutex
-	seq    uint64
+	turns turns
+	// Everything below belongs to the call that has the turn (see turns).
 	broken error
 	cache  map[schedKey]*schedule
 	temp   []uint64 // pooled receive buffer for stepRecvReduce, 8-byte aligned
@@ -134,11 +139,16 @@ type Comm struct {
 	p2pSend, p2pRecv []atomic.Uint64
 }
 
-// New builds a communicator over ep.
+// New builds a communicator over ep. Every rank of ep belongs to it; Split makes smaller ones.
+// New does not take ep over: ep's owner closes it.
 func New(ep transport.Endpoint, opts Options) (*Comm, error) {
 	if ep == nil {
 		return nil, errors.New("collective: nil endpoint")
 	}
+	return newComm(ep, opts, ep, nil, newChannelAllocator(), fmt.Sprintf("rank %d", ep.Rank()))
+}
+
+func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRanks []int, chans *channelAllocator, who string) (*Comm, error) {
 	if opts.Algorithm == "" {
 		opts.Algorithm = "auto"
 	}
@@ -147,7 +157,7 @@ func New(ep transport.Endpoint, opts Options) (*Comm, error) {
 		return nil, fmt.Errorf("collective: endpoint has rank %d of size %d", ep.Rank(), p)
 	}
 	if err := opts.Validate(p); err != nil {
-		return nil, fmt.Errorf("rank %d: %w", ep.Rank(), err)
+		return nil, fmt.Errorf("%s: %w", who, err)
 	}
 	if opts.SegmentBytes == 0 {
 		opts.SegmentBytes = DefaultSegmentBytes
@@ -155,7 +165,8 @@ func New(ep transport.Endpoint, opts Options) (*Comm, error) {
 	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
 	borrow, _ := ep.(transport.Borrower)
 	return &Comm{
-		ep: ep, borrow: borrow, opts: opts, algName: opts.Algorithm, alg: alg,
+		ep: ep, base: base, jobRanks: jobRanks, chans: chans, who: who,
+		borrow: borrow, opts: opts, algName: opts.Algorithm, alg: alg,
 		cache:      make(map[schedKey]*schedule),
 		sendSig:    make(chan struct{}, 1),
 		recvSig:    make(chan struct{}, 1),
@@ -230,6 +241,13 @@ func (c *Comm) Barrier(ctx context.Context) error {
 // AllToAll sends block j of send to rank j and leaves block i of recv with what rank i sent
 // (pairwise exchange in p-1 rounds). send and recv have the same dtype and length, divisible by p.
 func (c *Comm) AllToAll(ctx context.Context, send, recv Buffer) error {
+	if err := c.checkAllToAll(send, recv); err != nil {
+		return err
+	}
+	return c.run(ctx, kindAllToAll, recv, send, 0, 0)
+}
+
+func (c *Comm) checkAllToAll(send, recv Buffer) error {
 	if err := c.checkArgs(kindAllToAll, recv, Sum, 0); err != nil {
 		return err
 	}
@@ -240,7 +258,7 @@ func (c *Comm) AllToAll(ctx context.Context, send, recv Buffer) error {
 	if recv.Len()%c.Size() != 0 {
 		return c.argErr(kindAllToAll, "length %d is not divisible by the %d ranks", recv.Len(), c.Size())
 	}
-	return c.run(ctx, kindAllToAll, recv, send, 0, 0)
+	return nil
 }
 
 // Send sends buf to rank `to`, which must call Recv with a buffer of the same dtype and length.
@@ -254,7 +272,7 @@ func (c *Comm) Send(ctx context.Context, to int, buf Buffer) error {
 	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
 		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), c.Rank())}
 	if err := c.ep.Send(ctx, to, h, buf.Bytes); err != nil {
-		return fmt.Errorf("rank %d: send #%d to rank %d: %w", c.Rank(), seq, to, err)
+		return fmt.Errorf("%s: send #%d to rank %d: %w", c.who, seq, to, err)
 	}
 	return nil
 }
@@ -268,26 +286,26 @@ func (c *Comm) Recv(ctx context.Context, from int, buf Buffer) error {
 	h := transport.Header{Channel: transport.ChanCollective, Seq: seq,
 		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), from)}
 	if err := c.recvExact(ctx, from, h, buf.Bytes); err != nil {
-		return fmt.Errorf("rank %d: recv #%d from rank %d: %w", c.Rank(), seq, from, err)
+		return fmt.Errorf("%s: recv #%d from rank %d: %w", c.who, seq, from, err)
 	}
 	return nil
 }
 
 func (c *Comm) checkPeer(what string, peer int, buf Buffer) error {
 	if peer < 0 || peer >= c.Size() || peer == c.Rank() {
-		return fmt.Errorf("rank %d: %s: peer rank %d is out of range [0, %d) or this rank itself", c.Rank(), what, peer, c.Size())
+		return fmt.Errorf("%s: %s: peer rank %d is out of range [0, %d) or this rank itself", c.who, what, peer, c.Size())
 	}
 	if buf.DType.Size() == 0 {
-		return fmt.Errorf("rank %d: %s: invalid dtype %v", c.Rank(), what, buf.DType)
+		return fmt.Errorf("%s: %s: invalid dtype %v", c.who, what, buf.DType)
 	}
 	if len(buf.Bytes)%buf.DType.Size() != 0 {
-		return fmt.Errorf("rank %d: %s: %d bytes is not a whole number of %v elements", c.Rank(), what, len(buf.Bytes), buf.DType)
+		return fmt.Errorf("%s: %s: %d bytes is not a whole number of %v elements", c.who, what, len(buf.Bytes), buf.DType)
 	}
 	return nil
 }
 
 func (c *Comm) argErr(kind collKind, format string, args ...any) error {
-	return fmt.Errorf("rank %d: %v (%s): %s", c.Rank(), kind, c.algName, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s: %v (%s): %s", c.who, kind, c.algName, fmt.Sprintf(format, args...))
 }
 
 func (c *Comm) checkArgs(kind collKind, buf Buffer, op ReduceOp, root int) error {
@@ -309,7 +327,15 @@ func (c *Comm) checkArgs(kind collKind, buf Buffer, op ReduceOp, root int) error
 	return nil
 }
 
-func (c *Comm) codecFor(DType) transport.Codec { return c.opts.Codec }
+// codecFor is the wire codec for a payload of dt: the configured one, except that integers go
+// exactly when it is a lossy float cast (the public calls refuse them then; Split's own
+// exchanges of ranks and channels use it).
+func (c *Comm) codecFor(dt DType) transport.Codec {
+	if c.opts.Codec.Lossy() && dt != Float32 {
+		return transport.CodecNone
+	}
+	return c.opts.Codec
+}
 
 // signature hashes what every rank must agree on (FNV-1a, no allocation).
 func (c *Comm) signature(kind collKind, dt DType, op ReduceOp, n, root int) uint32 {
@@ -379,21 +405,30 @@ func buildSchedule(alg algorithm, kind collKind, p, rank, n, root, elemSize, seg
 	return b.finish()
 }
 
-// run executes one collective call.
+// run issues one collective call and runs it on the caller's goroutine at its turn.
 func (c *Comm) run(ctx context.Context, kind collKind, buf, aux Buffer, op ReduceOp, root int) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seq := c.seq
-	c.seq++
+	seq, queued := c.turns.issue(nil)
+	if queued != nil {
+		if err := c.awaitTurn(ctx, kind, queued); err != nil {
+			return err
+		}
+	}
+	err := c.exec(ctx, seq, kind, buf, aux, op, root)
+	c.passTurn()
+	return err
+}
+
+// exec runs collective call seq; the caller has the turn.
+func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int) error {
 	if c.broken != nil {
-		return fmt.Errorf("rank %d: %v #%d (%s): communicator unusable after an earlier failure: %w",
-			c.Rank(), kind, seq, c.algName, c.broken)
+		return fmt.Errorf("%s: %v #%d (%s): communicator unusable after an earlier failure: %w",
+			c.who, kind, seq, c.algName, c.broken)
 	}
 	if err := ctx.Err(); err != nil {
 		// The peers expect this rank in collective seq: tell them it is not coming.
 		c.broken = err
 		c.abort(seq)
-		return fmt.Errorf("rank %d: %v #%d (%s): %w", c.Rank(), kind, seq, c.algName, err)
+		return fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
 	}
 	n := buf.Len()
 	s := c.schedule(kind, n, root, buf.DType)
@@ -407,7 +442,7 @@ func (c *Comm) run(ctx context.Context, kind collKind, buf, aux Buffer, op Reduc
 	if err := c.execute(ctx, s, buf, aux, op, h); err != nil {
 		c.broken = err
 		c.abort(seq)
-		return fmt.Errorf("rank %d: %v #%d (%s): %w", c.Rank(), kind, seq, c.algName, err)
+		return fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
 	}
 	if op == Avg && c.Size() > 1 {
 		switch kind {

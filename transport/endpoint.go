@@ -12,7 +12,7 @@ import (
 // server, metric gathering) never steals a collective's message.
 type Channel uint16
 
-// Well-known channels. Callers may use any value from ChanUser on.
+// Well-known channels. Callers may use any value in [ChanUser, ChanSubComm).
 const (
 	ChanCollective Channel = 0 // collectives of collective.Comm
 	ChanControl    Channel = 1 // job control: barriers of the runtime, shutdown, metrics
@@ -20,6 +20,9 @@ const (
 	ChanState      Channel = 3 // ESync's state service
 	ChanTopology   Channel = 4 // link measurement (collective/topology.Measure)
 	ChanUser       Channel = 16
+	// ChanSubComm and every channel above it carry the collectives of sub-communicators
+	// (collective.Comm.Split), one channel each, agreed by their members.
+	ChanSubComm Channel = 0x8000
 )
 
 // Header identifies a message. The sender sets every field; the receiver states which Seq, Op

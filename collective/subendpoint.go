@@ -1,0 +1,129 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hetsync/hetsync/transport"
+)
+
+// subEndpoint is a sub-communicator's view of the job's endpoint: ranks 0..len(ranks)-1 of the
+// sub-communicator map to ranks of the job's endpoint, and its one conversation,
+// transport.ChanCollective, travels on a channel of its own. Its members agreed on that channel
+// in Split, and no other communicator this rank belongs to uses it, so messages of two
+// communicators never meet in one FIFO, whichever goroutines run them.
+//
+// It wraps the job's endpoint itself, never another subEndpoint: a split of a split maps its
+// ranks straight to job ranks.
+type subEndpoint struct {
+	base  transport.Endpoint
+	ranks []int // sub-communicator rank -> job rank
+	rank  int
+	ch    transport.Channel
+}
+
+// newSubEndpoint returns a subEndpoint over base, one that lends payloads when base does.
+func newSubEndpoint(base transport.Endpoint, ranks []int, rank int, ch transport.Channel) transport.Endpoint {
+	e := &subEndpoint{base: base, ranks: ranks, rank: rank, ch: ch}
+	if br, ok := base.(transport.Borrower); ok {
+		return &borrowingSubEndpoint{subEndpoint: e, br: br}
+	}
+	return e
+}
+
+func (e *subEndpoint) Rank() int { return e.rank }
+func (e *subEndpoint) Size() int { return len(e.ranks) }
+
+// jobRank maps a peer rank of the sub-communicator to the job rank, checking the channel the
+// caller asked for (a sub-communicator carries only its collectives).
+func (e *subEndpoint) jobRank(peer int, ch transport.Channel, op string) (int, error) {
+	if peer < 0 || peer >= len(e.ranks) {
+		return 0, &transport.PeerError{Rank: e.rank, Peer: peer, Op: op + " (sub-communicator)",
+			Err: fmt.Errorf("peer rank out of range [0, %d)", len(e.ranks))}
+	}
+	if ch != transport.ChanCollective {
+		return 0, &transport.PeerError{Rank: e.rank, Peer: peer, Op: op + " (sub-communicator)",
+			Err: fmt.Errorf("channel %d: a sub-communicator's endpoint carries only channel %d", ch, transport.ChanCollective)}
+	}
+	return e.ranks[peer], nil
+}
+
+// wrap names the sub-communicator ranks around an error of the job's endpoint, which names
+// job ranks.
+func (e *subEndpoint) wrap(peer int, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transport.PeerError{Rank: e.rank, Peer: peer,
+		Op: fmt.Sprintf("%s (sub-communicator on channel %#x)", op, uint16(e.ch)), Err: err}
+}
+
+// fromBase turns a header received on the sub-communicator's channel back into the one its
+// sender handed to Send.
+func (e *subEndpoint) fromBase(h transport.Header) transport.Header {
+	if h.Channel == e.ch {
+		h.Channel = transport.ChanCollective
+	}
+	return h
+}
+
+func (e *subEndpoint) Send(ctx context.Context, to int, h transport.Header, payload []byte) error {
+	jr, err := e.jobRank(to, h.Channel, "send")
+	if err != nil {
+		return err
+	}
+	h.Channel = e.ch
+	return e.wrap(to, "send", e.base.Send(ctx, jr, h, payload))
+}
+
+func (e *subEndpoint) RecvAny(ctx context.Context, from int, ch transport.Channel, buf []byte) (transport.Header, int, error) {
+	jr, err := e.jobRank(from, ch, "recv")
+	if err != nil {
+		return transport.Header{}, 0, err
+	}
+	got, n, err := e.base.RecvAny(ctx, jr, e.ch, buf)
+	return e.fromBase(got), n, e.wrap(from, "recv", err)
+}
+
+func (e *subEndpoint) Recv(ctx context.Context, from int, want transport.Header, buf []byte) (int, error) {
+	got, n, err := e.RecvAny(ctx, from, want.Channel, buf)
+	if err != nil {
+		return 0, err
+	}
+	if err := transport.CheckHeader(e.rank, from, want, got); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Stats are the job endpoint's: the traffic of every communicator over it.
+func (e *subEndpoint) Stats() transport.Stats { return e.base.Stats() }
+
+// Close does nothing: the job's endpoint, which the parent communicator shares, owns the
+// connections.
+func (e *subEndpoint) Close() error { return nil }
+
+// borrowingSubEndpoint is a subEndpoint over an endpoint that lends received payloads; it lends
+// them too, so that a sub-communicator reduces from the endpoint's buffers as its parent does.
+type borrowingSubEndpoint struct {
+	*subEndpoint
+	br transport.Borrower
+}
+
+var _ transport.Borrower = (*borrowingSubEndpoint)(nil)
+
+func (e *borrowingSubEndpoint) RecvBorrow(ctx context.Context, from int, ch transport.Channel) (transport.Header, []byte, error) {
+	jr, err := e.jobRank(from, ch, "recv")
+	if err != nil {
+		return transport.Header{}, nil, err
+	}
+	got, payload, err := e.br.RecvBorrow(ctx, jr, e.ch)
+	return e.fromBase(got), payload, e.wrap(from, "recv", err)
+}
+
+func (e *borrowingSubEndpoint) ReleaseBorrowed(from int, ch transport.Channel) {
+	if from < 0 || from >= len(e.ranks) || ch != transport.ChanCollective {
+		return
+	}
+	e.br.ReleaseBorrowed(e.ranks[from], e.ch)
+}
