@@ -2,6 +2,7 @@ package collective
 
 import (
 	"math"
+	"sync"
 )
 
 // auto picks an algorithm per call from the simulator: for each candidate it builds the
@@ -26,9 +27,12 @@ import (
 // butterfly for powers of two above; binary-blocks or ring for other p depending on the block
 // shape (e.g. p = 9, 8 + 1, goes to the ring for large messages).
 type auto struct {
-	opts   Options
-	lay    *layout // nil without a matrix
-	net    *netModel
+	opts Options
+	lay  *layout // nil without a matrix
+	net  *netModel
+	// mu guards choice: the call that has the communicator's turn decides, and
+	// Comm.AllReduceChoice may ask at any time from another goroutine.
+	mu     sync.Mutex
 	choice map[autoKey]autoChoice
 }
 
@@ -127,6 +131,8 @@ func candidateConfigs(kind collKind, links bool) []candidateConfig {
 
 func (a *auto) decide(kind collKind, b *builder) autoChoice {
 	key := autoKey{kind: kind, p: b.p, n: b.n, elem: b.elemSize, segsz: b.seg * b.elemSize}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if c, ok := a.choice[key]; ok {
 		return c
 	}

@@ -39,8 +39,6 @@ func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 	if dt.Size() == 0 || n < 0 {
 		return Choice{}, fmt.Errorf("rank %d: AllReduceChoice: %d elements of %v", c.Rank(), n, dt)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	p := c.Size()
 	b := newBuilder(p, c.Rank(), n, dt.Size(), c.opts.SegmentBytes)
 	if a, ok := c.alg.(*auto); ok {
