@@ -3,7 +3,6 @@ package hetsync_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hetsync/hetsync/internal/ranktest"
 )
 
 // The programs the end-to-end tests run, built once per test binary into a temporary
@@ -156,35 +157,19 @@ func TestHelloUnderOtherLaunchers(t *testing.T) {
 			port := freePort(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			outs := make([]bytes.Buffer, p)
-			errs := make([]error, p)
-			var wg sync.WaitGroup
-			for r := range p {
-				cmd := exec.CommandContext(ctx, hello)
-				cmd.Env = append(cleanEnv(), "HETSYNC_SECURITY=none", "HETSYNC_DATA_PATH=tcp")
+			outs, err := ranktest.Run(ctx, p, []string{hello}, func(r int) []string {
+				env := append(cleanEnv(), "HETSYNC_SECURITY=none", "HETSYNC_DATA_PATH=tcp")
 				for k, v := range l.env(r, p, port) {
-					cmd.Env = append(cmd.Env, k+"="+v)
+					env = append(env, k+"="+v)
 				}
-				cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if err := cmd.Wait(); err != nil {
-						errs[r] = fmt.Errorf("rank %d: %v\n%s", r, err, outs[r].String())
-						cancel()
-					}
-				}()
-			}
-			wg.Wait()
-			if err := errors.Join(errs...); err != nil {
+				return env
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
 			var all strings.Builder
-			for r := range outs {
-				all.WriteString(outs[r].String())
+			for _, o := range outs {
+				all.WriteString(o)
 			}
 			checkHello(t, all.String(), p, "transport=p2p algorithm=auto security=none data-path=tcp")
 		})
