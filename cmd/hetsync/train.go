@@ -179,7 +179,7 @@ func trainCommand() *cli.Command {
 				if err := o.Config.Validate(env.Size); err != nil {
 					return usageError{err}
 				}
-				return trainRank(c.Context, o, env, c.App.Writer, c.App.ErrWriter)
+				return trainRank(c.Context, o, c.App.Writer, c.App.ErrWriter)
 			}
 			if o.NP == 0 {
 				return usagef("--np: required when train is not started by a launcher")
@@ -189,8 +189,8 @@ func trainCommand() *cli.Command {
 	}
 }
 
-// trainRank runs this process as one rank of a launched job over libp2p.
-func trainRank(ctx context.Context, o trainOptions, env launcher.RankEnv, out, errOut io.Writer) error {
+// trainRank runs this process as one rank of a launched job, formed by hetsync.Init.
+func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error {
 	return o.joinRank(ctx, func(c *hetsync.Comm) error {
 		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize()}
 		if c.Rank() == 0 {
