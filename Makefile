@@ -6,8 +6,9 @@ GO        ?= go
 BIN       := bin/hetsync
 TAGS      ?=
 TESTFLAGS ?= -count=1 -timeout 900s
-# Debian packages the tests need (sshd for the SSH launcher tests, ip for the netns test).
-TEST_SYSPKGS := openssh-server iproute2
+# Debian packages the tests need (sshd for the SSH launcher tests, ip for the netns test,
+# Open MPI's mpirun for the test of a program started by mpirun).
+TEST_SYSPKGS := openssh-server iproute2 openmpi-bin
 DEMO_OUT  ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: all build deps data test-deps test vet fmt-check demo bench bench-compute clean \

@@ -64,3 +64,42 @@ func ExampleInit() {
 	fmt.Printf("rank %d of %d: %v (%v)\n", comm.Rank(), comm.Size(), x[0], comm.Settings())
 	// Output: rank 0 of 1: 1.5 (transport=mem algorithm=auto)
 }
+
+// The communicator's non-blocking calls and sub-communicators are collective.Comm's: an
+// allreduce overlaps other work, and even and odd ranks split into two groups.
+func ExampleComm_Split() {
+	err := hetsync.InitLocal(context.Background(), 6, func(ctx context.Context, c *hetsync.Comm) error {
+		x := []int32{1}
+		req := c.IAllReduce(ctx, hetsync.I32(x), hetsync.Sum)
+		if err := req.Wait(ctx); err != nil {
+			return err
+		}
+		half, err := c.Split(ctx, c.Rank()%2, c.Rank())
+		if err != nil {
+			return err
+		}
+		y := []int32{int32(c.Rank())}
+		if err := half.AllReduce(ctx, hetsync.I32(y), hetsync.Sum); err != nil {
+			return err
+		}
+		if c.Rank() < 2 {
+			// Print in rank order: rank 1 waits until rank 0 has printed.
+			if c.Rank() == 1 {
+				if err := c.Recv(ctx, 0, hetsync.I32(make([]int32, 1))); err != nil {
+					return err
+				}
+			}
+			fmt.Printf("rank %d: all %d, group of %d: %d\n", c.Rank(), x[0], half.Size(), y[0])
+			if c.Rank() == 0 {
+				return c.Send(ctx, 1, hetsync.I32(make([]int32, 1)))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// rank 0: all 6, group of 3: 6
+	// rank 1: all 6, group of 3: 9
+}

@@ -1,19 +1,16 @@
 package launcher
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hetsync/hetsync/internal/ranktest"
 )
 
 func TestAdoptRankEnv(t *testing.T) {
@@ -178,30 +175,14 @@ func TestAdoptedRanksFormAJob(t *testing.T) {
 			port := strconv.Itoa(freePort(t))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			outs := make([]bytes.Buffer, tc.np)
-			errs := make([]error, tc.np)
-			var wg sync.WaitGroup
-			for r := 0; r < tc.np; r++ {
-				cmd := exec.CommandContext(ctx, bin, append(append([]string{}, benchArgs...), "--join-timeout", "60s")...)
-				cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, tc.env(r, tc.np, port)...)
-				cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if err := cmd.Wait(); err != nil {
-						errs[r] = fmt.Errorf("rank %d: %v\n%s", r, err, outs[r].String())
-						cancel()
-					}
-				}()
-			}
-			wg.Wait()
-			if err := errors.Join(errs...); err != nil {
+			argv := append(append([]string{bin}, benchArgs...), "--join-timeout", "60s")
+			outs, err := ranktest.Run(ctx, tc.np, argv, func(r int) []string {
+				return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, tc.env(r, tc.np, port)...)
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
-			checkBenchTSV(t, outs[0].String(), tc.np, 3)
+			checkBenchTSV(t, outs[0], tc.np, 3)
 		})
 	}
 }

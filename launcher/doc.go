@@ -2,8 +2,9 @@
 //
 // The launching side (Job) starts N rank processes through a Spawner, gives each one the rank
 // environment (HETSYNC_RANK, HETSYNC_WORLD_SIZE, HETSYNC_LOCAL_RANK, HETSYNC_LOCAL_SIZE,
-// HETSYNC_RENDEZVOUS, HETSYNC_JOB_SECRET, and RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE for
-// tools that read torchrun's names), tags every output line with "[rank] ", and supervises:
+// HETSYNC_RENDEZVOUS, HETSYNC_JOB_SECRET, RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE and
+// MASTER_ADDR/MASTER_PORT for tools that read torchrun's names, and the job's Settings:
+// HETSYNC_SECURITY, HETSYNC_DATA_PATH, ...), tags every output line with "[rank] ", and supervises:
 // the first rank that fails (non-zero exit or signal) makes the launcher stop all the others
 // (SIGTERM to their process groups, SIGKILL after a grace period) and report which rank failed
 // and how. Cancelling the context (Ctrl-C, SIGTERM to the launcher) stops every rank the same
@@ -13,10 +14,10 @@
 // rank under a sh supervisor that kills its process group when the launcher or its connection
 // goes away. Job.Timeout, Job.OutputDir and Job.Timestamps apply to either.
 //
-// The rank side (RankEnvFromEnviron) reads that environment back with clear errors, and
-// adopts the environment of Slurm, Open MPI or torchrun when HETSYNC_RANK is unset
-// (AdoptRankEnv). docs/multihost.md has the user's guide, with srun, mpirun and Kubernetes
-// examples.
+// The rank side (RankEnvFromEnviron, called by hetsync.Init) reads that environment back with
+// clear errors, and adopts the environment of Open MPI, torchrun, Slurm or a Kubernetes indexed
+// Job when HETSYNC_RANK is unset (AdoptRankEnv). docs/multihost.md and docs/using.md have the
+// user's guide, with srun, mpirun, torchrun and Kubernetes examples.
 //
 // This package never imports the collective or transport layers, never talks to the ranks
 // other than through their environment, signals and output, and never leaves a rank running

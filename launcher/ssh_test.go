@@ -58,9 +58,11 @@ func TestSSHJobEnvironmentOutputAndFiles(t *testing.T) {
 	t.Setenv("FWD_ME", "it's forwarded")
 	t.Setenv("NOT_FORWARDED", "local only")
 	script := `echo "rank=$HETSYNC_RANK size=$HETSYNC_WORLD_SIZE local=$HETSYNC_LOCAL_RANK/$HETSYNC_LOCAL_SIZE host=$HETSYNC_HOSTNAME ` +
-		`torch=$RANK/$WORLD_SIZE/$LOCAL_RANK fwd=$FWD_ME nf=${NOT_FORWARDED:-unset} secret=${#HETSYNC_JOB_SECRET} rdv=$HETSYNC_RENDEZVOUS"; ` +
+		`torch=$RANK/$WORLD_SIZE/$LOCAL_RANK fwd=$FWD_ME nf=${NOT_FORWARDED:-unset} secret=${#HETSYNC_JOB_SECRET} rdv=$HETSYNC_RENDEZVOUS ` +
+		`master=$MASTER_ADDR:$MASTER_PORT settings=$HETSYNC_SECURITY/$HETSYNC_DATA_PATH/$HETSYNC_JOIN_TIMEOUT"; ` +
 		`echo "to stderr $HETSYNC_RANK" >&2; ps -o args= -p $$ | grep -c "$HETSYNC_JOB_SECRET" || true`
 	job, _, stdout, stderr := sshJob(t, s, cfg, script)
+	job.Settings = Settings{Security: "none", DataPath: "tcp", JoinTimeout: 90 * time.Second}
 	job.OutputDir = filepath.Join(t.TempDir(), "out")
 	job.Timestamps = true
 	if err := job.Run(testContext(t)); err != nil {
@@ -69,7 +71,8 @@ func TestSSHJobEnvironmentOutputAndFiles(t *testing.T) {
 	ts := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\S* `
 	for r := 0; r < 4; r++ {
 		host := s.Addrs[r/2]
-		want := fmt.Sprintf(`(?m)^%s\[%d\] rank=%d size=4 local=%d/2 host=%s torch=%d/4/%d fwd=it's forwarded nf=unset secret=64 rdv=127.0.0.1:1$`,
+		want := fmt.Sprintf(`(?m)^%s\[%d\] rank=%d size=4 local=%d/2 host=%s torch=%d/4/%d fwd=it's forwarded nf=unset secret=64 rdv=127.0.0.1:1 `+
+			`master=127.0.0.1:1 settings=none/tcp/1m30s$`,
 			ts, r, r, r%2, regexp.QuoteMeta(host), r, r%2)
 		if !regexp.MustCompile(want).MatchString(stdout.String()) {
 			t.Errorf("rank %d: no line matching %s in\n%s", r, want, stdout)

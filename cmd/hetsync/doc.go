@@ -13,7 +13,8 @@
 // bad usage.
 //
 // The command wires packages together and holds no logic of its own that a library user would
-// need: launching is package launcher, measuring is package collective/bench, training is
-// package trainer (and trainer/experiment, trainer/report). It never keeps
-// global state.
+// need: launching is package launcher, forming a rank's job is hetsync.Init and
+// hetsync.InitLocal (the same calls a user's program makes), measuring is package
+// collective/bench, training is package trainer (and trainer/experiment, trainer/report). It
+// never keeps global state.
 package main

@@ -173,7 +173,8 @@ func runJob(c *cli.Context, job *launcher.Job) error {
 }
 
 // launchSelf starts np ranks of this same command line, with extra arguments appended,
-// through the launcher; rank 0's output passes through unprefixed. cmd names the command in
+// through the launcher; rank 0's output passes through unprefixed, and every rank's
+// environment carries the transport settings its command line has. cmd names the command in
 // errors.
 func launchSelf(c *cli.Context, cmd string, np int, extra ...string) error {
 	exe, err := os.Executable()
@@ -187,6 +188,7 @@ func launchSelf(c *cli.Context, cmd string, np int, extra ...string) error {
 	job := &launcher.Job{
 		NP: np, Command: slices.Concat([]string{exe}, args[1:], extra), Env: os.Environ(),
 		Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter, UnprefixedRank0: true,
+		Settings: netOptionsFrom(c).settings(),
 	}
 	return runJob(c, job)
 }

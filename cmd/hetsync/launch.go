@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/launcher"
 )
 
@@ -16,13 +20,16 @@ func launchCommand() *cli.Command {
 		Usage:        "start N ranks of a command on this machine and supervise them",
 		ArgsUsage:    "[--] COMMAND [ARGS...]",
 		Description: "Every rank gets HETSYNC_RANK, HETSYNC_WORLD_SIZE, HETSYNC_LOCAL_RANK, HETSYNC_LOCAL_SIZE,\n" +
-			"HETSYNC_RENDEZVOUS, HETSYNC_JOB_SECRET and RANK/WORLD_SIZE/LOCAL_RANK. Output lines are prefixed\n" +
+			"HETSYNC_RENDEZVOUS, HETSYNC_JOB_SECRET, RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT and the\n" +
+			"job's settings: HETSYNC_SECURITY, HETSYNC_DATA_PATH, HETSYNC_JOIN_TIMEOUT (and HETSYNC_COLLECTIVE,\n" +
+			"HETSYNC_POLL, HETSYNC_CHECKSUM when given), which hetsync.Init reads. Output lines are prefixed\n" +
 			"\"[rank] \". When a rank fails, the others are stopped and hetsync exits with its status.",
-		Flags: append([]cli.Flag{
+		Flags: slices.Concat([]cli.Flag{
 			&cli.IntFlag{Name: "np", Usage: "number of ranks (required without -H/--hostfile; with them, default: every slot)"},
 			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping ranks"},
 			&cli.StringFlag{Name: "rendezvous", Usage: "host:port for rank 0's rendezvous (default: a free port on rank 0's host)"},
-		}, jobFlags(false)...),
+			&cli.StringFlag{Name: "collective", Usage: "allreduce algorithm of the ranks' hetsync.Init: " + strings.Join(collective.Algorithms(), ", ") + " (default: the program's)"},
+		}, settingsFlags(), jobFlags(false)),
 		Action: func(c *cli.Context) error {
 			if c.Int("np") < 1 && !(hostsGiven(c) && c.Int("np") == 0) {
 				return usagef("--np %d: need at least 1 rank", c.Int("np"))
@@ -33,12 +40,47 @@ func launchCommand() *cli.Command {
 			if c.Duration("grace") < 0 {
 				return usagef("--grace %v: must not be negative", c.Duration("grace"))
 			}
+			settings, err := launchSettings(c)
+			if err != nil {
+				return usageError{err}
+			}
 			job := &launcher.Job{
 				NP: c.Int("np"), Command: c.Args().Slice(), Env: os.Environ(),
 				Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter,
-				Grace: c.Duration("grace"), Rendezvous: c.String("rendezvous"),
+				Grace: c.Duration("grace"), Rendezvous: c.String("rendezvous"), Settings: settings,
 			}
 			return runJob(c, job)
 		},
 	}
+}
+
+// settingsFlags are the transport flags of bench and train that launch passes on to the
+// program's ranks; --transport is not one of them (a launched program's ranks are processes).
+func settingsFlags() []cli.Flag {
+	var out []cli.Flag
+	for _, f := range netFlags(0) {
+		if f.Names()[0] != "transport" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// launchSettings are the job's settings from launch's flags (or, for those not given, the
+// variables of the same name inherited from the launching shell).
+func launchSettings(c *cli.Context) (launcher.Settings, error) {
+	n := netOptionsFrom(c)
+	n.Transport = "p2p"
+	if err := n.validate(); err != nil {
+		return launcher.Settings{}, err
+	}
+	s := n.settings()
+	s.Collective = c.String("collective")
+	if s.Collective == "" {
+		s.Collective = os.Getenv(launcher.EnvCollective)
+	}
+	if s.Collective != "" && !slices.Contains(collective.Algorithms(), s.Collective) {
+		return s, fmt.Errorf("--collective %q: unknown (known: %s)", s.Collective, strings.Join(collective.Algorithms(), ", "))
+	}
+	return s, nil
 }

@@ -60,6 +60,9 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"launch", "-np", "0", "true"}, "--np 0"},
 		{[]string{"launch", "-np", "2"}, "no command given"},
 		{[]string{"launch", "true"}, "np"},
+		{[]string{"launch", "-np", "2", "--collective", "tree", "true"}, `--collective "tree": unknown`},
+		{[]string{"launch", "-np", "2", "--data-path", "rdma", "true"}, `--data-path "rdma"`},
+		{[]string{"launch", "-np", "2", "--security", "noise", "true"}, `--security "noise"`},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -337,5 +340,28 @@ func TestLaunchSIGTERMStopsEveryRank(t *testing.T) {
 			t.Errorf("rank process %d still exists after the launcher exited (kill 0: %v)", pid, err)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+	}
+}
+
+// A malformed job setting in the environment is a usage error naming the variable.
+func TestSettingVariableErrors(t *testing.T) {
+	for _, args := range [][]string{{"bench", "--np", "2"}, {"launch", "--np", "2", "true"}} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Setenv("HETSYNC_POLL", "soon")
+			code, _, stderr := runCLI(t, args...)
+			if code != 2 || !strings.Contains(stderr, `HETSYNC_POLL="soon"`) {
+				t.Errorf("exit %d, stderr %q; want exit 2 naming HETSYNC_POLL", code, stderr)
+			}
+		})
+	}
+}
+
+// bench started by hetsync launch runs with the security and data path of launch's flags.
+func TestBenchUnderLaunchTakesTheJobSettings(t *testing.T) {
+	bin := hetsyncBinary(t)
+	code, out, stderr := runBinary(t, "launch", "-np", "2", "--security", "none", "--data-path", "tcp", "--",
+		bin, "bench", "-b", "4K", "-e", "4K", "-n", "1", "-w", "1", "--settle", "0")
+	if code != 0 || !strings.Contains(out, "transport=p2p data-path=tcp security=none") {
+		t.Fatalf("exit %d; want rank 0's table to note data-path=tcp security=none\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 }

@@ -2,21 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hetsync/hetsync"
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/bench"
 	"github.com/hetsync/hetsync/launcher"
 	"github.com/hetsync/hetsync/transport"
-	"github.com/hetsync/hetsync/transport/p2p"
 )
 
 // netOptions says how the ranks of a bench or train job reach each other.
@@ -30,6 +28,8 @@ type netOptions struct {
 	Checksum bool
 	// Poll is how long a receiver polls its socket before it sleeps (transport.StreamOptions.Poll).
 	Poll time.Duration
+	// envErr is a malformed job setting in the environment, reported by validate.
+	envErr error
 }
 
 // netFlags are the flags read into netOptions; poll is --poll's default.
@@ -44,14 +44,53 @@ func netFlags(poll time.Duration) []cli.Flag {
 	}
 }
 
+// netOptionsFrom reads the flags; a flag not given on the command line takes the job's setting
+// that a launcher exported (HETSYNC_SECURITY, ...), as hetsync.Init does, so that a bench or
+// train started by `hetsync launch --security none` runs as the job was launched.
 func netOptionsFrom(c *cli.Context) netOptions {
-	return netOptions{
+	n := netOptions{
 		Transport: c.String("transport"), DataPath: c.String("data-path"), Security: c.String("security"),
 		JoinTimeout: c.Duration("join-timeout"), Checksum: c.Bool("checksum"), Poll: c.Duration("poll"),
 	}
+	env, err := launcher.SettingsFromEnviron(os.Getenv)
+	if err != nil {
+		n.envErr = err
+		return n
+	}
+	fromEnv := func(flag string, set bool) bool { return set && !c.IsSet(flag) }
+	if fromEnv("data-path", env.DataPath != "") {
+		n.DataPath = env.DataPath
+	}
+	if fromEnv("security", env.Security != "") {
+		n.Security = env.Security
+	}
+	if fromEnv("join-timeout", env.JoinTimeout != 0) {
+		n.JoinTimeout = env.JoinTimeout
+	}
+	if fromEnv("poll", env.Poll != 0) {
+		n.Poll = env.Poll
+	}
+	if fromEnv("checksum", env.Checksum) {
+		n.Checksum = true
+	}
+	return n
+}
+
+// settings are the options as the variables a launcher passes to its ranks.
+func (n netOptions) settings() launcher.Settings {
+	return launcher.Settings{Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout, Poll: n.Poll, Checksum: n.Checksum}
+}
+
+// initOptions are the options as hetsync.Init's.
+func (n netOptions) initOptions() []hetsync.Option {
+	return []hetsync.Option{hetsync.WithSecurity(n.Security), hetsync.WithDataPath(n.DataPath),
+		hetsync.WithJoinTimeout(n.JoinTimeout), hetsync.WithPoll(n.Poll), hetsync.WithChecksum(n.Checksum)}
 }
 
 func (n netOptions) validate() error {
+	if n.envErr != nil {
+		return n.envErr
+	}
 	if err := oneOf("transport", n.Transport, "p2p", "mem"); err != nil {
 		return err
 	}
@@ -84,49 +123,19 @@ func setRankProcs(localSize int) {
 	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(1, localSize)))
 }
 
-// joinRank runs this process as env's rank of a launched job over libp2p: it joins the job,
-// runs fn on the endpoint and closes it (a failure to close counts when fn succeeded).
-func (n netOptions) joinRank(ctx context.Context, env launcher.RankEnv, fn func(transport.Endpoint) error) error {
-	ep, err := p2p.Join(ctx, p2p.Config{
-		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous,
-		Secret: env.Secret, Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout,
-		Host: env.Host, Hostname: env.Hostname, Stream: transport.StreamOptions{Checksum: n.Checksum, Poll: n.Poll},
-	})
+// joinRank forms this process's job through hetsync.Init, as any program does, with the
+// command line's transport options, runs fn on the rank's communicator and leaves the job (a
+// failure to close counts when fn succeeded).
+func (n netOptions) joinRank(ctx context.Context, fn func(*hetsync.Comm) error) error {
+	comm, err := hetsync.Init(ctx, n.initOptions()...)
 	if err != nil {
-		return fmt.Errorf("rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
+		return err
 	}
-	err = fn(ep)
-	if cerr := ep.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("rank %d: closing the endpoint: %w", env.Rank, cerr)
+	err = fn(comm)
+	if cerr := comm.Close(); err == nil {
+		err = cerr
 	}
 	return err
-}
-
-// runMemRanks runs np ranks as goroutines over the in-process transport, each calling fn with
-// its rank and endpoint. The first failure cancels the others' context and is the error
-// returned.
-func runMemRanks(ctx context.Context, np int, fn func(ctx context.Context, rank int, ep transport.Endpoint) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	eps := transport.NewMemJob(np)
-	errs := make([]error, np)
-	var wg sync.WaitGroup
-	for r, ep := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[r] = fn(ctx, r, ep); errs[r] != nil {
-				cancel(errs[r])
-			}
-			_ = ep.Close()
-		}()
-	}
-	wg.Wait()
-	// The first failure caused the others' cancellations: report it.
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
-	}
-	return errors.Join(errs...)
 }
 
 // runBenches runs every requested algorithm on one rank's endpoint. Rank 0 prints the tables
@@ -210,19 +219,19 @@ func writeJSONFile(path string, results []bench.Result) error {
 // benchRank runs this process as one rank of a launched job over libp2p.
 func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io.Writer) error {
 	setRankProcs(env.LocalSize)
-	return o.joinRank(ctx, env, func(ep transport.Endpoint) error {
-		return runBenches(ctx, ep, o, out)
+	return o.joinRank(ctx, func(c *hetsync.Comm) error {
+		return runBenches(ctx, c.Endpoint(), o, out)
 	})
 }
 
 // benchMem runs every rank as a goroutine over the in-process transport.
 func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
-	return runMemRanks(ctx, o.NP, func(ctx context.Context, r int, ep transport.Endpoint) error {
+	return hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
 		w := out
-		if r != 0 {
+		if c.Rank() != 0 {
 			w = io.Discard
 		}
-		return runBenches(ctx, ep, o, w)
+		return runBenches(ctx, c.Endpoint(), o, w)
 	})
 }
 

@@ -12,11 +12,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hetsync/hetsync"
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/launcher"
 	"github.com/hetsync/hetsync/trainer"
 	"github.com/hetsync/hetsync/trainer/metrics"
-	"github.com/hetsync/hetsync/transport"
 )
 
 // trainOptions is a parsed `hetsync train` command line.
@@ -179,7 +179,7 @@ func trainCommand() *cli.Command {
 				if err := o.Config.Validate(env.Size); err != nil {
 					return usageError{err}
 				}
-				return trainRank(c.Context, o, env, c.App.Writer, c.App.ErrWriter)
+				return trainRank(c.Context, o, c.App.Writer, c.App.ErrWriter)
 			}
 			if o.NP == 0 {
 				return usagef("--np: required when train is not started by a launcher")
@@ -189,26 +189,26 @@ func trainCommand() *cli.Command {
 	}
 }
 
-// trainRank runs this process as one rank of a launched job over libp2p.
-func trainRank(ctx context.Context, o trainOptions, env launcher.RankEnv, out, errOut io.Writer) error {
-	return o.joinRank(ctx, env, func(ep transport.Endpoint) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: env.LocalSize}
-		if env.Rank == 0 {
-			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(env.Size), out, errOut
+// trainRank runs this process as one rank of a launched job, formed by hetsync.Init.
+func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error {
+	return o.joinRank(ctx, func(c *hetsync.Comm) error {
+		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize()}
+		if c.Rank() == 0 {
+			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(c.Size()), out, errOut
 		}
-		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts)
+		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(c.Endpoint()), o.Config, ropts)
 		return err
 	})
 }
 
 // trainMem runs every rank as a goroutine over the in-process transport.
 func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
-	return runMemRanks(ctx, o.NP, func(ctx context.Context, r int, ep transport.Endpoint) error {
+	return hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
 		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP}
-		if r == 0 {
+		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
-		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts)
+		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(c.Endpoint()), o.Config, ropts)
 		return err
 	})
 }
