@@ -281,8 +281,10 @@ func (c *Comm) Send(ctx context.Context, to int, buf Buffer) error {
 	seq := c.p2pSend[to].Add(1) - 1
 	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
 		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), c.Rank())}
+	ctx, cancel, limit := c.p2pLimit(ctx)
+	defer cancel()
 	if err := c.ep.Send(ctx, to, h, buf.Bytes); err != nil {
-		return fmt.Errorf("%s: send #%d to rank %d: %w", c.who, seq, to, err)
+		return c.p2pErr(ctx, "send", seq, to, limit, err)
 	}
 	return nil
 }
@@ -295,8 +297,10 @@ func (c *Comm) Recv(ctx context.Context, from int, buf Buffer) error {
 	seq := c.p2pRecv[from].Add(1) - 1
 	h := transport.Header{Channel: transport.ChanCollective, Seq: seq,
 		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), from)}
+	ctx, cancel, limit := c.p2pLimit(ctx)
+	defer cancel()
 	if err := c.recvExact(ctx, from, h, buf.Bytes); err != nil {
-		return fmt.Errorf("%s: recv #%d from rank %d: %w", c.who, seq, from, err)
+		return c.p2pErr(ctx, "recv", seq, from, limit, err)
 	}
 	return nil
 }

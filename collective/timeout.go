@@ -84,9 +84,7 @@ func noCancel() {}
 
 // callErr is the error of failed call seq: a *TimeoutError when its time ran out.
 func (c *Comm) callErr(ctx context.Context, kind collKind, seq uint64, limit time.Duration, err error) error {
-	// The deadline may pass just after the call failed for another reason (a peer's abort):
-	// only a call that failed on the deadline timed out.
-	if ctx.Err() != context.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
+	if !timedOut(ctx, err) {
 		return fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
 	}
 	var waiting []string
@@ -99,6 +97,33 @@ func (c *Comm) callErr(ctx context.Context, kind collKind, seq uint64, limit tim
 	}
 	return &TimeoutError{Who: c.who, Collective: kind.String(), Seq: seq, Algorithm: c.algName,
 		Limit: limit, Waiting: waiting, Err: err}
+}
+
+// timedOut says whether a call under ctx failed because its deadline passed. The deadline may
+// pass just after the call failed for another reason (a peer's abort): that is no timeout.
+func timedOut(ctx context.Context, err error) bool {
+	return ctx.Err() == context.DeadlineExceeded && errors.Is(err, context.DeadlineExceeded)
+}
+
+// p2pLimit is limit for Send and Recv, which run beside the collectives and so cannot use the
+// Comm's reusable context: without a deadline they pay for a context.WithTimeout.
+func (c *Comm) p2pLimit(ctx context.Context) (context.Context, context.CancelFunc, time.Duration) {
+	d := c.timeout()
+	if _, ok := ctx.Deadline(); ok || d == 0 {
+		return ctx, noCancel, 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, cancel, d
+}
+
+// p2pErr is the error of point-to-point message seq with peer: a *TimeoutError when its time
+// ran out. A point-to-point failure does not break the communicator's collectives.
+func (c *Comm) p2pErr(ctx context.Context, what string, seq uint64, peer int, limit time.Duration, err error) error {
+	if !timedOut(ctx, err) {
+		return fmt.Errorf("%s: %s #%d with rank %d: %w", c.who, what, seq, peer, err)
+	}
+	return &TimeoutError{Who: c.who, Collective: what, Seq: seq, Algorithm: c.algName,
+		Limit: limit, Waiting: []string{c.peerName(peer)}, Err: err}
 }
 
 // peerName names rank r of the communicator, with its job rank in a sub-communicator.

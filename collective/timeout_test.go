@@ -209,3 +209,18 @@ func TestTimeoutOverTCP(t *testing.T) {
 		t.Fatalf("no timeout: %v", errs)
 	}
 }
+
+// TestPointToPointTimeout: a Recv whose peer never sends ends at the limit, naming the peer.
+func TestPointToPointTimeout(t *testing.T) {
+	j := newMemJob(t, 3, Options{Algorithm: "ring", Timeout: 20 * time.Millisecond})
+	err := j.comms[0].Recv(context.Background(), 2, F32(make([]float32, 3)))
+	var te *TimeoutError
+	if !errors.As(err, &te) || te.Collective != "recv" || strings.Join(te.Waiting, ",") != "rank 2" ||
+		!strings.HasPrefix(err.Error(), "rank 0: recv #0 (ring): timed out after 20ms") {
+		t.Fatalf("recv: err = %v", err)
+	}
+	// Point-to-point failures leave the collectives usable.
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	j.mustRun(t, "barrier after a recv timeout", func(c *Comm) error { return c.Barrier(ctx) })
+}
