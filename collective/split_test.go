@@ -287,6 +287,28 @@ func TestSplitArguments(t *testing.T) {
 	}
 }
 
+// TestSplitWithLinks: a sub-communicator of a communicator with a link matrix plans from its
+// members' part of it, so the host-aware configurations work on it too.
+func TestSplitWithLinks(t *testing.T) {
+	host := []int{0, 0, 0, 1, 2, 2, 3, 3, 3}
+	m := rackMatrix(host, []int{0, 0, 1, 1}, nil)
+	// Ranks 4, 1 and 7, in that order, run on hosts 2, 0 and 3: numbered 1, 0 and 2 among them.
+	sub := subMatrix(m, []int{4, 1, 7})
+	if err := sub.Validate(); err != nil {
+		t.Fatalf("sub-matrix: %v", err)
+	}
+	if fmt.Sprint(sub.Host) != "[1 0 2]" || sub.Links[0][1] != m.Links[4][1] || sub.Links[2][0] != m.Links[7][4] {
+		t.Fatalf("sub-matrix hosts %v, links %v", sub.Host, sub.Links)
+	}
+	for _, name := range []string{"auto", "ring", "hier-ring/grouped", "hier-butterfly/interleaved", "ps"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			j := newMemJob(t, len(host), Options{Algorithm: name, SegmentBytes: 256, Links: m})
+			exerciseColors(t, j, name, exercise)
+		})
+	}
+}
+
 // TestSplitChannelAgreement drives the allocator as two Splits racing on one rank would: the
 // second to commit a channel at or below one this rank already took must refuse it.
 func TestSplitChannelAgreement(t *testing.T) {
