@@ -86,10 +86,12 @@ func (e *slotEndpoint) Close() error           { return nil }
 
 // TestNoAllocationPerMessage checks that a steady-state call allocates a small constant per
 // rank (its cancellable context and its sender goroutine: 4 objects today), however many
-// segments it moves.
+// segments it moves, whether the Comm's timeout or the context's deadline limits it.
 func TestNoAllocationPerMessage(t *testing.T) {
 	const p, n = 4, 1 << 14
-	perCall := func(alg string, segBytes int) float64 {
+	withDeadline, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	perCall := func(ctx context.Context, alg string, segBytes int) float64 {
 		// Enough slots that no send ever waits: every message of a call can be in flight.
 		slots, slotBytes := 8*(4*n/segBytes+1), min(segBytes, 4*n)
 		j := newJob(t, newSlotJob(p, slots, slotBytes), Options{Algorithm: alg, SegmentBytes: segBytes})
@@ -101,7 +103,7 @@ func TestNoAllocationPerMessage(t *testing.T) {
 			start[r] = make(chan struct{})
 			go func() {
 				for range start[r] {
-					done <- j.comms[r].AllReduce(context.Background(), F32(bufs[r]), Sum)
+					done <- j.comms[r].AllReduce(ctx, F32(bufs[r]), Sum)
 				}
 			}()
 		}
@@ -124,12 +126,17 @@ func TestNoAllocationPerMessage(t *testing.T) {
 		return testing.AllocsPerRun(20, call) / p
 	}
 	for _, alg := range []string{"ring", "butterfly", "binary-blocks", "ps"} {
-		few := perCall(alg, 1<<20) // one segment per range
-		many := perCall(alg, 256)  // 64 elements per segment: hundreds of messages
-		t.Logf("%s: %.1f allocations per call and rank with few segments, %.1f with many", alg, few, many)
-		if many > few+1 || many > 6 {
-			t.Errorf("%s: %.1f allocations per call and rank with many segments vs %.1f with few: something allocates per message",
-				alg, many, few)
+		for _, limit := range []struct {
+			name string
+			ctx  context.Context
+		}{{"Options.Timeout", context.Background()}, {"context deadline", withDeadline}} {
+			few := perCall(limit.ctx, alg, 1<<20) // one segment per range
+			many := perCall(limit.ctx, alg, 256)  // 64 elements per segment: hundreds of messages
+			t.Logf("%s, %s: %.1f allocations per call and rank with few segments, %.1f with many", alg, limit.name, few, many)
+			if many > few+1 || many > 6 {
+				t.Errorf("%s: %.1f allocations per call and rank with many segments vs %.1f with few: something allocates per message",
+					alg, many, few)
+			}
 		}
 	}
 }

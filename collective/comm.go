@@ -30,6 +30,12 @@ type Options struct {
 	// Links is the job's link matrix (hosts and per-pair costs), the same on every rank; with
 	// it auto, ring order, ps placement and the hier- configurations plan from the network.
 	Links *topology.Matrix
+	// Timeout bounds every call whose context has no deadline, from when the call starts
+	// running (after the calls issued before it): 0 means DefaultTimeout, NoTimeout (or any
+	// negative value) no limit. A call whose context has a deadline runs until that deadline
+	// instead, sooner or later. A call that runs out of time fails with a *TimeoutError and
+	// leaves the communicator unusable.
+	Timeout time.Duration
 }
 
 // Validate checks the options against a job of p ranks.
@@ -125,9 +131,11 @@ type Comm struct {
 
 	turns turns
 	// Everything below belongs to the call that has the turn (see turns).
-	broken error
-	cache  map[schedKey]*schedule
-	temp   []uint64 // pooled receive buffer for stepRecvReduce, 8-byte aligned
+	broken             error
+	dctx               deadlineCtx  // context of calls made with one that never ends
+	recvPeer, sendPeer atomic.Int32 // peers the call is receiving from and sending to, -1 if none
+	cache              map[schedKey]*schedule
+	temp               []uint64 // pooled receive buffer for stepRecvReduce, 8-byte aligned
 
 	// executor state, reused by every call
 	sendsDone, recvsDone atomic.Int64
@@ -164,7 +172,7 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 	}
 	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
 	borrow, _ := ep.(transport.Borrower)
-	return &Comm{
+	c := &Comm{
 		ep: ep, base: base, jobRanks: jobRanks, chans: chans, who: who,
 		borrow: borrow, opts: opts, algName: opts.Algorithm, alg: alg,
 		cache:      make(map[schedKey]*schedule),
@@ -173,7 +181,9 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		senderDone: make(chan error, 1),
 		p2pSend:    make([]atomic.Uint64, p),
 		p2pRecv:    make([]atomic.Uint64, p),
-	}, nil
+	}
+	c.dctx.init()
+	return c, nil
 }
 
 // Rank is this rank.
@@ -271,8 +281,10 @@ func (c *Comm) Send(ctx context.Context, to int, buf Buffer) error {
 	seq := c.p2pSend[to].Add(1) - 1
 	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
 		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), c.Rank())}
+	ctx, cancel, limit := c.p2pLimit(ctx)
+	defer cancel()
 	if err := c.ep.Send(ctx, to, h, buf.Bytes); err != nil {
-		return fmt.Errorf("%s: send #%d to rank %d: %w", c.who, seq, to, err)
+		return c.p2pErr(ctx, "send", seq, to, limit, err)
 	}
 	return nil
 }
@@ -285,8 +297,10 @@ func (c *Comm) Recv(ctx context.Context, from int, buf Buffer) error {
 	seq := c.p2pRecv[from].Add(1) - 1
 	h := transport.Header{Channel: transport.ChanCollective, Seq: seq,
 		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), from)}
+	ctx, cancel, limit := c.p2pLimit(ctx)
+	defer cancel()
 	if err := c.recvExact(ctx, from, h, buf.Bytes); err != nil {
-		return fmt.Errorf("%s: recv #%d from rank %d: %w", c.who, seq, from, err)
+		return c.p2pErr(ctx, "recv", seq, from, limit, err)
 	}
 	return nil
 }
@@ -430,6 +444,10 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 		c.abort(seq)
 		return fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
 	}
+	ctx, release, limit := c.limit(ctx)
+	defer release()
+	c.recvPeer.Store(-1)
+	c.sendPeer.Store(-1)
 	n := buf.Len()
 	s := c.schedule(kind, n, root, buf.DType)
 	if kind == kindAllToAll && n > 0 {
@@ -440,9 +458,10 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
 		Op: c.signature(kind, buf.DType, op, n, root)}
 	if err := c.execute(ctx, s, buf, aux, op, h); err != nil {
+		err = c.callErr(ctx, kind, seq, limit, err)
 		c.broken = err
 		c.abort(seq)
-		return fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
+		return err
 	}
 	if op == Avg && c.Size() > 1 {
 		switch kind {

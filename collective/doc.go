@@ -1,11 +1,14 @@
 // Package collective is what the ranks of a job compute together: AllReduce, ReduceScatter,
 // AllGather, Broadcast, Reduce, Barrier, AllToAll and point-to-point Send/Recv over a
 // transport.Endpoint, with interchangeable algorithms chosen by name ("ring", "butterfly",
-// "binary-blocks", "ps", "auto"), like database/sql drivers.
+// "binary-blocks", "ps", "auto"), like database/sql drivers; their non-blocking forms
+// (IAllReduce, ... returning a Request); sub-communicators (Split); and a time limit on every
+// call.
 //
 // What it must never do: open connections or know how bytes travel (that is transport's job),
-// interpret a model or an optimizer (trainer's), keep global state, or let two ranks that
-// disagree about a call hang or silently compute garbage.
+// interpret a model or an optimizer (trainer's), keep global state, let two ranks that
+// disagree about a call hang or silently compute garbage, or let a call wait without limit
+// unless asked to (NoTimeout).
 //
 // # Schedules
 //
@@ -18,8 +21,10 @@
 // go out on a goroutine of their own, receives are taken on the caller's goroutine, and each
 // starts as soon as its dependency is met, so segments pipeline (segment s is forwarded while
 // segment s+1 is still arriving). Schedules are cached per (collective, n, root, element size)
-// and the temp buffer is pooled; a call allocates only its context.WithCancel and the sender
-// goroutine (a handful of small objects), independent of n and p.
+// and the temp buffer is pooled. A call whose messages are at most 1 MiB each (every call with
+// the default segments) runs on the caller's goroutine and allocates nothing; one with larger
+// messages allocates its sender goroutine and, unless its context is the Comm's own (see
+// Timeouts), a context.WithCancel: a handful of small objects, independent of n and p.
 //
 // The same schedules feed a checker (tests: every send has a receive of the same size and tag,
 // no deadlock, no contribution reduced twice, every rank ends with what the collective promises;
@@ -105,6 +110,44 @@
 // Integer results are identical across algorithms; float results differ across algorithms
 // only by summation order (tests allow 1e-5 relative for float32, 1e-12 for float64).
 //
-// A Comm's collective calls are serialised; every rank must make the same calls in the same
-// order. Point-to-point messages share the collective channel and are matched in order per peer.
+// Point-to-point messages share the collective channel and are matched in order per peer.
+//
+// # Order and non-blocking calls
+//
+// A call takes the Comm's next sequence number when it is issued and runs when every call
+// issued before it has finished; every rank must issue the same calls in the same order.
+// IAllReduce, IReduceScatter, IAllGather, IBroadcast, IReduce, IBarrier and IAllToAll return at
+// once with a *Request (Wait, Test, Done; WaitAll) and run on a goroutine of their own at their
+// turn, so computation overlaps communication and several calls can be outstanding. A
+// blocking call issued after them waits its turn; if its context ends while it waits, it
+// returns, and the communicator breaks when the turn reaches it (its peers expect it). A call
+// issued when nothing else is running runs on the caller's goroutine at once: programs that
+// only make blocking calls pay nothing for the ordering.
+//
+// # Sub-communicators
+//
+// Split(ctx, color, key) is MPI_Comm_split: a collective call on the parent after which the
+// ranks that passed the same color form a Comm ranked by key, then parent rank; a negative
+// color (Undefined) gets nil. Each sub-communicator maps its ranks to the job endpoint's ranks
+// and carries its messages on a transport channel of its own, from transport.ChanSubComm on,
+// so it has its own sequence numbers and never exchanges a message with its parent or any other
+// communicator: communicators may run at once from different goroutines. The members agree on
+// the channel during Split: every rank proposes the lowest channel it has not used, the
+// largest proposal wins, and the split is retried with fresh proposals if any member had used
+// that channel meanwhile (a concurrent Split of another communicator of that rank). A rank
+// thus never uses one channel for two communicators, so two communicators that share a pair of
+// ranks never share a channel. The channels are counted per family (the Comms that descend
+// from one New); communicators of two families over one endpoint must not run Splits.
+//
+// # Timeouts
+//
+// Every call is bounded: by its context's deadline when it has one (longer or shorter than the
+// default), else by Options.Timeout, counted from when the call starts running. The default,
+// DefaultTimeout (30 minutes), sits far above any legitimate wait for a slow rank's computation
+// and exists so that a rank that died or took another branch stops the job with an error
+// instead of holding it; NoTimeout lifts it. A call that runs out of time fails with a
+// *TimeoutError naming the rank, the collective, its sequence number and the peers it was
+// waiting for, sends the abort frame, and leaves the communicator unusable: later calls fail at
+// once with that cause. A call made with a context that can never end (context.Background)
+// runs under the Comm's reusable context, re-armed per call, so the limit costs no allocation.
 package collective

@@ -28,9 +28,17 @@ func (c *Comm) execute(ctx context.Context, s *schedule, buf, aux Buffer, op Red
 		return c.executeInline(ctx, s, buf, aux, op, h)
 	}
 	// One cancellable context per call: whichever side fails first stops the other, even when
-	// it is blocked inside the transport.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// it is blocked inside the transport. The Comm's own call context is cancellable already,
+	// and cancelling it ends only this call (see deadlineCtx).
+	var cancel context.CancelFunc
+	if d, ok := ctx.(*deadlineCtx); ok {
+		cancel = d.cancelFn
+	} else {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		cancel = stop
+	}
 	c.cancelCall = cancel
 	c.sendsDone.Store(0)
 	c.recvsDone.Store(0)
@@ -133,9 +141,11 @@ func (c *Comm) sendStep(ctx context.Context, st *step, buf, aux Buffer, h transp
 		src = aux.Bytes
 	}
 	h.Segment = st.tag
+	c.sendPeer.Store(int32(st.peer))
 	if err := c.ep.Send(ctx, st.peer, h, src[st.lo*es:st.hi*es]); err != nil {
 		return fmt.Errorf("sending [%d,%d) to rank %d: %w", st.lo, st.hi, st.peer, err)
 	}
+	c.sendPeer.Store(-1)
 	return nil
 }
 
@@ -172,6 +182,15 @@ func (c *Comm) recvLoop(ctx context.Context, s *schedule, buf Buffer, op ReduceO
 // reduced one is reduced from the endpoint's own buffer when the endpoint lends it (no copy,
 // and the endpoint's reader fills the next segment meanwhile), else from temp.
 func (c *Comm) recvStep(ctx context.Context, st *step, buf Buffer, temp []byte, op ReduceOp, h transport.Header) error {
+	c.recvPeer.Store(int32(st.peer))
+	err := c.receive(ctx, st, buf, temp, op, h)
+	if err == nil {
+		c.recvPeer.Store(-1) // on error it names the peer the call was waiting for
+	}
+	return err
+}
+
+func (c *Comm) receive(ctx context.Context, st *step, buf Buffer, temp []byte, op ReduceOp, h transport.Header) error {
 	es := buf.DType.Size()
 	dst := buf.Bytes[st.lo*es : st.hi*es]
 	h.Segment = st.tag

@@ -164,23 +164,29 @@ func TestSplitNeverMixesMessages(t *testing.T) {
 					subs[c.Rank()] = [3]*Comm{c, a, b}
 					return err
 				})
-				const rounds, n = 30, 37
-				j.mustRun(t, "concurrent allreduces", func(c *Comm) error {
-					var wg sync.WaitGroup
-					errs := make([]error, 3)
-					for k, comm := range subs[c.Rank()] {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							errs[k] = mixRounds(ctx, comm, k, rounds, n)
-						}()
-					}
-					wg.Wait()
-					return errors.Join(errs...)
-				})
+				mixAll(ctx, t, j, func(r int) []*Comm { return subs[r][:] }, 30, 37)
 			})
 		}
 	}
+}
+
+// mixAll runs mixRounds on every communicator of every rank of j at once, one goroutine each.
+func mixAll(ctx context.Context, t *testing.T, j *job, comms func(rank int) []*Comm, rounds, n int) {
+	t.Helper()
+	j.mustRun(t, "concurrent allreduces", func(c *Comm) error {
+		mine := comms(c.Rank())
+		var wg sync.WaitGroup
+		errs := make([]error, len(mine))
+		for k, comm := range mine {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[k] = mixRounds(ctx, comm, k, rounds, n)
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
 }
 
 // mixRounds allreduces, rounds times, values that identify communicator k and the round: every
@@ -207,6 +213,41 @@ func mixRounds(ctx context.Context, c *Comm, k, rounds, n int) error {
 		}
 	}
 	return nil
+}
+
+// TestConcurrentSplits splits the job and, on every rank at once, splits the job again and the
+// sub-communicator from two goroutines, so that the channel agreement of the two calls races on
+// each rank (and, in some of the repetitions, forces a second round of it); then runs the four
+// communicators of every rank at once.
+func TestConcurrentSplits(t *testing.T) {
+	for _, p := range []int{2, 5, 8, 2, 5, 8, 2, 5, 8} {
+		j := newMemJob(t, p, Options{Algorithm: "butterfly", SegmentBytes: 64})
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		comms := make([][4]*Comm, p)
+		j.mustRun(t, "splits", func(c *Comm) error {
+			half, err := c.Split(ctx, c.Rank()*2/p, c.Rank())
+			if err != nil {
+				return err
+			}
+			var again, quarter *Comm
+			var errAgain, errQuarter error
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				again, errAgain = c.Split(ctx, c.Rank()%2, -c.Rank())
+			}()
+			go func() {
+				defer wg.Done()
+				quarter, errQuarter = half.Split(ctx, half.Rank()%2, 0)
+			}()
+			wg.Wait()
+			comms[c.Rank()] = [4]*Comm{c, half, again, quarter}
+			return errors.Join(errAgain, errQuarter)
+		})
+		mixAll(ctx, t, j, func(r int) []*Comm { return comms[r][:] }, 20, 29)
+		cancel()
+	}
 }
 
 func TestSplitArguments(t *testing.T) {
@@ -243,6 +284,28 @@ func TestSplitArguments(t *testing.T) {
 	})
 	if bufs[0][0] != 3 || bufs[0][1] != 6 {
 		t.Errorf("bf16 sub-communicator allreduce = %v, want [3 6]", bufs[0])
+	}
+}
+
+// TestSplitWithLinks: a sub-communicator of a communicator with a link matrix plans from its
+// members' part of it, so the host-aware configurations work on it too.
+func TestSplitWithLinks(t *testing.T) {
+	host := []int{0, 0, 0, 1, 2, 2, 3, 3, 3}
+	m := rackMatrix(host, []int{0, 0, 1, 1}, nil)
+	// Ranks 4, 1 and 7, in that order, run on hosts 2, 0 and 3: numbered 1, 0 and 2 among them.
+	sub := subMatrix(m, []int{4, 1, 7})
+	if err := sub.Validate(); err != nil {
+		t.Fatalf("sub-matrix: %v", err)
+	}
+	if fmt.Sprint(sub.Host) != "[1 0 2]" || sub.Links[0][1] != m.Links[4][1] || sub.Links[2][0] != m.Links[7][4] {
+		t.Fatalf("sub-matrix hosts %v, links %v", sub.Host, sub.Links)
+	}
+	for _, name := range []string{"auto", "ring", "hier-ring/grouped", "hier-butterfly/interleaved", "ps"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			j := newMemJob(t, len(host), Options{Algorithm: name, SegmentBytes: 256, Links: m})
+			exerciseColors(t, j, name, exercise)
+		})
 	}
 }
 
