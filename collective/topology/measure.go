@@ -16,12 +16,12 @@ type MeasureOptions struct {
 	// SmallBytes is the latency probe's size (default 8 bytes).
 	SmallBytes int
 	// LargeBytes is the bandwidth probe's first size (default 256 KiB). It grows fourfold, up to
-	// MaxLargeBytes (default 4 MiB), until a transfer outlasts a round trip by MinLargeTime
-	// (default 2 ms), so that a fast link's β is not lost in the noise of its α and a slow
+	// MaxLargeBytes (default 1 MiB), until a transfer outlasts a round trip by MinLargeTime
+	// (default 1 ms), so that a fast link's β is not lost in the noise of its α and a slow
 	// link is not held up by megabytes.
 	LargeBytes, MaxLargeBytes int
 	MinLargeTime              time.Duration
-	// SmallReps and LargeReps are the timed probes per size (defaults 7 and 3); the median is
+	// SmallReps and LargeReps are the timed probes per size (defaults 7 and 5); the median is
 	// kept. One untimed probe of each size comes first.
 	SmallReps, LargeReps int
 }
@@ -34,11 +34,11 @@ func (o MeasureOptions) withDefaults() (MeasureOptions, error) {
 	}
 	def(&o.SmallBytes, 8)
 	def(&o.LargeBytes, 256<<10)
-	def(&o.MaxLargeBytes, 4<<20)
+	def(&o.MaxLargeBytes, 1<<20)
 	def(&o.SmallReps, 7)
-	def(&o.LargeReps, 3)
+	def(&o.LargeReps, 5)
 	if o.MinLargeTime == 0 {
-		o.MinLargeTime = 2 * time.Millisecond
+		o.MinLargeTime = time.Millisecond
 	}
 	switch {
 	case o.SmallBytes < 1 || o.SmallReps < 1 || o.LargeReps < 1 || o.MinLargeTime < 0:

@@ -96,8 +96,8 @@ func (p placed) SameHost() []bool {
 	return row
 }
 
-// measureAll runs Measure on every endpoint at once.
-func measureAll(t *testing.T, eps []transport.Endpoint, opts MeasureOptions) []*Matrix {
+// MeasureAll runs Measure on every endpoint at once.
+func MeasureAll(t *testing.T, eps []transport.Endpoint, opts MeasureOptions) []*Matrix {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -169,7 +169,7 @@ func TestMeasureMem(t *testing.T) {
 		t.Run(fmt.Sprintf("np%d/one-host", p), func(t *testing.T) {
 			eps := transport.NewMemJob(p)
 			defer transport.CloseAll(eps)
-			CheckMeasured(t, measureAll(t, eps, quick), make([]int, p))
+			CheckMeasured(t, MeasureAll(t, eps, quick), make([]int, p))
 		})
 		t.Run(fmt.Sprintf("np%d/hosts-of-rank-mod-3", p), func(t *testing.T) {
 			mem := transport.NewMemJob(p)
@@ -182,13 +182,13 @@ func TestMeasureMem(t *testing.T) {
 			for r := range eps {
 				eps[r] = placed{mem[r], host}
 			}
-			CheckMeasured(t, measureAll(t, eps, quick), host)
+			CheckMeasured(t, MeasureAll(t, eps, quick), host)
 		})
 	}
 	t.Run("defaults", func(t *testing.T) {
 		eps := transport.NewMemJob(3)
 		defer transport.CloseAll(eps)
-		CheckMeasured(t, measureAll(t, eps, MeasureOptions{}), []int{0, 0, 0})
+		CheckMeasured(t, MeasureAll(t, eps, MeasureOptions{}), []int{0, 0, 0})
 	})
 }
 

@@ -8,12 +8,14 @@
 package netnstest
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -75,6 +77,33 @@ func (h *Hosts) Shape(t testing.TB, i int, rate, burst, latency string) {
 // Command is name with args run inside host i's namespace.
 func (h *Hosts) Command(i int, name string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", h.Names[i], name}, args...)...)
+}
+
+// RunRanks starts this test binary once per rank, rank r in host nsOf[r]'s namespace with
+// env(r) added to the environment (the binary's TestMain must act on it and not run the
+// tests), waits for all of them and returns each one's standard output. A rank that fails
+// fails the test, with its output.
+func (h *Hosts) RunRanks(t testing.TB, nsOf []int, env func(r int) []string) [][]byte {
+	t.Helper()
+	outs := make([][]byte, len(nsOf))
+	var wg sync.WaitGroup
+	for r, ns := range nsOf {
+		cmd := h.Command(ns, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), env(r)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := cmd.Output()
+			if err != nil {
+				t.Errorf("rank %d in namespace %s: %v\nstdout: %s\nstderr: %s", r, h.Names[ns], err, out, stderr.String())
+			}
+			outs[r] = out
+		}()
+	}
+	wg.Wait()
+	return outs
 }
 
 func need(t testing.TB, ok bool, why string) {

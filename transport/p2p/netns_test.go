@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -70,28 +68,17 @@ func netnsRank(arg string) int {
 func runNetnsJob(t *testing.T, h *netnstest.Hosts, nsOf []int, dataPath string, hostname func(r int) string) []netnsReport {
 	t.Helper()
 	rendezvous := net.JoinHostPort(h.Addrs[nsOf[0]], strconv.Itoa(20000+rand.IntN(20000)))
-	reports := make([]netnsReport, len(nsOf))
-	var wg sync.WaitGroup
-	for r, ns := range nsOf {
+	outs := h.RunRanks(t, nsOf, func(r int) []string {
 		args, _ := json.Marshal(netnsArgs{Rank: r, Size: len(nsOf), Rendezvous: rendezvous, Secret: "netns " + t.Name(),
 			DataPath: dataPath, Hostname: hostname(r), JoinTimeoutSeconds: 20})
-		cmd := h.Command(ns, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envNetnsRank+"="+string(args))
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := cmd.Output()
-			if err == nil {
-				err = json.Unmarshal(out, &reports[r])
-			}
-			if err != nil {
-				t.Errorf("rank %d in namespace %s: %v\nstdout: %s\nstderr: %s", r, h.Names[ns], err, out, stderr.String())
-			}
-		}()
+		return []string{envNetnsRank + "=" + string(args)}
+	})
+	reports := make([]netnsReport, len(nsOf))
+	for r, out := range outs {
+		if err := json.Unmarshal(out, &reports[r]); err != nil {
+			t.Fatalf("rank %d: %v in its output %q", r, err, out)
+		}
 	}
-	wg.Wait()
 	return reports
 }
 
