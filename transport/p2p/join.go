@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -60,6 +61,10 @@ func join(ctx context.Context, cfg Config, hk *hooks) (transport.Endpoint, error
 	}
 	return ep, nil
 }
+
+// refusalGrace is how long a rank that refuses the job's data path (checkPairs) keeps its proof
+// file and libp2p host up before tearing them down.
+const refusalGrace = time.Second
 
 // joiner holds what Join has built so far, so a failure tears down exactly that.
 type joiner struct {
@@ -222,6 +227,14 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 
 	local := proveAll(shm.DefaultDir, cfg.Rank, peers)
 	if err := checkPairs(cfg, peers, local); err != nil {
+		// The peers read this rank's proof file (and, from rank 0, the table) right after the
+		// table: stay up a moment, so that each reports its own pairs, not this rank's exit.
+		t := time.NewTimer(refusalGrace)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
 		return nil, err
 	}
 	conns, err := j.connect(ctx, tag, ids, peers, local, rt)

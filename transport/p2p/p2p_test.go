@@ -224,21 +224,7 @@ func checkPaths(t *testing.T, eps []transport.Endpoint) {
 			if peer == r {
 				continue
 			}
-			var got string
-			switch c.(type) {
-			case *net.TCPConn:
-				got = DataPathTCP
-			case *secureConn:
-				got = DataPathTLS
-			case *net.UnixConn:
-				got = DataPathUnix
-			case *shm.Pipe:
-				got = DataPathShm
-			case network.Stream:
-				got = DataPathStream
-			default:
-				got = fmt.Sprintf("%T", c)
-			}
+			got := connPath(c)
 			if a, b := e.SameHost()[peer], eps[peer].(*endpoint).SameHost()[r]; a != b {
 				t.Errorf("rank %d says it shares a host with rank %d: %v; rank %d says %v", r, peer, a, peer, b)
 			}
@@ -249,6 +235,23 @@ func checkPaths(t *testing.T, eps []transport.Endpoint) {
 			}
 		}
 	}
+}
+
+// connPath names the data path a connection belongs to.
+func connPath(c io.ReadWriteCloser) string {
+	switch c.(type) {
+	case *net.TCPConn:
+		return DataPathTCP
+	case *secureConn:
+		return DataPathTLS
+	case *net.UnixConn:
+		return DataPathUnix
+	case *shm.Pipe:
+		return DataPathShm
+	case network.Stream:
+		return DataPathStream
+	}
+	return fmt.Sprintf("%T", c)
 }
 
 // TestDataPathChoice checks which path the pair of ranks uses, per configuration.
@@ -976,6 +979,9 @@ func TestShmPeerKilled(t *testing.T) {
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("HETSYNC_P2P_CHILD"); addr != "" {
 		os.Exit(killedChild(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
+	}
+	if args := os.Getenv(envNetnsRank); args != "" {
+		os.Exit(netnsRank(args))
 	}
 	os.Exit(m.Run())
 }

@@ -1,0 +1,138 @@
+package topology_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/internal/netnstest"
+	"github.com/hetsync/hetsync/transport/p2p"
+	"github.com/hetsync/hetsync/transport/p2p/p2ptest"
+)
+
+// envRank makes the test binary one rank of a job across network namespaces: its value is the
+// rank's rankArgs as JSON; it joins, measures and prints a rankReport.
+const envRank = "HETSYNC_TOPOLOGY_NETNS_RANK"
+
+type rankArgs struct {
+	Rank, Size         int
+	Rendezvous, Secret string
+}
+
+type rankReport struct {
+	Seconds float64          `json:"seconds"` // time of Measure
+	Matrix  *topology.Matrix `json:"matrix"`
+}
+
+func TestMain(m *testing.M) {
+	if arg := os.Getenv(envRank); arg != "" {
+		os.Exit(netnsRank(arg))
+	}
+	os.Exit(m.Run())
+}
+
+func netnsRank(arg string) int {
+	var a rankArgs
+	if err := json.Unmarshal([]byte(arg), &a); err != nil {
+		fmt.Fprintln(os.Stderr, "topology rank:", err)
+		return 3
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ep, err := p2p.Join(ctx, p2p.Config{Rank: a.Rank, Size: a.Size, Rendezvous: a.Rendezvous, Secret: a.Secret,
+		Security: p2p.SecurityNone, JoinTimeout: 30 * time.Second})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer ep.Close()
+	start := time.Now()
+	m, err := topology.Measure(ctx, ep, topology.MeasureOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	b, _ := json.Marshal(rankReport{Seconds: time.Since(start).Seconds(), Matrix: m})
+	fmt.Printf("%s\n", b)
+	return 0
+}
+
+// measureInNamespaces runs rank r in host nsOf[r]'s namespace, rank 0 listening on its host's
+// address, and returns every rank's report.
+func measureInNamespaces(t *testing.T, h *netnstest.Hosts, nsOf []int) []rankReport {
+	t.Helper()
+	rendezvous := net.JoinHostPort(h.Addrs[nsOf[0]], strconv.Itoa(20000+rand.IntN(20000)))
+	outs := h.RunRanks(t, nsOf, func(r int) []string {
+		args, _ := json.Marshal(rankArgs{Rank: r, Size: len(nsOf), Rendezvous: rendezvous, Secret: "topology " + t.Name()})
+		return []string{envRank + "=" + string(args)}
+	})
+	reps := make([]rankReport, len(nsOf))
+	for r, out := range outs {
+		if err := json.Unmarshal(out, &reps[r]); err != nil || reps[r].Matrix == nil {
+			t.Fatalf("rank %d: no report (%v) in %q", r, err, out)
+		}
+	}
+	return reps
+}
+
+func matrices(reps []rankReport) []*topology.Matrix {
+	ms := make([]*topology.Matrix, len(reps))
+	for r, rep := range reps {
+		ms[r] = rep.Matrix
+	}
+	return ms
+}
+
+// TestMeasureAcrossNetworkNamespaces: 8 ranks on 4 namespace hosts, two per host, with one
+// host name: the matrix has 4 hosts and the same bytes on every rank.
+func TestMeasureAcrossNetworkNamespaces(t *testing.T) {
+	h := netnstest.New(t, 4)
+	nsOf := []int{0, 0, 1, 1, 2, 2, 3, 3}
+	reps := measureInNamespaces(t, h, nsOf)
+	topology.CheckMeasured(t, matrices(reps), nsOf)
+	m := reps[0].Matrix
+	t.Logf("Measure took %.3f s on rank 0 (8 ranks, 4 hosts); same host %.1f us %.0f MB/s, across %.1f us %.0f MB/s",
+		reps[0].Seconds, m.Links[0][1].Alpha*1e6, 1/m.Links[0][1].Beta/1e6, m.Links[0][2].Alpha*1e6, 1/m.Links[0][2].Beta/1e6)
+}
+
+// TestMeasureShapedLink: two namespace hosts whose links are shaped to 100 Mbit/s each way
+// measure a β within 25 % of 8e-8 s per byte, in both directions.
+func TestMeasureShapedLink(t *testing.T) {
+	h := netnstest.New(t, 2)
+	for i := range 2 {
+		h.Shape(t, i, "100mbit", "32kb", "50ms")
+	}
+	reps := measureInNamespaces(t, h, []int{0, 1})
+	topology.CheckMeasured(t, matrices(reps), []int{0, 1})
+	const want = 8.0 / 100e6 // seconds per byte at 100 Mbit/s
+	for _, l := range [][2]int{{0, 1}, {1, 0}} {
+		beta := reps[0].Matrix.Links[l[0]][l[1]].Beta
+		t.Logf("rank %d -> %d: beta %.3g s/B (%.1f Mbit/s), want %.3g", l[0], l[1], beta, 8/beta/1e6, want)
+		if beta < 0.75*want || beta > 1.25*want {
+			t.Errorf("rank %d -> %d: beta %.3g s/B (%.1f Mbit/s) is not within 25%% of %.3g (100 Mbit/s)", l[0], l[1], beta, 8/beta/1e6, want)
+		}
+	}
+}
+
+// TestMeasureP2P measures in-process p2p jobs whose ranks alternate between two explicit host
+// names (which part ranks that would otherwise prove one host).
+func TestMeasureP2P(t *testing.T) {
+	for _, p := range []int{1, 2, 3, 5} {
+		t.Run(fmt.Sprintf("np%d", p), func(t *testing.T) {
+			host := make([]int, p)
+			for r := range host {
+				host[r] = r % 2
+			}
+			eps := p2ptest.JoinLoopback(t, p, p2p.Config{Secret: "measure " + t.Name(), Security: p2p.SecurityNone},
+				func(r int, c *p2p.Config) { c.Hostname = fmt.Sprintf("host-%d", host[r]) })
+			topology.CheckMeasured(t, topology.MeasureAll(t, eps, topology.MeasureOptions{}), host)
+		})
+	}
+}
