@@ -57,3 +57,27 @@ func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// subLinks is m restricted to the ranks members (member i becomes rank i), host indices
+// renumbered in order of first use; nil for a nil m. A sub-communicator plans from it.
+func subLinks(m *topology.Matrix, members []int) *topology.Matrix {
+	if m == nil {
+		return nil
+	}
+	p := len(members)
+	sub := &topology.Matrix{P: p, Host: make([]int, p), Links: make([][]topology.Link, p)}
+	ids := map[int]int{}
+	for i, r := range members {
+		h, ok := ids[m.Host[r]]
+		if !ok {
+			h = len(ids)
+			ids[m.Host[r]] = h
+		}
+		sub.Host[i] = h
+		sub.Links[i] = make([]topology.Link, p)
+		for j, q := range members {
+			sub.Links[i][j] = m.Links[r][q]
+		}
+	}
+	return sub
+}

@@ -121,6 +121,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	opts := c.opts
 	opts.Servers = min(opts.Servers, len(members))
+	opts.Links = subLinks(opts.Links, members)
 	ep := newSubEndpoint(c.base, jobRanks, newRank, transport.Channel(ch))
 	who := fmt.Sprintf("rank %d (job rank %d, color %d)", newRank, jobRanks[newRank], color)
 	sub, err := newComm(ep, opts, c.base, jobRanks, c.chans, who)
