@@ -308,3 +308,81 @@ func TestTopologyCollectivesMem(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitKeepsTheLinks: a sub-communicator plans from its members' part of the matrix (in
+// their new order), so the matrix's configurations run on it too.
+func TestSplitKeepsTheLinks(t *testing.T) {
+	for _, p := range []int{5, 8} {
+		host := make([]int, p)
+		for r := range host {
+			host[r] = r % 3
+		}
+		m := rackMatrix(host, twoRacks(host), nil)
+		for _, alg := range []string{"auto", "hier-ring/grouped"} {
+			t.Run(fmt.Sprintf("%s/p=%d", alg, p), func(t *testing.T) {
+				exerciseColors(t, newMemJob(t, p, Options{Algorithm: alg, SegmentBytes: 256, Links: m}), alg,
+					func(t *testing.T, j *job, alg string) {
+						sub, found := j.comms[0].Links(), false
+						for _, ms := range wantMembers(p) {
+							same := sub != nil && sub.P == len(ms)
+							for i := 0; same && i < len(ms); i++ {
+								for k := range ms {
+									same = same && sub.Links[i][k] == m.Links[ms[i]][ms[k]]
+								}
+							}
+							found = found || same
+						}
+						if !found {
+							t.Fatalf("sub-communicator of %d ranks has links %+v, not its members' part of the matrix", j.comms[0].Size(), sub)
+						}
+						exercise(t, j, alg)
+					})
+			})
+		}
+	}
+}
+
+// sendsTo is an algorithm in which every rank r with a target sends n elements to it.
+type sendsTo map[int]int
+
+func (s sendsTo) allReduce(b *builder) {
+	if to, ok := s[b.rank]; ok {
+		b.send(to, 0, b.n)
+	}
+	for from, to := range s {
+		if to == b.rank {
+			b.recv(from, 0, b.n)
+		}
+	}
+}
+func (s sendsTo) reduceScatter(b *builder) { s.allReduce(b) }
+func (s sendsTo) allGather(b *builder)     { s.allReduce(b) }
+
+// TestModelSharesLinks: two flows between the same two hosts share the hosts' NICs and take
+// twice as long as one; two flows across racks share the uplink.
+func TestModelSharesLinks(t *testing.T) {
+	const n = 1 << 20 // elements of 4 bytes
+	tests := []struct {
+		name       string
+		host, rack []int
+		flows      sendsTo
+		beta       float64 // the bottleneck's β
+		flowsThere int     // flows through it
+	}{
+		{"one flow between hosts", []int{0, 0, 1, 1}, []int{0, 0}, sendsTo{0: 2}, testBetaHost, 1},
+		{"two flows share a host NIC", []int{0, 0, 1, 1}, []int{0, 0}, sendsTo{0: 2, 1: 3}, testBetaHost, 2},
+		{"two hosts share an uplink", []int{0, 1, 2, 3}, []int{0, 0, 1, 1}, sendsTo{0: 2, 1: 3}, testBetaRack, 2},
+		{"flows inside racks do not", []int{0, 1, 2, 3}, []int{0, 0, 1, 1}, sendsTo{0: 1, 2: 3}, testBetaHost, 1},
+	}
+	for _, tc := range tests {
+		m := rackMatrix(tc.host, tc.rack, nil)
+		got, err := simulateKind(tc.flows, kindAllReduce, len(tc.host), n, 4, DefaultSegmentBytes, newLayout(m).model())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := float64(tc.flowsThere) * 4 * n * tc.beta
+		if got < want || got > want*1.05 {
+			t.Errorf("%s: %.3fs, want %.3fs", tc.name, got, want)
+		}
+	}
+}

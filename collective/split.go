@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -123,7 +122,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	opts := c.opts
 	opts.Servers = min(opts.Servers, len(members))
-	opts.Links = subMatrix(opts.Links, members)
+	opts.Links = opts.Links.Sub(members)
 	ep := newSubEndpoint(c.base, jobRanks, newRank, transport.Channel(ch))
 	who := fmt.Sprintf("rank %d (job rank %d, color %d)", newRank, jobRanks[newRank], color)
 	sub, err := newComm(ep, opts, c.base, jobRanks, c.chans, who)
@@ -131,30 +130,6 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		return nil, fmt.Errorf("%s: split (color %d, key %d): %w", c.who, color, key, err)
 	}
 	return sub, nil
-}
-
-// subMatrix is the link matrix of the ranks members of m, in that order, with their hosts
-// numbered 0..H-1 in the order of m's host numbers; nil for nil.
-func subMatrix(m *topology.Matrix, members []int) *topology.Matrix {
-	if m == nil {
-		return nil
-	}
-	var hosts []int
-	for _, r := range members {
-		if !slices.Contains(hosts, m.Host[r]) {
-			hosts = append(hosts, m.Host[r])
-		}
-	}
-	slices.Sort(hosts)
-	sub := &topology.Matrix{P: len(members), Host: make([]int, len(members)), Links: make([][]topology.Link, len(members))}
-	for i, r := range members {
-		sub.Host[i] = slices.Index(hosts, m.Host[r])
-		sub.Links[i] = make([]topology.Link, len(members))
-		for j, q := range members {
-			sub.Links[i][j] = m.Links[r][q]
-		}
-	}
-	return sub
 }
 
 // jobRank is the rank of the job's endpoint that rank r of c is.

@@ -293,7 +293,7 @@ func TestSplitWithLinks(t *testing.T) {
 	host := []int{0, 0, 0, 1, 2, 2, 3, 3, 3}
 	m := rackMatrix(host, []int{0, 0, 1, 1}, nil)
 	// Ranks 4, 1 and 7, in that order, run on hosts 2, 0 and 3: numbered 1, 0 and 2 among them.
-	sub := subMatrix(m, []int{4, 1, 7})
+	sub := m.Sub([]int{4, 1, 7})
 	if err := sub.Validate(); err != nil {
 		t.Fatalf("sub-matrix: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/bench"
+	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/launcher"
 	"github.com/hetsync/hetsync/transport"
 )
@@ -28,6 +29,8 @@ type benchOptions struct {
 	CodecName string
 	Servers   int
 	Segment   int
+	LinksFile string
+	Links     *topology.Matrix
 }
 
 // preferredOrder is the order of "--collective all"; registered algorithms not listed here
@@ -58,7 +61,16 @@ func parseCollectives(s string) ([]string, error) {
 				out = append(out, name)
 			}
 		default:
-			return nil, fmt.Errorf("--collective: unknown algorithm %q (known: %s, all)", name, strings.Join(known, ", "))
+			names, ok := topoCollectives(name)
+			if !ok {
+				return nil, fmt.Errorf("--collective: unknown algorithm %q (known: %s, all, %s, and with --links-file %s)",
+					name, strings.Join(known, ", "), configsKeyword, strings.Join(collective.Configurations(), ", "))
+			}
+			for _, n := range names {
+				if !slices.Contains(out, n) {
+					out = append(out, n)
+				}
+			}
 		}
 	}
 	if len(out) == 0 {
@@ -93,7 +105,7 @@ func oneOf(flag, v string, known ...string) error {
 func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	o := benchOptions{
 		NP: c.Int("np"), JSONPath: c.String("J"), netOptions: netOptionsFrom(c), CodecName: c.String("codec"),
-		Servers: c.Int("servers"),
+		Servers: c.Int("servers"), LinksFile: c.String("links-file"),
 	}
 	var err error
 	if o.NP < 0 {
@@ -148,6 +160,12 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	if o.Servers > 0 && !slices.Contains(o.Collectives, "ps") {
 		return o, fmt.Errorf("--servers %d: only the ps collective has servers (--collective %s)", o.Servers, strings.Join(o.Collectives, ","))
 	}
+	if o.Links, err = readLinks(o.LinksFile); err != nil {
+		return o, err
+	}
+	if err := o.checkLinks(o.NP); err != nil {
+		return o, err
+	}
 	if o.JoinTimeout < 0 {
 		return o, fmt.Errorf("--join-timeout %v: must not be negative", o.JoinTimeout)
 	}
@@ -168,7 +186,7 @@ func (o benchOptions) checkWorld(p int) error {
 	if o.Servers > p {
 		return fmt.Errorf("--servers %d: must be in [0, %d]", o.Servers, p)
 	}
-	return nil
+	return o.checkLinks(p)
 }
 
 func (o benchOptions) notes() []string {
@@ -197,7 +215,7 @@ func benchCommand() *cli.Command {
 			"and --target-sec reads TARGET_SEC (the environment of shared/peers/run_all.sh).",
 		Flags: slices.Concat([]cli.Flag{
 			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
-			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all"},
+			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all; with --links-file also configurations (hier-NAME, NAME/ORDER) or configs (auto and every configuration)"},
 			&cli.StringFlag{Name: "op", Value: "allreduce", Usage: strings.Join(bench.OpNames(), ", ")},
 			&cli.StringFlag{Name: "b", Value: "4K", EnvVars: []string{"MIN_BYTES"}, Usage: "smallest size"},
 			&cli.StringFlag{Name: "e", Value: "64M", EnvVars: []string{"MAX_BYTES"}, Usage: "largest size"},
@@ -214,6 +232,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
 			&cli.IntFlag{Name: "servers", Usage: "ps: number of server ranks (0 = every rank)"},
 			&cli.StringFlag{Name: "segment", Value: "0", Usage: "pipelining segment size (0 = the algorithm's default)"},
+			linksFlag(),
 		}, netFlags(benchPoll), jobFlags(true)),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {

@@ -153,7 +153,7 @@ func runBenches(ctx context.Context, ep transport.Endpoint, o benchOptions, out 
 		return fmt.Errorf("communicator for the results: %w", err)
 	}
 	for _, name := range o.Collectives {
-		opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec}
+		opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec, Links: o.Links}
 		if name == "ps" {
 			opts.Servers = o.Servers
 		}
@@ -169,10 +169,13 @@ func runBenches(ctx context.Context, ep transport.Endpoint, o benchOptions, out 
 			}
 		}
 		runner := &bench.Runner{Comm: comm, Gather: gather, Config: o.Config, OnRow: func(r bench.Row) error {
-			if rank0 {
-				return tab.Row(r)
+			if !rank0 {
+				return nil
 			}
-			return nil
+			if err := tab.Row(r); err != nil || o.Config.Op != bench.AllReduce {
+				return err
+			}
+			return writePrediction(out, o.Format, comm, r, collective.Float32)
 		}}
 		rows, err := runner.Run(ctx)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Link is the cost of one direction of a rank pair: a message of b bytes takes
@@ -107,4 +108,30 @@ func Unmarshal(b []byte) (*Matrix, error) {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// Sub is m restricted to the ranks members, in that order (member i becomes rank i), with the
+// hosts they use renumbered 0..H-1 in the order of m's host numbers; nil for a nil m. A
+// sub-communicator plans from it.
+func (m *Matrix) Sub(members []int) *Matrix {
+	if m == nil {
+		return nil
+	}
+	var hosts []int
+	for _, r := range members {
+		if !slices.Contains(hosts, m.Host[r]) {
+			hosts = append(hosts, m.Host[r])
+		}
+	}
+	slices.Sort(hosts)
+	p := len(members)
+	sub := &Matrix{P: p, Host: make([]int, p), Links: make([][]Link, p)}
+	for i, r := range members {
+		sub.Host[i] = slices.Index(hosts, m.Host[r])
+		sub.Links[i] = make([]Link, p)
+		for j, q := range members {
+			sub.Links[i][j] = m.Links[r][q]
+		}
+	}
+	return sub
 }
