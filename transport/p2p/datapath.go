@@ -370,6 +370,9 @@ func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 	if werr != nil {
 		a.log.Warn("hetsync data path: answering a hello failed", "rank", a.rank, "peer", from, "remote", remote, "err", werr)
 	}
+	if hs, ok := c.(helloSwitcher); ok {
+		hs.helloDone()
+	}
 	_ = c.SetDeadline(time.Time{})
 }
 
@@ -607,6 +610,9 @@ func (d *dialer) hello(ctx context.Context, c dataConn, msg []byte) error {
 	}
 	if r[8] != helloOK {
 		return fmt.Errorf("refused: %s", helloStatusText(r[8]))
+	}
+	if hs, ok := c.(helloSwitcher); ok {
+		hs.helloDone()
 	}
 	if !stop() {
 		return ctx.Err()

@@ -155,7 +155,7 @@ func (t *rankTLS) tlsRank(c *tls.Conn) int {
 func (a *acceptor) serveTLS(l net.Listener, t *rankTLS) {
 	conf := t.serverConfig()
 	a.serveWith(l, func(c net.Conn) {
-		sc := &secureConn{tls.Server(c, conf)}
+		sc := newSecureConn(c, conf, false)
 		if !a.track(sc) {
 			c.Close()
 			return
@@ -163,7 +163,7 @@ func (a *acceptor) serveTLS(l net.Listener, t *rankTLS) {
 		remote := c.RemoteAddr().String()
 		go func() {
 			_ = c.SetDeadline(time.Now().Add(helloTimeout))
-			err := sc.c.Handshake()
+			err := sc.handshake(context.Background())
 			from := -1
 			if err == nil {
 				if from = t.tlsRank(sc.c); from < 0 {
@@ -195,25 +195,80 @@ func (d *dialer) dialTLS(ctx context.Context, them peerInfo) (dataConn, error) {
 		return nil, err
 	}
 	tuneConn(c)
-	tc := tls.Client(c, d.tls.clientConfig(them.Rank))
-	if err := tc.HandshakeContext(ctx); err != nil {
+	sc := newSecureConn(c, d.tls.clientConfig(them.Rank), true)
+	if err := sc.handshake(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("TLS handshake with %s: %w", them.TLS, err)
 	}
-	return &secureConn{tc}, nil
+	return sc, nil
 }
 
-// secureConn is a TLS data connection as the framed endpoint sees it. It is deliberately not
-// a net.Conn: the endpoint then hands each small frame (header and payload) to one Write,
-// which becomes one TLS record, instead of writing the 48-byte header as a record of its own.
+// secureConn is a connection of the "tls" path: crypto/tls for the handshake and the hello,
+// the data channel (see datachannel.go) for everything after. It is deliberately not a
+// net.Conn, so that the framed endpoint hands each small frame (header and payload) to one
+// Write, which becomes one record.
 type secureConn struct {
-	c *tls.Conn
+	c        *tls.Conn
+	raw      net.Conn
+	isClient bool
+	next     *dataChannel // keyed by handshake, in use from helloDone on
+	ch       *dataChannel // nil during the hello
 }
 
-func (s *secureConn) Read(p []byte) (int, error)         { return s.c.Read(p) }
-func (s *secureConn) Write(p []byte) (int, error)        { return s.c.Write(p) }
-func (s *secureConn) Close() error                       { return s.c.Close() }
-func (s *secureConn) CloseWrite() error                  { return s.c.CloseWrite() }
-func (s *secureConn) SetDeadline(t time.Time) error      { return s.c.SetDeadline(t) }
-func (s *secureConn) SetReadDeadline(t time.Time) error  { return s.c.SetReadDeadline(t) }
-func (s *secureConn) SetWriteDeadline(t time.Time) error { return s.c.SetWriteDeadline(t) }
+func newSecureConn(raw net.Conn, conf *tls.Config, isClient bool) *secureConn {
+	hc := &handshakeConn{Conn: raw}
+	s := &secureConn{raw: raw, isClient: isClient}
+	if isClient {
+		s.c = tls.Client(hc, conf)
+	} else {
+		s.c = tls.Server(hc, conf)
+	}
+	return s
+}
+
+// handshake runs the TLS handshake and derives the data channel's keys from it.
+func (s *secureConn) handshake(ctx context.Context) error {
+	if err := s.c.HandshakeContext(ctx); err != nil {
+		return err
+	}
+	ch, err := newDataChannel(s.c, s.raw, s.isClient)
+	if err != nil {
+		return err
+	}
+	s.next = ch
+	return nil
+}
+
+// helloDone switches to the data channel: the listener once it has sent its answer to the
+// hello, the dialer once it has read it. Nothing else crosses the connection in between, so
+// the two sides switch at the same byte.
+func (s *secureConn) helloDone() { s.ch = s.next }
+
+// helloSwitcher is a connection whose way of carrying data changes after the hello.
+type helloSwitcher interface{ helloDone() }
+
+func (s *secureConn) Read(p []byte) (int, error) {
+	if s.ch != nil {
+		return s.ch.Read(p)
+	}
+	return s.c.Read(p)
+}
+
+func (s *secureConn) Write(p []byte) (int, error) {
+	if s.ch != nil {
+		return s.ch.Write(p)
+	}
+	return s.c.Write(p)
+}
+
+func (s *secureConn) CloseWrite() error {
+	if s.ch != nil {
+		return s.ch.CloseWrite()
+	}
+	return s.c.CloseWrite()
+}
+
+func (s *secureConn) Close() error                       { return s.raw.Close() }
+func (s *secureConn) SetDeadline(t time.Time) error      { return s.raw.SetDeadline(t) }
+func (s *secureConn) SetReadDeadline(t time.Time) error  { return s.raw.SetReadDeadline(t) }
+func (s *secureConn) SetWriteDeadline(t time.Time) error { return s.raw.SetWriteDeadline(t) }

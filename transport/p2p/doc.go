@@ -64,8 +64,12 @@
 //     certificate authority, name or date is consulted: the job secret is the only root of
 //     trust, as for the libp2p connections, so an outsider or a rank with a wrong secret is
 //     refused before any hello. The hello then runs inside TLS, so the token never crosses
-//     the network in the clear. Records are full size from the start and each small frame
-//     is one record; see docs/results/secure-path.md for what it costs per byte.
+//     the network in the clear. After the hello both sides switch, at the same byte, to a
+//     record layer of this package keyed by the TLS exporter: AES-128-GCM records of up to
+//     256 KiB, one key, IV and counter per direction, sealed from the caller's buffer and
+//     opened into it (datachannel.go says why not TLS's own records). A changed, dropped,
+//     repeated or cut record is an error; only a close record ends the stream cleanly.
+//     docs/results/secure-path.md has what it costs per byte.
 //   - "unix": a Unix socket file in os.TempDir() named after a hash of the secret and the
 //     rank (a file rather than the abstract namespace, so ranks in different network
 //     namespaces of one host meet), for ranks that proved one host. Authenticated by the
