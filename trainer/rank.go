@@ -34,6 +34,8 @@ type RankOptions struct {
 	Progress io.Writer
 	// DataProgress receives download progress if the data set must be fetched; nil is silent.
 	DataProgress io.Writer
+	// Strategies are the strategies cfg.Strategy may name; nil means Builtin.
+	Strategies *Registry
 }
 
 // RankResult is what RunRank returns.
@@ -47,7 +49,11 @@ type RankResult struct {
 // rank's metrics to rank 0, and on rank 0 writes the run directory and prints the summary.
 func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOptions) (*RankResult, error) {
 	rank, size := ep.Rank(), ep.Size()
-	if err := cfg.Validate(size); err != nil {
+	reg := opts.Strategies
+	if reg == nil {
+		reg = Builtin()
+	}
+	if err := reg.Validate(&cfg, size); err != nil {
 		return nil, err
 	}
 	loc := data.NewLocator(opts.DataDir)
@@ -92,7 +98,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOp
 	if err != nil {
 		return nil, err
 	}
-	strat, err := NewStrategy(&cfg)
+	strat, err := reg.New(&cfg)
 	if err != nil {
 		return nil, err
 	}

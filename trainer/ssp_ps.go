@@ -9,8 +9,8 @@ import (
 )
 
 // Parameter-server plumbing shared by asgd, dcasgd, ssp, wbsp, wbsp-opt and Sync-Switch's ASP
-// phase (each strategy in its own file). Shards live on the ranks Config.ServerRanks names
-// (--ps-ranks, or ranks 0..PSServers-1; default rank 0 alone), as goroutines beside their workers.
+// phase (each strategy in its own file). Shards live on the ranks the strategy's PSPlacement names
+// (--ps-ranks, or ranks 0..--ps-servers-1; default rank 0 alone), as goroutines beside their workers.
 
 // psClient is a worker's side of the parameter server: the service and the worker's clock
 // (its pushes so far). Strategies embed it; its Finish closes the service.
@@ -54,7 +54,7 @@ func (c *psClient) pushPullStep(ctx context.Context, w *Worker, stopVote bool, n
 // startPS starts this rank's part of the parameter server with rule (and the SSP gate when
 // gate is not nil), then pulls the initial model into w.Params and loads it.
 func startPS(ctx context.Context, w *Worker, name string, rule kv.RuleFactory, gate *kv.SSPGate) (*kv.Service, error) {
-	servers := w.Cfg.ServerRanks()
+	servers := placement(w.Cfg)
 	svc, err := kv.Start(ctx, w.Endpoint, kv.Config{
 		Len: len(w.Params), Servers: servers, Init: w.Params, Rule: rule, SSP: gate,
 	})
