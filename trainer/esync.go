@@ -281,9 +281,6 @@ func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats
 	}
 	esyncUpdate(s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
 	copy(w.Params, s.pre)
-	if err := w.Load(); err != nil {
-		return RoundStats{}, err
-	}
 	s.round++
 	if err := s.svc.Reset(ctx, s.round, s.lastC); err != nil {
 		return RoundStats{}, err
@@ -451,9 +448,6 @@ func (s *esync) speculate(ctx context.Context, w *Worker, st *RoundStats, lossSu
 func (s *esync) apply(w *Worker, st *RoundStats, lossSum *float64, ls StepStats, d time.Duration) error {
 	t0 := w.Now()
 	s.opt.Step(w.Params, w.Grads, 1)
-	if err := w.Load(); err != nil {
-		return err
-	}
 	u := w.Now().Sub(t0)
 	w.Inject.After = u // the next step's injected sleep leaves room for its update
 	s.lastC = d + u

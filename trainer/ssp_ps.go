@@ -45,9 +45,6 @@ func (c *psClient) pushPullStep(ctx context.Context, w *Worker, stopVote bool, n
 		return StepStats{}, kv.Reply{}, 0, fmt.Errorf("trainer: rank %d: %s step %d: %w", w.Rank, name, c.clock, err)
 	}
 	comm = w.Now().Sub(t0)
-	if err := w.Load(); err != nil {
-		return StepStats{}, kv.Reply{}, 0, err
-	}
 	return st, rep, comm, nil
 }
 
@@ -65,7 +62,7 @@ func startPS(ctx context.Context, w *Worker, name string, rule kv.RuleFactory, g
 		_ = svc.Close(ctx)
 		return nil, fmt.Errorf("trainer: rank %d: %s: first pull: %w", w.Rank, name, err)
 	}
-	return svc, w.Load()
+	return svc, nil
 }
 
 // psProgress fills the job-wide progress of a round from a server reply: the servers know

@@ -462,9 +462,7 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 	if s.decays() {
 		w.Opt.LR = float32(w.Cfg.LR * cosineFactor(float64(s.bspDone+s.aspRounds)/float64(s.total)))
 	}
-	if err := w.Apply(s.buf[:n], 1/float32(p)); err != nil {
-		return RoundStats{}, err
-	}
+	w.Apply(s.buf[:n], 1/float32(p))
 	s.bspDone++
 	s.samples += int64(x[3] + 0.5)
 	out := RoundStats{
@@ -642,9 +640,6 @@ func (s *syncSwitch) leaveASP(ctx context.Context, w *Worker, sawStop bool) (boo
 	copy(w.Params, s.leaveBuf[:n])
 	if w.Opt.Momentum != 0 {
 		copy(w.Opt.Velocity, s.leaveBuf[n:2*n])
-	}
-	if err := w.Load(); err != nil {
-		return false, err
 	}
 	pushes := int64(s.leaveBuf[2*n+1] + 0.5)
 	s.aspRounds += int(pushes) / w.Size

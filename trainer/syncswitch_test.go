@@ -114,7 +114,8 @@ func TestSyncSwitchMultiRank(t *testing.T) {
 				c := &stepClock{t: time.Unix(0, 0)}
 				w.Now = c.Now
 				if w.Rank == 2 {
-					w.Data = &stepSlowBatches{inner: w.Data, clock: c, from: 40, delay: 25 * time.Millisecond}
+					bm := w.Model.(*batchModel)
+					bm.Data = &stepSlowBatches{inner: bm.Data, clock: c, from: 40, delay: 25 * time.Millisecond}
 				}
 			})
 			last := out.params[0][len(out.params[0])-1]
@@ -403,7 +404,8 @@ func TestSyncSwitchTransientStraggler(t *testing.T) {
 				c := &stepClock{t: time.Unix(0, 0)}
 				w.Now = c.Now
 				if w.Rank == 2 {
-					w.Data = &stepSlowBatches{inner: w.Data, clock: c, from: 30, until: 45, delay: 25 * time.Millisecond}
+					bm := w.Model.(*batchModel)
+					bm.Data = &stepSlowBatches{inner: bm.Data, clock: c, from: 30, until: 45, delay: 25 * time.Millisecond}
 				}
 			})
 			for r := 1; r < 3; r++ {

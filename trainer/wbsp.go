@@ -98,9 +98,7 @@ func wbspLocalStep(ctx context.Context, w *Worker) (st StepStats, end time.Time,
 		return StepStats{}, time.Time{}, err
 	}
 	t0 := w.Now()
-	if err := w.Apply(w.Grads, 1); err != nil {
-		return StepStats{}, time.Time{}, err
-	}
+	w.Apply(w.Grads, 1)
 	end = w.Now()
 	st.Compute += end.Sub(t0)
 	return st, end, nil
@@ -131,9 +129,6 @@ func (s *wbsp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: wbsp step %d: %w", w.Rank, s.clock, err)
 	}
 	if rep.Fresh > 0 {
-		if err := w.Load(); err != nil {
-			return RoundStats{}, err
-		}
 		copy(s.prev, w.Params)
 	}
 	rs := RoundStats{

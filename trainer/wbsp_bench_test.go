@@ -42,7 +42,7 @@ func benchPSRound(b *testing.B, strategy string) {
 	}
 	ep := transport.NewMemJob(1)[0]
 	defer ep.Close()
-	w, err := NewWorker(&cfg, ep, nil, nnModel{m}, data)
+	w, err := newBatchWorker(&cfg, ep, nil, nnModel{m}, data)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -185,7 +185,7 @@ func (s *wbspOpt) received(w *Worker, r wbspUploaded) error {
 			copy(s.prev[lo:hi], w.Params[lo:hi])
 		}
 	}
-	return w.Load()
+	return nil
 }
 
 func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {

@@ -39,7 +39,7 @@ func TestWBSPOptUploadsEveryDelta(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					defer ep.Close()
-					w, err := NewWorker(&cfg, ep, nil, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
+					w, err := newBatchWorker(&cfg, ep, nil, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
 					if err != nil {
 						errs[r] = err
 						return

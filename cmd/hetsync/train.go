@@ -195,7 +195,7 @@ func trainRank(ctx context.Context, o trainOptions, env launcher.RankEnv, out, e
 		if env.Rank == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(env.Size), out, errOut
 		}
-		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts)
+		_, err := trainer.RunRank(ctx, ep, o.Config, ropts)
 		return err
 	})
 }
@@ -207,7 +207,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		if r == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
-		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(ep), o.Config, ropts)
+		_, err := trainer.RunRank(ctx, ep, o.Config, ropts)
 		return err
 	})
 }
