@@ -2,12 +2,12 @@ package trainer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,29 +98,30 @@ func trainRegression(t *testing.T, cfg trainer.Config, size int) ([]*regModel, *
 	eps := transport.NewMemJob(size)
 	models := make([]*regModel, size)
 	results := make([]*trainer.Result, size)
-	errs := make([]error, size)
+	errc := make(chan error, size)
 	held := newRegData(500, 99, -1) // rank 0's evaluation set
-	var wg sync.WaitGroup
 	for r := range size {
 		models[r] = &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
 		opts := trainer.TrainOptions{Eval: func(_ context.Context, p []float32) (float64, float64, error) {
 			return 0, held.loss(p), nil
 		}}
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			defer eps[r].Close()
-			results[r], errs[r] = trainer.Train(ctx, eps[r], cfg, models[r], opts)
-			if errs[r] != nil {
-				cancel()
+			res, err := trainer.Train(ctx, eps[r], cfg, models[r], opts)
+			results[r] = res
+			if err != nil {
+				cancel() // the other ranks would wait for this one
+				err = fmt.Errorf("rank %d: %w", r, err)
 			}
+			_ = eps[r].Close()
+			errc <- err
 		}()
 	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
+	var errs []error
+	for range size {
+		errs = append(errs, <-errc)
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	return models, results[0]
 }
