@@ -12,11 +12,27 @@ import (
 // staleness of a push is the number of server updates between the worker's pull and it.
 // Momentum and weight decay do not apply (the server rule is plain SGD, as in ESync's ASGD).
 //
-// Shards live on the ranks Config.ServerRanks names (default rank 0 alone), as goroutines beside their
+// Shards live on the ranks ASGDOptions names (default rank 0 alone), as goroutines beside their
 // workers. Rank 0's stop vote rides on its push; the server's sticky stop flag reaches every
 // worker in its next reply.
 type asgd struct {
 	psClient
+}
+
+// ASGDOptions are asgd's options: where its parameter server lives.
+type ASGDOptions struct {
+	PSPlacement
+}
+
+func (o *ASGDOptions) Defaults(*Config) {}
+
+func (o *ASGDOptions) Validate(_ *Config, size int) error { return o.PSPlacement.Validate(size) }
+
+func asgdFactory() Factory {
+	return Factory{
+		Options: func() Options { return &ASGDOptions{} },
+		New:     func(*Config) (Strategy, error) { return &asgd{}, nil },
+	}
 }
 
 func (s *asgd) Name() string { return "asgd" }

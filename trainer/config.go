@@ -59,21 +59,16 @@ type Config struct {
 	// time instead.
 	SlowdownBase time.Duration `json:"slowdown_base,omitempty"`
 
-	// PSServers is the number of ranks hosting parameter-server shards for asynchronous
-	// strategies: ranks 0..PSServers-1. 0 means 1 (rank 0 alone).
-	PSServers int `json:"ps_servers,omitempty"`
-
 	// Devices is each rank's compute device ("cpu", "cuda:N"): one entry for every rank, or
 	// one per rank, so that a job can mix GPU and CPU workers. Empty means cpu.
 	Devices []string `json:"devices,omitempty"`
 
-	// ESync, SyncSwitch and Stragglers are set in esync.go, syncswitch.go and straggler.go.
-	ESync      ESyncConfig      `json:"esync,omitempty"`
-	SyncSwitch SyncSwitchConfig `json:"sync_switch,omitempty"`
-	Stragglers StragglerConfig  `json:"stragglers,omitempty"`
+	// Stragglers are transient stragglers injected into any strategy (straggler.go).
+	Stragglers StragglerConfig `json:"stragglers,omitempty"`
 
-	// PSSync configures wbsp, wbsp-opt, dcasgd and ssp (wbsp_config.go).
-	PSSync PSSyncConfig `json:"ps_sync,omitempty"`
+	// Options are the strategy's own options: a value its registry's Factory.Options
+	// returned; nil takes the strategy's defaults (Registry.Configure).
+	Options Options `json:"options,omitempty"`
 }
 
 // Defaults fills the zero fields with the defaults of `hetsync train`. With no stop condition
@@ -106,8 +101,9 @@ func (c *Config) Defaults() {
 	if c.Eval.Rounds == 0 && c.Eval.Interval == 0 {
 		c.Eval.Rounds = 20
 	}
-	c.defaultsESyncSwitch()
-	c.PSSyncDefaults()
+	if c.Stragglers.Enabled() && c.Stragglers.Mode == "" {
+		c.Stragglers.Mode = "network"
+	}
 }
 
 // DefaultLR is the default learning rate: 0.05 for mean-reduced gradients, the same step for
@@ -119,16 +115,14 @@ func DefaultLR(gradReduction string, batch int) float64 {
 	return 0.05
 }
 
-// Validate checks c for a job of size ranks.
+// Validate checks the common settings of c for a job of size ranks; Registry.Validate also
+// checks the strategy's name and options.
 func (c *Config) Validate(size int) error {
 	if err := c.validateDevices(size); err != nil {
 		return err
 	}
 	if size < 1 {
 		return fmt.Errorf("trainer: job size must be ≥ 1, got %d", size)
-	}
-	if _, err := lookupStrategy(c.Strategy); err != nil {
-		return err
 	}
 	switch {
 	case c.Model == "":
@@ -153,16 +147,11 @@ func (c *Config) Validate(size int) error {
 		return fmt.Errorf("trainer: --max-rounds must be ≥ 0, got %d", c.MaxRounds)
 	case c.Epochs == 0 && c.MaxTime == 0 && c.MaxRounds == 0:
 		return fmt.Errorf("trainer: no bound on the run: give --epochs, --max-time or --max-rounds")
-	case c.PSServers < 0 || c.PSServers > size:
-		return fmt.Errorf("trainer: --ps-servers must be in [0, %d] for %d ranks, got %d", size, size, c.PSServers)
 	}
 	if _, err := data.ParseSplit(c.Shard); err != nil {
 		return fmt.Errorf("trainer: --shard: %w", err)
 	}
-	if err := c.validateESyncSwitch(size); err != nil {
-		return err
-	}
-	if err := c.validatePSSync(size); err != nil {
+	if err := c.Stragglers.Validate(size); err != nil {
 		return err
 	}
 	if err := c.Eval.Validate(); err != nil {

@@ -47,14 +47,15 @@ func TestConfigValidate(t *testing.T) {
 		{"slowdown below one", func(c *Config) { c.Slowdown = []float64{1, 0.5} }, 2, "rank 1"},
 		{"step sleep count", func(c *Config) { c.StepSleep = []time.Duration{0} }, 3, "1 entries for 3 ranks"},
 		{"negative step sleep", func(c *Config) { c.StepSleep = []time.Duration{0, -1} }, 2, "rank 1"},
-		{"too many servers", func(c *Config) { c.PSServers = 5 }, 4, "--ps-servers"},
+		{"too many servers", func(c *Config) { c.Strategy, c.Options = "asgd", &ASGDOptions{PSPlacement{PSServers: 5}} }, 4, "--ps-servers"},
+		{"options of another strategy", func(c *Config) { c.Strategy, c.Options = "esync", &ASGDOptions{} }, 4, "want *trainer.ESyncConfig"},
 		{"no ranks", func(c *Config) {}, 0, "job size"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
 			tc.edit(&c)
-			err := c.Validate(tc.size)
+			err := Builtin().Validate(&c, tc.size)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
 			}

@@ -2,6 +2,9 @@ package trainer
 
 import (
 	"context"
+	"flag"
+	"fmt"
+	"math"
 
 	"github.com/hetsync/hetsync/collective/kv"
 )
@@ -17,13 +20,61 @@ import (
 // baseline). λ is --dcasgd-lambda (0.04). Momentum and weight decay do not apply on the server.
 type dcasgd struct {
 	psClient
+	opts *DCASGDOptions
+}
+
+// DCASGDOptions are dcasgd's options.
+type DCASGDOptions struct {
+	PSPlacement
+	// Variant is "paper" (per-worker backups) or "mxnet" (one shared previous weight,
+	// MXNet's optimizer.DCASGD as ESync ran it).
+	Variant string `json:"dcasgd_variant,omitempty"`
+	// Lambda is λ of the delay compensation. 0 means DefaultDCASGDLambda (MXNet's default).
+	Lambda float64 `json:"dcasgd_lambda,omitempty"`
+}
+
+// DefaultDCASGDLambda is MXNet's λ.
+const DefaultDCASGDLambda = 0.04
+
+func (o *DCASGDOptions) Flags(fs *flag.FlagSet) {
+	o.PSPlacement.Flags(fs)
+	fs.StringVar(&o.Variant, "dcasgd-variant", "paper", "paper (per-worker backups) or mxnet (one shared previous weight, ESync's baseline)")
+	fs.Float64Var(&o.Lambda, "dcasgd-lambda", DefaultDCASGDLambda, "λ of the delay compensation (0 is asgd: use --sync asgd)")
+}
+
+func (o *DCASGDOptions) Defaults(*Config) {
+	if o.Variant == "" {
+		o.Variant = "paper"
+	}
+	if o.Lambda == 0 {
+		o.Lambda = DefaultDCASGDLambda
+	}
+}
+
+func (o *DCASGDOptions) Validate(_ *Config, size int) error {
+	switch {
+	case o.Variant != "" && o.Variant != "paper" && o.Variant != "mxnet":
+		return fmt.Errorf("trainer: --dcasgd-variant must be paper or mxnet, got %q", o.Variant)
+	case o.Lambda < 0 || math.IsNaN(o.Lambda) || math.IsInf(o.Lambda, 0):
+		return fmt.Errorf("trainer: --dcasgd-lambda must be a finite number ≥ 0, got %v", o.Lambda)
+	}
+	return o.PSPlacement.Validate(size)
+}
+
+func dcasgdFactory() Factory {
+	return Factory{
+		Options: func() Options { return &DCASGDOptions{} },
+		New: func(cfg *Config) (Strategy, error) {
+			o, err := optionsOf[*DCASGDOptions](cfg, "dcasgd")
+			return &dcasgd{opts: o}, err
+		},
+	}
 }
 
 func (s *dcasgd) Name() string { return "dcasgd" }
 
 func (s *dcasgd) Start(ctx context.Context, w *Worker) error {
-	p := w.Cfg.PSSync
-	rule := kv.DCASGD{LR: float32(w.Cfg.LR), Lambda: float32(p.DCASGDLambda), Shared: p.DCASGDVariant == "mxnet"}
+	rule := kv.DCASGD{LR: float32(w.Cfg.LR), Lambda: float32(s.opts.Lambda), Shared: s.opts.Variant == "mxnet"}
 	svc, err := startPS(ctx, w, "dcasgd", rule.Factory(), nil)
 	s.svc = svc
 	return err

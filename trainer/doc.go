@@ -1,6 +1,7 @@
 // Package trainer is a worker's life in a data-parallel training job: a rank's model, data
 // shard and optimizer (Worker), the synchronization strategies that turn local steps into one
-// model (Strategy, one file each, registered by name like database/sql drivers), the common
+// model (Strategy, one file each, registered by name like database/sql drivers in a Registry
+// value, each owning its Options: defaults, validation, flags), the common
 // round loop (Run) that owns stopping, evaluation and metrics, heterogeneity injection, and
 // the gathering of every rank's metrics into one run directory on rank 0 (RunRank).
 //

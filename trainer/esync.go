@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"strconv"
@@ -44,9 +45,47 @@ const (
 // (docs/algorithms.md#the-ready-predicate: a fixed 0.5 s would stop every millisecond-scale fast rank early).
 const DefaultESyncEpsilonFactor = 0.1
 
-// ESyncDefaults fills c.ESync's zero fields; Config.Defaults calls it after LR is set.
-func (c *Config) ESyncDefaults() {
-	e := &c.ESync
+// Flags declares ESync's flags.
+func (e *ESyncConfig) Flags(fs *flag.FlagSet) {
+	fs.Float64Var(&e.LocalLR, "local-lr", e.LocalLR, "learning rate η of the local SGD steps (default: --lr)")
+	fs.Var(optionalFloat{&e.LocalMomentum}, "local-momentum", "momentum of the local steps (default: --momentum; 0 is the paper's plain SGD; each rank keeps its own velocity)")
+	if e.GlobalLR == 0 {
+		e.GlobalLR = 1
+	}
+	fs.Float64Var(&e.GlobalLR, "global-lr", e.GlobalLR, "global learning rate γ in w ← w + γ·ΣΔ/N")
+	fs.Var(epsilonValue{e}, "esync-epsilon", "the state service's ε: auto (0.1× the median step time), a factor (0.25x) or a duration (0.5s, the original's)")
+	if e.Queries == "" {
+		e.Queries = ESyncBlocking
+	}
+	fs.StringVar(&e.Queries, "esync-queries", e.Queries, "blocking (the original's code: wait for every answer) or nonblocking (the paper's §4.2: a rank computes its next step while its query to the state service is in flight, and drops that step on READY)")
+}
+
+// epsilonValue is --esync-epsilon, which sets Epsilon or EpsilonFactor.
+type epsilonValue struct{ e *ESyncConfig }
+
+func (v epsilonValue) String() string {
+	switch {
+	case v.e == nil || (v.e.Epsilon == 0 && (v.e.EpsilonFactor == 0 || v.e.EpsilonFactor == DefaultESyncEpsilonFactor)):
+		return "auto"
+	case v.e.Epsilon > 0:
+		return v.e.Epsilon.String()
+	}
+	return strconv.FormatFloat(v.e.EpsilonFactor, 'g', -1, 64) + "x"
+}
+
+func (v epsilonValue) Set(s string) error {
+	fixed, factor, err := ParseESyncEpsilon(s)
+	if err != nil {
+		return err
+	}
+	v.e.Epsilon, v.e.EpsilonFactor = fixed, factor
+	return nil
+}
+
+func (v epsilonValue) Get() any { return v.String() }
+
+// Defaults fills e's zero fields from the common configuration (local rate and momentum).
+func (e *ESyncConfig) Defaults(c *Config) {
 	if e.LocalLR == 0 {
 		e.LocalLR = c.LR
 	}
@@ -66,7 +105,7 @@ func (c *Config) ESyncDefaults() {
 }
 
 // Validate checks the ESync settings (zero fields are defaults still to be filled).
-func (e ESyncConfig) Validate() error {
+func (e *ESyncConfig) Validate(*Config, int) error {
 	switch {
 	case e.LocalLR < 0 || math.IsNaN(e.LocalLR) || math.IsInf(e.LocalLR, 0):
 		return fmt.Errorf("trainer: --local-lr must be a positive number, got %v", e.LocalLR)
@@ -157,13 +196,20 @@ type esync struct {
 
 const esyncExtra = 5 // stop vote, loss, correct, samples, local steps
 
-func newESync(cfg *Config) (Strategy, error) {
-	if err := cfg.ESync.Validate(); err != nil {
-		return nil, err
+func esyncFactory() Factory {
+	return Factory{
+		Options: func() Options { return &ESyncConfig{} },
+		New: func(cfg *Config) (Strategy, error) {
+			o, err := optionsOf[*ESyncConfig](cfg, "esync")
+			if err != nil {
+				return nil, err
+			}
+			if err := o.Validate(cfg, 0); err != nil {
+				return nil, err
+			}
+			return &esync{cfg: *o}, nil
+		},
 	}
-	filled := *cfg // a Config that skipped Defaults still gets ESync's defaults
-	filled.ESyncDefaults()
-	return &esync{cfg: filled.ESync}, nil
 }
 
 func (s *esync) Name() string { return "esync" }
@@ -178,7 +224,6 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 	s.opt = SGD{LR: float32(s.cfg.LocalLR), Momentum: float32(*s.cfg.LocalMomentum), WeightDecay: float32(w.Cfg.WeightDecay)}
 	s.round = 1
 	s.overlap = s.cfg.Queries == ESyncNonBlocking
-	applyComputeStragglers(w)
 	s.svc = startESyncService(ctx, w.Endpoint, s.cfg.Epsilon, s.cfg.EpsilonFactor)
 	return nil
 }
@@ -236,9 +281,6 @@ func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats
 	}
 	esyncUpdate(s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
 	copy(w.Params, s.pre)
-	if err := w.Load(); err != nil {
-		return RoundStats{}, err
-	}
 	s.round++
 	if err := s.svc.Reset(ctx, s.round, s.lastC); err != nil {
 		return RoundStats{}, err
@@ -406,9 +448,6 @@ func (s *esync) speculate(ctx context.Context, w *Worker, st *RoundStats, lossSu
 func (s *esync) apply(w *Worker, st *RoundStats, lossSum *float64, ls StepStats, d time.Duration) error {
 	t0 := w.Now()
 	s.opt.Step(w.Params, w.Grads, 1)
-	if err := w.Load(); err != nil {
-		return err
-	}
 	u := w.Now().Sub(t0)
 	w.Inject.After = u // the next step's injected sleep leaves room for its update
 	s.lastC = d + u

@@ -26,7 +26,7 @@ type capturedJob struct {
 func runCapturedJob(t *testing.T, cfg Config, size int, wrap func(transport.Endpoint) transport.Endpoint, setup ...func(w *Worker)) *capturedJob {
 	t.Helper()
 	cfg.Defaults()
-	if err := cfg.Validate(size); err != nil {
+	if err := Builtin().Validate(&cfg, size); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -156,7 +156,7 @@ func testESyncUpdateRule(t *testing.T, mode string) {
 	const eta, gamma = 0.15, 0.8
 	cfg := Config{Strategy: "esync", Collective: "ring", Batch: 8, LR: 0.05, MaxRounds: rounds, Seed: 6,
 		Eval: EvalEvery{Rounds: 100}, StepSleep: []time.Duration{0, time.Millisecond, 3 * time.Millisecond},
-		ESync: ESyncConfig{LocalLR: eta, GlobalLR: gamma, Queries: mode}}
+		Options: &ESyncConfig{LocalLR: eta, GlobalLR: gamma, Queries: mode}}
 	out := runCapturedJob(t, cfg, size, nil)
 	train := newSynthSet(1200, 1)
 	models := make([]*synthModel, size)
@@ -255,14 +255,17 @@ func TestESyncDefaults(t *testing.T) {
 		factor   float64
 	}{
 		{"local optimizer follows --lr and --momentum", Config{Strategy: "esync", LR: 0.07, Momentum: 0.9}, 0.07, 0.9, DefaultESyncEpsilonFactor},
-		{"explicit plain SGD stays plain", Config{Strategy: "esync", LR: 0.07, Momentum: 0.9, ESync: ESyncConfig{LocalMomentum: &zero, LocalLR: 0.2}}, 0.2, 0, DefaultESyncEpsilonFactor},
-		{"a fixed ε needs no factor", Config{Strategy: "esync", ESync: ESyncConfig{Epsilon: 500 * time.Millisecond}}, 0.05, 0, 0},
+		{"explicit plain SGD stays plain", Config{Strategy: "esync", LR: 0.07, Momentum: 0.9, Options: &ESyncConfig{LocalMomentum: &zero, LocalLR: 0.2}}, 0.2, 0, DefaultESyncEpsilonFactor},
+		{"a fixed ε needs no factor", Config{Strategy: "esync", Options: &ESyncConfig{Epsilon: 500 * time.Millisecond}}, 0.05, 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Defaults()
-			e := cfg.ESync
+			if err := Builtin().Configure(&cfg); err != nil {
+				t.Fatal(err)
+			}
+			e := cfg.Options.(*ESyncConfig)
 			if e.LocalLR != tc.localLR || e.LocalMomentum == nil || *e.LocalMomentum != tc.momentum || e.GlobalLR != 1 || e.EpsilonFactor != tc.factor {
 				t.Fatalf("defaults = %+v (momentum %v), want local lr %v, momentum %v, γ 1, ε factor %v", e, e.LocalMomentum, tc.localLR, tc.momentum, tc.factor)
 			}
@@ -312,7 +315,7 @@ func testESyncResetCarriesFirstQuery(t *testing.T, mode string) {
 	const size, rounds = 3, 15
 	cfg := Config{Strategy: "esync", Collective: "ring", Batch: 8, LR: 0.05, MaxRounds: rounds, Seed: 5,
 		Eval: EvalEvery{Rounds: 100}, StepSleep: []time.Duration{0, 0, 6 * time.Millisecond},
-		ESync: ESyncConfig{Queries: mode}}
+		Options: &ESyncConfig{Queries: mode}}
 	counters := make([]*esyncCounter, size)
 	var mu sync.Mutex
 	out := runCapturedJob(t, cfg, size, func(ep transport.Endpoint) transport.Endpoint {

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -81,4 +82,40 @@ func sleepOr[T any](ctx context.Context, timer **time.Timer, d time.Duration, wa
 		(*timer).Stop()
 		return v, false, ctx.Err()
 	}
+}
+
+// heteroFactor is the per-step sleep of WBSP's heterogeneity settings H1–H3 (see
+// docs/algorithms.md#heterogeneity-injection) in units of the fast step time: the odd ranks
+// sleep {5, 10, 15}× t_fast (the original: 0.5, 1.0 and 1.5 s against a fast step of tens of
+// milliseconds).
+func heteroFactor(profile string) (float64, bool) {
+	switch profile {
+	case "h1":
+		return 5, true
+	case "h2":
+		return 10, true
+	case "h3":
+		return 15, true
+	}
+	return 0, false
+}
+
+// HeteroProfileSleep returns Config.StepSleep for profile (h1, h2 or h3) in a job of size
+// ranks whose fast step takes tFast: odd ranks sleep factor×tFast per step, even ranks none.
+func HeteroProfileSleep(profile string, size int, tFast time.Duration) ([]time.Duration, error) {
+	f, ok := heteroFactor(profile)
+	if !ok {
+		return nil, fmt.Errorf("trainer: --hetero-profile must be h1, h2 or h3, got %q", profile)
+	}
+	if size < 1 {
+		return nil, fmt.Errorf("trainer: --hetero-profile needs the number of ranks, got %d", size)
+	}
+	if tFast <= 0 {
+		return nil, fmt.Errorf("trainer: --hetero-profile %s needs a positive fast step time, got %v", profile, tFast)
+	}
+	out := make([]time.Duration, size)
+	for r := 1; r < size; r += 2 {
+		out[r] = time.Duration(f * float64(tFast))
+	}
+	return out, nil
 }

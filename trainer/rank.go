@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/kernels"
 	"github.com/hetsync/hetsync/trainer/data"
 	"github.com/hetsync/hetsync/trainer/metrics"
@@ -34,6 +33,8 @@ type RankOptions struct {
 	Progress io.Writer
 	// DataProgress receives download progress if the data set must be fetched; nil is silent.
 	DataProgress io.Writer
+	// Strategies are the strategies cfg.Strategy may name; nil means Builtin.
+	Strategies *Registry
 }
 
 // RankResult is what RunRank returns.
@@ -42,12 +43,17 @@ type RankResult struct {
 	Summary *metrics.Summary // rank 0 with Out set
 }
 
-// RunRank is a whole training rank on Fashion-MNIST: it loads the data and its shard, builds
-// the model on a CPU device, the communicator and the strategy, trains (Run), gathers every
-// rank's metrics to rank 0, and on rank 0 writes the run directory and prints the summary.
+// RunRank is a whole training rank on Fashion-MNIST, the default workload of `hetsync train`:
+// it loads the data and its shard, builds the built-in network on the rank's device, trains it
+// through Train, gathers every rank's metrics to rank 0, and on rank 0 writes the run
+// directory and prints the summary.
 func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOptions) (*RankResult, error) {
 	rank, size := ep.Rank(), ep.Size()
-	if err := cfg.Validate(size); err != nil {
+	reg := opts.Strategies
+	if reg == nil {
+		reg = Builtin()
+	}
+	if err := reg.Validate(&cfg, size); err != nil {
 		return nil, err
 	}
 	loc := data.NewLocator(opts.DataDir)
@@ -84,27 +90,17 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOp
 	if err != nil {
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
-	comm, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
+	m, err := NewBatchModel(nnModel{model}, &shardBatches{it: it})
 	if err != nil {
-		return nil, fmt.Errorf("trainer: rank %d: --collective: %w", rank, err)
+		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
-	w, err := NewWorker(&cfg, ep, comm, nnModel{model}, &shardBatches{it: it})
-	if err != nil {
-		return nil, err
-	}
-	strat, err := NewStrategy(&cfg)
-	if err != nil {
-		return nil, err
-	}
-	ropts := RunOptions{TrainSize: shard.Len() * size, Progress: opts.Progress}
+	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress}
 	if rank == 0 {
-		ev, err := newTestEvaluator(cfg, test, opts.EvalBatch)
-		if err != nil {
+		if topts.Eval, err = newTestEvaluator(cfg, test, opts.EvalBatch); err != nil {
 			return nil, err
 		}
-		ropts.Eval = ev
 	}
-	res, err := Run(ctx, w, strat, ropts)
+	res, err := Train(ctx, ep, cfg, m, topts)
 	if err != nil {
 		return nil, err
 	}

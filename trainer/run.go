@@ -54,6 +54,9 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	if err := controlBarrier(ctx, w.Endpoint, ctrlStart); err != nil {
 		return nil, err
 	}
+	// Heterogeneity is the worker's, whatever the strategy: compute-mode stragglers count
+	// their windows from here, as the rounds' clocks do.
+	applyComputeStragglers(w)
 	if err := strat.Start(ctx, w); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	"github.com/hetsync/hetsync/collective/kv"
@@ -24,18 +25,77 @@ import (
 // training cannot deadlock. The time a worker spends held counts as Comm.
 type ssp struct {
 	psClient
+	opts  *SSPOptions
 	lazy  bool
 	bound uint64
 	prev  []float32 // lazy: Params before the step (kept current)
 	delta []float32 // lazy: this step's change
 }
 
+// SSPOptions are ssp's options.
+type SSPOptions struct {
+	PSPlacement
+	// Staleness is the bound s; nil means DefaultStaleness (WBSP's SSP baseline).
+	Staleness *int `json:"staleness,omitempty"`
+	// Pull is "every" (textbook: pull every step, block while more than s ahead) or "lazy"
+	// (the ADSP code: push Δ every step, pull only when at least s ahead).
+	Pull string `json:"ssp_pull,omitempty"`
+}
+
+// DefaultStaleness is ssp's s when --staleness is not given.
+const DefaultStaleness = 40
+
+// StalenessBound is s.
+func (o *SSPOptions) StalenessBound() int {
+	if o.Staleness == nil {
+		return DefaultStaleness
+	}
+	return *o.Staleness
+}
+
+func (o *SSPOptions) Flags(fs *flag.FlagSet) {
+	o.PSPlacement.Flags(fs)
+	if o.Staleness == nil {
+		s := DefaultStaleness
+		o.Staleness = &s
+	}
+	fs.IntVar(o.Staleness, "staleness", *o.Staleness, "staleness bound s (0 is BSP)")
+	fs.StringVar(&o.Pull, "ssp-pull", "every", "every (pull each step, block while more than s ahead) or lazy (the ADSP code: pull only when ≥ s ahead)")
+}
+
+func (o *SSPOptions) Defaults(*Config) {
+	if o.Pull == "" {
+		o.Pull = "every"
+	}
+}
+
+func (o *SSPOptions) Validate(_ *Config, size int) error {
+	switch {
+	case o.Staleness != nil && *o.Staleness < 0:
+		return fmt.Errorf("trainer: --staleness must be ≥ 0, got %d", *o.Staleness)
+	case o.Pull != "" && o.Pull != "every" && o.Pull != "lazy":
+		return fmt.Errorf("trainer: --ssp-pull must be every or lazy, got %q", o.Pull)
+	case o.Pull == "lazy" && o.StalenessBound() < 1:
+		return fmt.Errorf("trainer: --ssp-pull lazy pulls when a worker is ≥ s steps ahead, so it needs --staleness ≥ 1, got %d", o.StalenessBound())
+	}
+	return o.PSPlacement.Validate(size)
+}
+
+func sspFactory() Factory {
+	return Factory{
+		Options: func() Options { return &SSPOptions{} },
+		New: func(cfg *Config) (Strategy, error) {
+			o, err := optionsOf[*SSPOptions](cfg, "ssp")
+			return &ssp{opts: o}, err
+		},
+	}
+}
+
 func (s *ssp) Name() string { return "ssp" }
 
 func (s *ssp) Start(ctx context.Context, w *Worker) error {
-	p := w.Cfg.PSSync
-	s.lazy = p.SSPPull == "lazy"
-	s.bound = uint64(p.StalenessBound())
+	s.lazy = s.opts.Pull == "lazy"
+	s.bound = uint64(s.opts.StalenessBound())
 	var rule kv.RuleFactory
 	gate := &kv.SSPGate{Staleness: s.bound}
 	if s.lazy {
@@ -64,9 +124,7 @@ func (s *ssp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, 
 	if !s.lazy {
 		rep, err = s.svc.PushPull(ctx, w.Grads, w.Params, s.clock, stopVote)
 	} else {
-		if err = w.Apply(w.Grads, 1); err != nil {
-			return RoundStats{}, err
-		}
+		w.Apply(w.Grads, 1)
 		t := w.Now()
 		st.Compute += t.Sub(t0) // the local SGD step is computation
 		t0 = t
@@ -87,9 +145,6 @@ func (s *ssp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, 
 	}
 	t1 := w.Now()
 	if pulled {
-		if err := w.Load(); err != nil {
-			return RoundStats{}, err
-		}
 	}
 	rs := RoundStats{
 		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,

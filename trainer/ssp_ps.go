@@ -9,8 +9,8 @@ import (
 )
 
 // Parameter-server plumbing shared by asgd, dcasgd, ssp, wbsp, wbsp-opt and Sync-Switch's ASP
-// phase (each strategy in its own file). Shards live on the ranks Config.ServerRanks names
-// (--ps-ranks, or ranks 0..PSServers-1; default rank 0 alone), as goroutines beside their workers.
+// phase (each strategy in its own file). Shards live on the ranks the strategy's PSPlacement names
+// (--ps-ranks, or ranks 0..--ps-servers-1; default rank 0 alone), as goroutines beside their workers.
 
 // psClient is a worker's side of the parameter server: the service and the worker's clock
 // (its pushes so far). Strategies embed it; its Finish closes the service.
@@ -45,16 +45,13 @@ func (c *psClient) pushPullStep(ctx context.Context, w *Worker, stopVote bool, n
 		return StepStats{}, kv.Reply{}, 0, fmt.Errorf("trainer: rank %d: %s step %d: %w", w.Rank, name, c.clock, err)
 	}
 	comm = w.Now().Sub(t0)
-	if err := w.Load(); err != nil {
-		return StepStats{}, kv.Reply{}, 0, err
-	}
 	return st, rep, comm, nil
 }
 
 // startPS starts this rank's part of the parameter server with rule (and the SSP gate when
 // gate is not nil), then pulls the initial model into w.Params and loads it.
 func startPS(ctx context.Context, w *Worker, name string, rule kv.RuleFactory, gate *kv.SSPGate) (*kv.Service, error) {
-	servers := w.Cfg.ServerRanks()
+	servers := placement(w.Cfg)
 	svc, err := kv.Start(ctx, w.Endpoint, kv.Config{
 		Len: len(w.Params), Servers: servers, Init: w.Params, Rule: rule, SSP: gate,
 	})
@@ -65,7 +62,7 @@ func startPS(ctx context.Context, w *Worker, name string, rule kv.RuleFactory, g
 		_ = svc.Close(ctx)
 		return nil, fmt.Errorf("trainer: rank %d: %s: first pull: %w", w.Rank, name, err)
 	}
-	return svc, w.Load()
+	return svc, nil
 }
 
 // psProgress fills the job-wide progress of a round from a server reply: the servers know

@@ -77,7 +77,7 @@ func TestInjectedTimeIsCompute(t *testing.T) {
 	cfg.Defaults()
 	eps := newMemEndpoint(t)
 	set := newSynthSet(16, 1)
-	w, err := NewWorker(&cfg, eps, nil, newSynthModel(1), &synthBatches{set: set, batch: 4})
+	w, err := newBatchWorker(&cfg, eps, nil, newSynthModel(1), &synthBatches{set: set, batch: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,10 +187,10 @@ func (s StragglerConfig) WrapEndpoint(ep transport.Endpoint) transport.Endpoint 
 	return transport.NewDelayed(ep, s.Delay, w)
 }
 
-// stragglerBatches slows a rank's batch fetches inside the compute-mode windows; LocalStep
-// counts the fetch as compute.
-type stragglerBatches struct {
-	inner Batches
+// stragglerModel slows a rank's model steps inside the compute-mode windows; LocalStep
+// counts the delay as compute.
+type stragglerModel struct {
+	inner Model
 	cfg   StragglerConfig
 	rank  int
 	start time.Time
@@ -198,24 +198,26 @@ type stragglerBatches struct {
 	inj   Injector // only its reusable timer
 }
 
-func (b *stragglerBatches) Next() ([]float32, []uint8, error) {
-	if d := b.cfg.DelayAt(b.rank, b.now().Sub(b.start)); d > 0 {
-		if err := b.inj.Sleep(context.Background(), d); err != nil {
-			return nil, nil, err
+func (m *stragglerModel) Params() []float32 { return m.inner.Params() }
+
+func (m *stragglerModel) Step(ctx context.Context, grad []float32) (StepResult, error) {
+	if d := m.cfg.DelayAt(m.rank, m.now().Sub(m.start)); d > 0 {
+		if err := m.inj.Sleep(ctx, d); err != nil {
+			return StepResult{}, err
 		}
 	}
-	return b.inner.Next()
+	return m.inner.Step(ctx, grad)
 }
 
 // applyComputeStragglers installs the compute-mode stragglers on w, with windows counted from
-// now (a strategy's Start, right after the start barrier).
+// now (right after the start barrier).
 func applyComputeStragglers(w *Worker) {
 	s := w.Cfg.Stragglers
 	if s.Mode != "compute" || len(s.Windows(w.Rank)) == 0 {
 		return
 	}
-	if _, done := w.Data.(*stragglerBatches); done {
+	if _, done := w.Model.(*stragglerModel); done {
 		return
 	}
-	w.Data = &stragglerBatches{inner: w.Data, cfg: s, rank: w.Rank, start: w.Now(), now: w.Now}
+	w.Model = &stragglerModel{inner: w.Model, cfg: s, rank: w.Rank, start: w.Now(), now: w.Now}
 }

@@ -2,9 +2,6 @@ package trainer
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/hetsync/hetsync/trainer/metrics"
@@ -60,46 +57,3 @@ type RoundStats struct {
 // phase): rank 0's coming round then advances the job by one update, not by a global round,
 // and Run's stop look-ahead counts it so.
 type asynchronous interface{ Asynchronous() bool }
-
-// StrategyFactory builds a strategy for a validated Config.
-type StrategyFactory func(cfg *Config) (Strategy, error)
-
-// strategyTable maps names to strategies, like database/sql drivers. New strategies add a line.
-func strategyTable() map[string]StrategyFactory {
-	return map[string]StrategyFactory{
-		"local": func(*Config) (Strategy, error) { return &local{}, nil },
-		"ssgd":  func(*Config) (Strategy, error) { return &ssgd{}, nil },
-		"asgd":  func(*Config) (Strategy, error) { return &asgd{}, nil },
-		"esync": newESync,
-		"wbsp":  newWBSP, "wbsp-opt": newWBSPOpt, "dcasgd": newDCASGD, "ssp": newSSP,
-
-		"sync-switch": newSyncSwitch,
-	}
-}
-
-// Strategies lists the registered strategy names, sorted.
-func Strategies() []string {
-	names := make([]string, 0, 8)
-	for n := range strategyTable() {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-func lookupStrategy(name string) (StrategyFactory, error) {
-	f, ok := strategyTable()[name]
-	if !ok {
-		return nil, fmt.Errorf("trainer: unknown --sync strategy %q (known: %s)", name, strings.Join(Strategies(), ", "))
-	}
-	return f, nil
-}
-
-// NewStrategy builds the strategy cfg.Strategy names.
-func NewStrategy(cfg *Config) (Strategy, error) {
-	f, err := lookupStrategy(cfg.Strategy)
-	if err != nil {
-		return nil, err
-	}
-	return f(cfg)
-}

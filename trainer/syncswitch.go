@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -15,6 +16,8 @@ import (
 
 // SyncSwitchConfig holds Sync-Switch's settings (docs/algorithms.md#sync-switch).
 type SyncSwitchConfig struct {
+	// PSPlacement is where the ASP phase's parameter server lives.
+	PSPlacement
 	// SwitchAt is the fraction of the total work trained with BSP before the one planned
 	// switch to ASP (the paper's offline policy picked 5% for ResNet32/CIFAR-10). 0 means 0.05.
 	SwitchAt float64 `json:"switch_at,omitempty"`
@@ -91,8 +94,34 @@ func (s SyncSwitchConfig) defaults() SyncSwitchConfig {
 	return s
 }
 
+// Flags declares Sync-Switch's flags.
+func (s *SyncSwitchConfig) Flags(fs *flag.FlagSet) {
+	*s = s.defaults()
+	s.PSPlacement.Flags(fs)
+	fs.Float64Var(&s.SwitchAt, "switch-at", s.SwitchAt, "fraction of the total work (--max-rounds, --epochs or --max-time) trained with BSP before switching to ASP")
+	fs.Float64Var(&s.ASPLR, "switch-asp-lr", s.ASPLR, "learning rate of the ASP phase (default: --lr for scale and off, --lr / ranks for keep, ramp and zero)")
+	fs.StringVar(&s.Momentum, "switch-momentum", s.Momentum, "optimizer state at BSP→ASP: scale (velocity carried, momentum ÷ ranks, --lr), keep (velocity and momentum carried, --lr / ranks), ramp (as scale at --lr / ranks, momentum back to --momentum over --switch-ramp-rounds), implicit (velocity carried, momentum and lr that count asynchrony's own momentum), zero (velocity reset) or off (plain SGD at --lr, as asgd)")
+	fs.IntVar(&s.RampRounds, "switch-ramp-rounds", s.RampRounds, "--switch-momentum ramp: global rounds over which the momentum returns from momentum ÷ ranks to momentum")
+	fs.StringVar(&s.Decay, "switch-lr-decay", s.Decay, "learning-rate schedule over the whole run, both phases: none or cosine (to 0 at the run's last round; needs --epochs or --max-rounds)")
+	fs.IntVar(&s.TrainSamples, "switch-train-samples", s.TrainSamples, "training-set size that turns --epochs into BSP rounds")
+	fs.StringVar(&s.Policy, "straggler-policy", s.Policy, "reaction to detected stragglers during BSP: none, greedy or elastic")
+	fs.Float64Var(&s.Threshold, "straggler-threshold", s.Threshold, "a straggler is detected when --straggler-window rounds in a row each take more than this multiple of the baseline (median) round time")
+	fs.IntVar(&s.Window, "straggler-window", s.Window, "consecutive straggling rounds that detect a straggler")
+	fs.IntVar(&s.ElasticRounds, "elastic-rounds", s.ElasticRounds, "global rounds of an elastic ASP excursion")
+}
+
+// Defaults fills s's zero fields.
+func (s *SyncSwitchConfig) Defaults(*Config) { *s = s.defaults() }
+
 // Validate checks the Sync-Switch settings (zero fields are defaults).
-func (s SyncSwitchConfig) Validate() error {
+func (s *SyncSwitchConfig) Validate(_ *Config, size int) error {
+	if err := s.validate(); err != nil {
+		return err
+	}
+	return s.PSPlacement.Validate(size)
+}
+
+func (s SyncSwitchConfig) validate() error {
 	switch {
 	case s.SwitchAt < 0 || s.SwitchAt > 1 || math.IsNaN(s.SwitchAt):
 		return fmt.Errorf("trainer: --switch-at must be a fraction in [0, 1], got %v", s.SwitchAt)
@@ -114,37 +143,6 @@ func (s SyncSwitchConfig) Validate() error {
 		return fmt.Errorf("trainer: --straggler-window must be ≥ 1, got %d", s.Window)
 	case s.ElasticRounds < 0:
 		return fmt.Errorf("trainer: --elastic-rounds must be ≥ 1, got %d", s.ElasticRounds)
-	}
-	return nil
-}
-
-// defaultsESyncSwitch fills the defaults of esync.go, syncswitch.go and straggler.go
-// (Config.Defaults calls it last).
-func (c *Config) defaultsESyncSwitch() {
-	if c.Strategy == "esync" {
-		c.ESyncDefaults()
-	}
-	if c.Strategy == "sync-switch" {
-		c.SyncSwitch = c.SyncSwitch.defaults()
-	}
-	if c.Stragglers.Enabled() && c.Stragglers.Mode == "" {
-		c.Stragglers.Mode = "network"
-	}
-}
-
-// validateESyncSwitch validates the settings of esync.go, syncswitch.go and straggler.go.
-func (c *Config) validateESyncSwitch(size int) error {
-	if err := c.ESync.Validate(); err != nil {
-		return err
-	}
-	if err := c.SyncSwitch.Validate(); err != nil {
-		return err
-	}
-	if err := c.Stragglers.Validate(size); err != nil {
-		return err
-	}
-	if c.Stragglers.Mode == "compute" && c.Strategy != "esync" && c.Strategy != "sync-switch" {
-		return fmt.Errorf("trainer: --stragglers mode=compute is applied by esync and sync-switch only (--sync %s); use mode=network or --step-sleep", c.Strategy)
 	}
 	return nil
 }
@@ -344,9 +342,20 @@ type syncSwitch struct {
 	SwitchTime time.Duration
 }
 
+func syncSwitchFactory() Factory {
+	return Factory{
+		Options: func() Options { return &SyncSwitchConfig{} },
+		New:     newSyncSwitch,
+	}
+}
+
 func newSyncSwitch(cfg *Config) (Strategy, error) {
-	c := cfg.SyncSwitch.defaults()
-	if err := c.Validate(); err != nil {
+	o, err := optionsOf[*SyncSwitchConfig](cfg, "sync-switch")
+	if err != nil {
+		return nil, err
+	}
+	c := o.defaults()
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	return &syncSwitch{cfg: c, detector: stragglerDetector{Threshold: c.Threshold, Window: c.Window},
@@ -364,7 +373,6 @@ func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	if w.Comm == nil {
 		return fmt.Errorf("trainer: rank %d: sync-switch needs a communicator", w.Rank)
 	}
-	applyComputeStragglers(w)
 	cfg := w.Cfg
 	s.total = -1
 	switch {
@@ -454,9 +462,7 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 	if s.decays() {
 		w.Opt.LR = float32(w.Cfg.LR * cosineFactor(float64(s.bspDone+s.aspRounds)/float64(s.total)))
 	}
-	if err := w.Apply(s.buf[:n], 1/float32(p)); err != nil {
-		return RoundStats{}, err
-	}
+	w.Apply(s.buf[:n], 1/float32(p))
 	s.bspDone++
 	s.samples += int64(x[3] + 0.5)
 	out := RoundStats{
@@ -534,7 +540,7 @@ func (s *syncSwitch) toASP(ctx context.Context, w *Worker, target uint64) error 
 	// shards on every rank (Sync-Switch's cluster setup) cost each push a message per rank and
 	// made the ASP phase ~1.6x slower here; --ps-servers k shards over ranks 0..k-1, or
 	// --ps-ranks names the ranks.
-	servers := w.Cfg.ServerRanks()
+	servers := placement(w.Cfg)
 	opt := s.cfg.aspOptimizer(w.Cfg.LR, float64(w.Opt.Momentum), w.Size)
 	s.rules = s.rules[:0]
 	vel := w.Opt.Velocity
@@ -634,9 +640,6 @@ func (s *syncSwitch) leaveASP(ctx context.Context, w *Worker, sawStop bool) (boo
 	copy(w.Params, s.leaveBuf[:n])
 	if w.Opt.Momentum != 0 {
 		copy(w.Opt.Velocity, s.leaveBuf[n:2*n])
-	}
-	if err := w.Load(); err != nil {
-		return false, err
 	}
 	pushes := int64(s.leaveBuf[2*n+1] + 0.5)
 	s.aspRounds += int(pushes) / w.Size

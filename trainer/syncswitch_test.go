@@ -16,7 +16,7 @@ import (
 func TestSyncSwitchCarriesMomentum(t *testing.T) {
 	const rounds = 40
 	cfg := Config{Strategy: "sync-switch", Collective: "ring", Batch: 8, LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3,
-		MaxRounds: rounds, Seed: 2, Eval: EvalEvery{Rounds: 100}, SyncSwitch: SyncSwitchConfig{SwitchAt: 0.25}}
+		MaxRounds: rounds, Seed: 2, Eval: EvalEvery{Rounds: 100}, Options: &SyncSwitchConfig{SwitchAt: 0.25}}
 	out := runCapturedJob(t, cfg, 1, nil)
 	s := out.strats[0].(*syncSwitch)
 	if s.switches != 1 || s.bspDone != 10 {
@@ -109,12 +109,13 @@ func TestSyncSwitchMultiRank(t *testing.T) {
 		t.Run(fmt.Sprintf("%s_%s_p%d", tc.coll, tc.policy, tc.size), func(t *testing.T) {
 			cfg := Config{Strategy: "sync-switch", Collective: tc.coll, Batch: 8, LR: 0.1, Momentum: 0.5,
 				MaxRounds: 150, Seed: 8, Eval: EvalEvery{Rounds: 50},
-				SyncSwitch: SyncSwitchConfig{SwitchAt: 0.9, Policy: tc.policy, Window: 5, ElasticRounds: 10}}
+				Options: &SyncSwitchConfig{SwitchAt: 0.9, Policy: tc.policy, Window: 5, ElasticRounds: 10}}
 			out := runCapturedJob(t, cfg, tc.size, nil, func(w *Worker) {
 				c := &stepClock{t: time.Unix(0, 0)}
 				w.Now = c.Now
 				if w.Rank == 2 {
-					w.Data = &stepSlowBatches{inner: w.Data, clock: c, from: 40, delay: 25 * time.Millisecond}
+					bm := w.Model.(*batchModel)
+					bm.Data = &stepSlowBatches{inner: bm.Data, clock: c, from: 40, delay: 25 * time.Millisecond}
 				}
 			})
 			last := out.params[0][len(out.params[0])-1]
@@ -208,7 +209,7 @@ func TestSyncSwitchConfigValidate(t *testing.T) {
 		{SyncSwitchConfig{Decay: "cosine"}, ""},
 	}
 	for _, tc := range tests {
-		err := tc.cfg.Validate()
+		err := tc.cfg.Validate(nil, 4)
 		if (err == nil) != (tc.want == "") || (err != nil && !contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: err = %v, want one naming %q", tc.cfg, err, tc.want)
 		}
@@ -229,7 +230,7 @@ func contains(s, sub string) bool {
 func TestSyncSwitchByTime(t *testing.T) {
 	cfg := Config{Strategy: "sync-switch", Collective: "ring", Batch: 8, LR: 0.1, MaxTime: 600 * time.Millisecond,
 		Seed: 8, Eval: EvalEvery{Rounds: 50}, StepSleep: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond},
-		SyncSwitch: SyncSwitchConfig{SwitchAt: 0.25}}
+		Options: &SyncSwitchConfig{SwitchAt: 0.25}}
 	out := runCapturedJob(t, cfg, 3, nil)
 	bsp := -1
 	for r := range 3 {
@@ -398,12 +399,13 @@ func TestSyncSwitchTransientStraggler(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			cfg := Config{Strategy: "sync-switch", Collective: "ring", Batch: 8, LR: 0.1, Momentum: 0.5,
 				MaxRounds: rounds, Seed: 8, Eval: EvalEvery{Rounds: 50},
-				SyncSwitch: SyncSwitchConfig{SwitchAt: 0.5, Policy: policy, Window: 5, ElasticRounds: 5}}
+				Options: &SyncSwitchConfig{SwitchAt: 0.5, Policy: policy, Window: 5, ElasticRounds: 5}}
 			out := runCapturedJob(t, cfg, 3, nil, func(w *Worker) {
 				c := &stepClock{t: time.Unix(0, 0)}
 				w.Now = c.Now
 				if w.Rank == 2 {
-					w.Data = &stepSlowBatches{inner: w.Data, clock: c, from: 30, until: 45, delay: 25 * time.Millisecond}
+					bm := w.Model.(*batchModel)
+					bm.Data = &stepSlowBatches{inner: bm.Data, clock: c, from: 30, until: 45, delay: 25 * time.Millisecond}
 				}
 			})
 			for r := 1; r < 3; r++ {
@@ -465,7 +467,7 @@ func TestMomentumRuleCosine(t *testing.T) {
 func TestSyncSwitchCosineReplay(t *testing.T) {
 	const rounds = 40
 	cfg := Config{Strategy: "sync-switch", Collective: "ring", Batch: 8, LR: 0.05, Momentum: 0.9,
-		MaxRounds: rounds, Seed: 3, Eval: EvalEvery{Rounds: 100}, SyncSwitch: SyncSwitchConfig{SwitchAt: 0.25, Decay: "cosine"}}
+		MaxRounds: rounds, Seed: 3, Eval: EvalEvery{Rounds: 100}, Options: &SyncSwitchConfig{SwitchAt: 0.25, Decay: "cosine"}}
 	out := runCapturedJob(t, cfg, 1, nil)
 	if s := out.strats[0].(*syncSwitch); s.switches != 1 || s.bspDone != 10 {
 		t.Fatalf("%d switches after %d BSP rounds, want 1 after 10", s.switches, s.bspDone)

@@ -155,7 +155,7 @@ func newSynthWorker(cfg *Config, ep transport.Endpoint, train *synthSet, r, size
 	if err != nil {
 		return nil, err
 	}
-	return NewWorker(cfg, ep, comm, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
+	return newBatchWorker(cfg, ep, comm, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
 }
 
 // newMemEndpoint is rank 0 of a one-rank in-process job.
@@ -163,4 +163,13 @@ func newMemEndpoint(t interface{ Cleanup(func()) }) transport.Endpoint {
 	ep := transport.NewMemJob(1)[0]
 	t.Cleanup(func() { ep.Close() })
 	return ep
+}
+
+// newBatchWorker is NewWorker on a network and its batches.
+func newBatchWorker(cfg *Config, ep transport.Endpoint, comm Collective, net Network, data Batches) (*Worker, error) {
+	m, err := NewBatchModel(net, data)
+	if err != nil {
+		return nil, err
+	}
+	return NewWorker(cfg, ep, comm, m)
 }

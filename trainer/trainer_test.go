@@ -73,7 +73,7 @@ func runSynthJobOn(t *testing.T, cfg Config, eps []transport.Endpoint) *jobOutco
 	t.Helper()
 	size := len(eps)
 	cfg.Defaults()
-	if err := cfg.Validate(size); err != nil {
+	if err := Builtin().Validate(&cfg, size); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -200,7 +200,7 @@ func TestSSGDReplicasIdenticalAndLossDecreases(t *testing.T) {
 func TestASGDConverges(t *testing.T) {
 	for _, servers := range []int{0, 1, 3} {
 		t.Run("servers"+string(rune('0'+servers)), func(t *testing.T) {
-			cfg := Config{Strategy: "asgd", Batch: 8, LR: 0.1, MaxRounds: 60, Seed: 5, Eval: EvalEvery{Rounds: 15}, PSServers: servers}
+			cfg := Config{Strategy: "asgd", Batch: 8, LR: 0.1, MaxRounds: 60, Seed: 5, Eval: EvalEvery{Rounds: 15}, Options: &ASGDOptions{PSPlacement{PSServers: servers}}}
 			out := runSynthJob(t, cfg, 4)
 			if acc := out.results[0].FinalAcc; acc < 0.85 {
 				t.Errorf("final accuracy %.3f, want ≥ 0.85", acc)
@@ -254,7 +254,7 @@ func TestStopOnTargetAccuracy(t *testing.T) {
 func TestUnknownStrategyListsKnown(t *testing.T) {
 	cfg := Config{Strategy: "bogus"}
 	cfg.Defaults()
-	err := cfg.Validate(2)
+	err := Builtin().Validate(&cfg, 2)
 	if err == nil || !strings.Contains(err.Error(), "known: "+strings.Join(Strategies(), ", ")) {
 		t.Fatalf("err = %v, want one listing the known strategies", err)
 	}

@@ -24,7 +24,7 @@ func (b *randomBatches) Next() ([]float32, []uint8, error) { return b.x, b.y, ni
 func benchPSRound(b *testing.B, strategy string) {
 	cfg := Config{Strategy: strategy, Batch: 64, LR: 0.05, Momentum: 0.9, MaxRounds: 1 << 30}
 	cfg.Defaults()
-	if err := cfg.Validate(1); err != nil {
+	if err := Builtin().Validate(&cfg, 1); err != nil {
 		b.Fatal(err)
 	}
 	dev, err := kernels.NewCPU(1)
@@ -42,7 +42,7 @@ func benchPSRound(b *testing.B, strategy string) {
 	}
 	ep := transport.NewMemJob(1)[0]
 	defer ep.Close()
-	w, err := NewWorker(&cfg, ep, nil, nnModel{m}, data)
+	w, err := newBatchWorker(&cfg, ep, nil, nnModel{m}, data)
 	if err != nil {
 		b.Fatal(err)
 	}

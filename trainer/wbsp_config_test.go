@@ -39,56 +39,70 @@ func TestHeteroProfileSleep(t *testing.T) {
 	}
 }
 
-func TestPSSyncConfigValidation(t *testing.T) {
+func TestPSOptionsValidation(t *testing.T) {
 	cases := []struct {
-		p   PSSyncConfig
-		err string
+		strategy string
+		o        Options
+		err      string
 	}{
-		{PSSyncConfig{}, ""},
-		{PSSyncConfig{WBSPApply: "immediate", WBSPSlowRank: intPtr(2), DCASGDVariant: "mxnet", Staleness: intPtr(0)}, ""},
-		{PSSyncConfig{WBSPApply: "later"}, "--wbsp-apply"},
-		{PSSyncConfig{WBSPSlowRank: intPtr(3)}, "--wbsp-slow-rank"},
-		{PSSyncConfig{WBSPSlowRank: intPtr(-1)}, "--wbsp-slow-rank"},
-		{PSSyncConfig{DCASGDVariant: "tf"}, "--dcasgd-variant"},
-		{PSSyncConfig{DCASGDLambda: -1}, "--dcasgd-lambda"},
-		{PSSyncConfig{Staleness: intPtr(-2)}, "--staleness"},
-		{PSSyncConfig{SSPPull: "sometimes"}, "--ssp-pull"},
-		{PSSyncConfig{SSPPull: "lazy", Staleness: intPtr(0)}, "--staleness ≥ 1"},
-		{PSSyncConfig{PSRanks: []int{2, 0}}, ""},
-		{PSSyncConfig{PSRanks: []int{3}}, "--ps-ranks: rank 3 out of range"},
-		{PSSyncConfig{PSRanks: []int{-1}}, "--ps-ranks: rank -1 out of range"},
-		{PSSyncConfig{PSRanks: []int{1, 1}}, "listed twice"},
+		{"ssp", &SSPOptions{}, ""},
+		{"wbsp", &WBSPOptions{Apply: "immediate", SlowRank: intPtr(2)}, ""},
+		{"dcasgd", &DCASGDOptions{Variant: "mxnet"}, ""},
+		{"ssp", &SSPOptions{Staleness: intPtr(0)}, ""},
+		{"wbsp", &WBSPOptions{Apply: "later"}, "--wbsp-apply"},
+		{"wbsp-opt", &WBSPOptions{SlowRank: intPtr(3)}, "--wbsp-slow-rank"},
+		{"dcasgd", &DCASGDOptions{Variant: "tf"}, "--dcasgd-variant"},
+		{"dcasgd", &DCASGDOptions{Lambda: -1}, "--dcasgd-lambda"},
+		{"ssp", &SSPOptions{Staleness: intPtr(-2)}, "--staleness"},
+		{"ssp", &SSPOptions{Pull: "sometimes"}, "--ssp-pull"},
+		{"ssp", &SSPOptions{Pull: "lazy", Staleness: intPtr(0)}, "--staleness ≥ 1"},
+		{"asgd", &ASGDOptions{PSPlacement{PSRanks: []int{2, 0}}}, ""},
+		{"ssp", &SSPOptions{PSPlacement: PSPlacement{PSRanks: []int{3}}}, "--ps-ranks: rank 3 out of range"},
+		{"sync-switch", &SyncSwitchConfig{PSPlacement: PSPlacement{PSRanks: []int{-1}}}, "--ps-ranks: rank -1 out of range"},
+		{"wbsp", &WBSPOptions{PSPlacement: PSPlacement{PSRanks: []int{1, 1}}}, "listed twice"},
+		{"wbsp", &WBSPOptions{PSPlacement: PSPlacement{PSServers: 2, PSRanks: []int{1}}}, "not both"},
+		{"asgd", &ASGDOptions{PSPlacement{PSServers: 4}}, "--ps-servers"},
 	}
 	for _, tc := range cases {
-		cfg := Config{Strategy: "ssp", PSSync: tc.p}
+		cfg := Config{Strategy: tc.strategy, Options: tc.o}
 		cfg.Defaults()
-		err := cfg.Validate(3)
+		err := Builtin().Validate(&cfg, 3)
 		if tc.err == "" && err != nil {
-			t.Errorf("%+v: %v", tc.p, err)
+			t.Errorf("%s %+v: %v", tc.strategy, tc.o, err)
 		}
 		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
-			t.Errorf("%+v: err %v, want one mentioning %q", tc.p, err, tc.err)
+			t.Errorf("%s %+v: err %v, want one mentioning %q", tc.strategy, tc.o, err, tc.err)
 		}
-	}
-	both := Config{Strategy: "wbsp", PSServers: 2, PSSync: PSSyncConfig{PSRanks: []int{1}}}
-	both.Defaults()
-	if err := both.Validate(3); err == nil || !strings.Contains(err.Error(), "not both") {
-		t.Errorf("--ps-ranks with --ps-servers: err %v, want one saying not both", err)
 	}
 	for _, tc := range []struct {
 		servers int
 		ranks   []int
 		want    []int
 	}{{0, nil, []int{0}}, {2, nil, []int{0, 1}}, {0, []int{2, 0}, []int{2, 0}}} {
-		c := Config{PSServers: tc.servers, PSSync: PSSyncConfig{PSRanks: tc.ranks}}
-		if got := c.ServerRanks(); !slices.Equal(got, tc.want) {
+		p := PSPlacement{PSServers: tc.servers, PSRanks: tc.ranks}
+		if got := p.ServerRanks(); !slices.Equal(got, tc.want) {
 			t.Errorf("ServerRanks with --ps-servers %d --ps-ranks %v = %v, want %v", tc.servers, tc.ranks, got, tc.want)
 		}
 	}
-	cfg := Config{Strategy: "dcasgd"}
-	cfg.Defaults()
-	if p := cfg.PSSync; p.DCASGDLambda != DefaultDCASGDLambda || p.WBSPApply != "buffered" || p.DCASGDVariant != "paper" ||
-		p.SSPPull != "every" || p.StalenessBound() != DefaultStaleness {
-		t.Errorf("defaults: %+v", p)
+	for _, name := range []string{"dcasgd", "ssp", "wbsp"} {
+		cfg := Config{Strategy: name}
+		cfg.Defaults()
+		if err := Builtin().Configure(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		switch o := cfg.Options.(type) {
+		case *DCASGDOptions:
+			if o.Lambda != DefaultDCASGDLambda || o.Variant != "paper" {
+				t.Errorf("dcasgd defaults: %+v", o)
+			}
+		case *SSPOptions:
+			if o.Pull != "every" || o.StalenessBound() != DefaultStaleness {
+				t.Errorf("ssp defaults: %+v", o)
+			}
+		case *WBSPOptions:
+			if o.Apply != "buffered" || o.SlowRank != nil {
+				t.Errorf("wbsp defaults: %+v", o)
+			}
+		}
 	}
 }

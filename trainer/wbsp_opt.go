@@ -29,6 +29,13 @@ import (
 // Asynchronous says that a round is one upload of this rank, not a step of every rank.
 func (s *wbspOpt) Asynchronous() bool { return true }
 
+func wbspOptFactory() Factory {
+	return Factory{
+		Options: func() Options { return &WBSPOptions{} },
+		New:     func(*Config) (Strategy, error) { return &wbspOpt{}, nil },
+	}
+}
+
 type wbspOpt struct {
 	svc   *kv.Service
 	clock uint64
@@ -135,7 +142,11 @@ func (s *wbspOpt) Name() string { return "wbsp-opt" }
 func (s *wbspOpt) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)
 	s.prev, s.delta, s.pipe = make([]float32, n), make([]float32, n), newDeltaPipeline(n)
-	svc, err := startPS(ctx, w, "wbsp-opt", wbspRule(w.Cfg), nil)
+	rule, err := wbspRule(w.Cfg, "wbsp-opt")
+	if err != nil {
+		return err
+	}
+	svc, err := startPS(ctx, w, "wbsp-opt", rule, nil)
 	if err != nil {
 		return err
 	}
@@ -174,7 +185,7 @@ func (s *wbspOpt) received(w *Worker, r wbspUploaded) error {
 			copy(s.prev[lo:hi], w.Params[lo:hi])
 		}
 	}
-	return w.Load()
+	return nil
 }
 
 func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {

@@ -18,10 +18,10 @@ func TestWBSPOptUploadsEveryDelta(t *testing.T) {
 		t.Run("servers"+string(rune('0'+servers)), func(t *testing.T) {
 			const size = 4
 			cfg := Config{Strategy: "wbsp-opt", Batch: 8, LR: 0.1, MaxRounds: 50, Seed: 11, Eval: EvalEvery{Rounds: 10},
-				PSServers: servers, PSSync: PSSyncConfig{WBSPApply: "immediate"},
+				Options:   &WBSPOptions{PSPlacement: PSPlacement{PSServers: servers}, Apply: "immediate"},
 				StepSleep: []time.Duration{0, time.Millisecond, 0, 300 * time.Microsecond}}
 			cfg.Defaults()
-			if err := cfg.Validate(size); err != nil {
+			if err := Builtin().Validate(&cfg, size); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -39,7 +39,7 @@ func TestWBSPOptUploadsEveryDelta(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					defer ep.Close()
-					w, err := NewWorker(&cfg, ep, nil, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
+					w, err := newBatchWorker(&cfg, ep, nil, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
 					if err != nil {
 						errs[r] = err
 						return

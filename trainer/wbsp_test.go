@@ -18,18 +18,18 @@ func TestPSStrategiesConverge(t *testing.T) {
 		cfg  Config
 	}{
 		{"wbsp-buffered", Config{Strategy: "wbsp"}},
-		{"wbsp-immediate-slow1", Config{Strategy: "wbsp", PSSync: PSSyncConfig{WBSPApply: "immediate", WBSPSlowRank: intPtr(1)}}},
-		{"wbsp-two-servers", Config{Strategy: "wbsp", PSServers: 2}},
+		{"wbsp-immediate-slow1", Config{Strategy: "wbsp", Options: &WBSPOptions{Apply: "immediate", SlowRank: intPtr(1)}}},
+		{"wbsp-two-servers", Config{Strategy: "wbsp", Options: &WBSPOptions{PSPlacement: PSPlacement{PSServers: 2}}}},
 		{"wbsp-opt", Config{Strategy: "wbsp-opt"}},
-		{"wbsp-server-on-slow-rank3", Config{Strategy: "wbsp", PSSync: PSSyncConfig{PSRanks: []int{3}}}},
-		{"wbsp-opt-servers-ranks3-0", Config{Strategy: "wbsp-opt", PSSync: PSSyncConfig{PSRanks: []int{3, 0}}}},
-		{"wbsp-opt-immediate-servers4", Config{Strategy: "wbsp-opt", PSServers: 4, PSSync: PSSyncConfig{WBSPApply: "immediate"}}},
+		{"wbsp-server-on-slow-rank3", Config{Strategy: "wbsp", Options: &WBSPOptions{PSPlacement: PSPlacement{PSRanks: []int{3}}}}},
+		{"wbsp-opt-servers-ranks3-0", Config{Strategy: "wbsp-opt", Options: &WBSPOptions{PSPlacement: PSPlacement{PSRanks: []int{3, 0}}}}},
+		{"wbsp-opt-immediate-servers4", Config{Strategy: "wbsp-opt", Options: &WBSPOptions{PSPlacement: PSPlacement{PSServers: 4}, Apply: "immediate"}}},
 		{"dcasgd-paper", Config{Strategy: "dcasgd"}},
-		{"dcasgd-mxnet-servers3", Config{Strategy: "dcasgd", PSServers: 3, PSSync: PSSyncConfig{DCASGDVariant: "mxnet", DCASGDLambda: 0.5}}},
-		{"ssp-every-s2", Config{Strategy: "ssp", PSSync: PSSyncConfig{Staleness: intPtr(2)}}},
-		{"ssp-every-s0", Config{Strategy: "ssp", PSServers: 2, PSSync: PSSyncConfig{Staleness: intPtr(0)}}},
-		{"ssp-lazy-s3", Config{Strategy: "ssp", PSSync: PSSyncConfig{Staleness: intPtr(3), SSPPull: "lazy"}}},
-		{"ssp-every-s2-server-rank1", Config{Strategy: "ssp", PSSync: PSSyncConfig{Staleness: intPtr(2), PSRanks: []int{1}}}},
+		{"dcasgd-mxnet-servers3", Config{Strategy: "dcasgd", Options: &DCASGDOptions{PSPlacement: PSPlacement{PSServers: 3}, Variant: "mxnet", Lambda: 0.5}}},
+		{"ssp-every-s2", Config{Strategy: "ssp", Options: &SSPOptions{Staleness: intPtr(2)}}},
+		{"ssp-every-s0", Config{Strategy: "ssp", Options: &SSPOptions{PSPlacement: PSPlacement{PSServers: 2}, Staleness: intPtr(0)}}},
+		{"ssp-lazy-s3", Config{Strategy: "ssp", Options: &SSPOptions{Staleness: intPtr(3), Pull: "lazy"}}},
+		{"ssp-every-s2-server-rank1", Config{Strategy: "ssp", Options: &SSPOptions{PSPlacement: PSPlacement{PSRanks: []int{1}}, Staleness: intPtr(2)}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,8 +59,10 @@ func TestPSStrategiesStopOnTarget(t *testing.T) {
 	for _, strat := range []string{"wbsp", "wbsp-opt", "dcasgd", "ssp"} {
 		t.Run(strat, func(t *testing.T) {
 			cfg := Config{Strategy: strat, Batch: 8, LR: 0.1, TargetAcc: 0.8, MaxRounds: 100000, Seed: 9,
-				Eval: EvalEvery{Rounds: 1}, PSSync: PSSyncConfig{Staleness: intPtr(1)},
-				StepSleep: []time.Duration{0, 2 * time.Millisecond, 0}}
+				Eval: EvalEvery{Rounds: 1}, StepSleep: []time.Duration{0, 2 * time.Millisecond, 0}}
+			if strat == "ssp" {
+				cfg.Options = &SSPOptions{Staleness: intPtr(1)}
+			}
 			out := runSynthJob(t, cfg, 3)
 			if res := out.results[0]; !strings.Contains(res.StopReason, "target accuracy") {
 				t.Fatalf("stop reason %q, want the target accuracy", res.StopReason)

@@ -9,14 +9,38 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
-// Model is what strategies train: a network over one flat float32 parameter vector. The
-// trainer keeps the authoritative host copy of the parameters (Worker.Params) and moves it to
-// and from the model, so device models only need the copies.
+// Model is what strategies train: the user's model as one flat float32 parameter vector and
+// a step that computes the gradient of the model's own next batch. The model owns its data,
+// batching, loss and device; labels may be of any type, or none.
+//
+// The trainer calls Params once, before training, and from then on owns the returned slice:
+// strategies update it in place between steps (optimizer steps, pulled or averaged models),
+// and every Step must compute its gradient at the slice's current contents (a device model
+// uploads it). Params and Step are called from one goroutine.
 type Model interface {
+	// Params returns the parameter vector, holding the initial parameters. Its length is
+	// the length of every gradient.
+	Params() []float32
+	// Step takes the model's next batch and writes the gradient of its mean loss at the
+	// current parameters into grad (len(Params())). It reports the batch's mean loss, its
+	// size and, for classifiers, the correct predictions.
+	Step(ctx context.Context, grad []float32) (StepResult, error)
+}
+
+// StepResult is what one Model.Step saw.
+type StepResult struct {
+	Loss    float64 // mean loss over the batch
+	Samples int     // batch size
+	Correct int     // correct predictions (classifiers; 0 otherwise: train_acc is then 0)
+}
+
+// Network is a classifier over uint8 labels that keeps its parameters and gradients itself,
+// as trainer/nn's models do; with a Batches iterator, NewBatchModel makes it a Model.
+type Network interface {
 	// NumParams is the length of the parameter (and gradient) vector.
 	NumParams() int
 	// ForwardBackward runs one batch and leaves the gradient of the mean loss over the batch
-	// in the model; it returns the mean loss and the number of correct predictions.
+	// in the network; it returns the mean loss and the number of correct predictions.
 	ForwardBackward(x []float32, labels []uint8) (loss float64, correct int, err error)
 	// ReadParams copies the parameters into dst; WriteParams loads them from src.
 	ReadParams(dst []float32) error
@@ -29,6 +53,47 @@ type Model interface {
 type Batches interface {
 	// Next returns the next batch; the slices stay valid until the next call.
 	Next() (x []float32, labels []uint8, err error)
+}
+
+// NewBatchModel adapts a network and its batches to Model: each Step loads the parameters
+// into the network, runs the next batch and reads the gradient back.
+func NewBatchModel(net Network, data Batches) (Model, error) {
+	if net == nil || data == nil {
+		return nil, fmt.Errorf("trainer: a batch model needs a network and batches")
+	}
+	m := &batchModel{net: net, Data: data, params: make([]float32, net.NumParams())}
+	if err := net.ReadParams(m.params); err != nil {
+		return nil, fmt.Errorf("trainer: reading the initial parameters: %w", err)
+	}
+	return m, nil
+}
+
+// batchModel is NewBatchModel's Model. Data is exported to the package so that tests (and
+// compute-mode stragglers) can decorate the batches.
+type batchModel struct {
+	net    Network
+	Data   Batches
+	params []float32
+}
+
+func (m *batchModel) Params() []float32 { return m.params }
+
+func (m *batchModel) Step(ctx context.Context, grad []float32) (StepResult, error) {
+	if err := m.net.WriteParams(m.params); err != nil {
+		return StepResult{}, fmt.Errorf("loading parameters: %w", err)
+	}
+	x, labels, err := m.Data.Next()
+	if err != nil {
+		return StepResult{}, fmt.Errorf("next batch: %w", err)
+	}
+	loss, correct, err := m.net.ForwardBackward(x, labels)
+	if err != nil {
+		return StepResult{}, fmt.Errorf("forward/backward: %w", err)
+	}
+	if err := m.net.ReadGrads(grad); err != nil {
+		return StepResult{}, fmt.Errorf("reading gradients: %w", err)
+	}
+	return StepResult{Loss: loss, Samples: len(labels), Correct: correct}, nil
 }
 
 // Collective is the part of collective.Comm that synchronous strategies use.
@@ -44,13 +109,13 @@ type Worker struct {
 	Endpoint   transport.Endpoint
 	Comm       Collective // synchronous strategies; nil for the others
 	Model      Model
-	Data       Batches
 	Opt        *SGD
 	Inject     *Injector
 	Now        func() time.Time
 
-	// Params is the authoritative host copy of the model parameters between rounds; Grads
-	// receives the gradient of each local step, already scaled to GradReduction.
+	// Params is the model's parameter vector (Model.Params), which strategies update in
+	// place; Grads receives the gradient of each local step, already scaled to
+	// GradReduction.
 	Params []float32
 	Grads  []float32
 
@@ -58,27 +123,28 @@ type Worker struct {
 	steps     uint64
 }
 
-// NewWorker assembles a worker and reads the model's initial parameters. comm may be nil
-// for strategies that do not need collectives.
-func NewWorker(cfg *Config, ep transport.Endpoint, comm Collective, m Model, data Batches) (*Worker, error) {
-	if ep == nil || m == nil || data == nil {
-		return nil, fmt.Errorf("trainer: worker needs an endpoint, a model and a data iterator")
+// NewWorker assembles a worker around the model's parameter vector. comm may be nil for
+// strategies that do not need collectives.
+func NewWorker(cfg *Config, ep transport.Endpoint, comm Collective, m Model) (*Worker, error) {
+	if ep == nil || m == nil {
+		return nil, fmt.Errorf("trainer: worker needs an endpoint and a model")
 	}
-	n := m.NumParams()
+	params := m.Params()
+	if len(params) == 0 {
+		return nil, fmt.Errorf("trainer: rank %d: the model has no parameters", ep.Rank())
+	}
+	n := len(params)
 	w := &Worker{
-		Rank: ep.Rank(), Size: ep.Size(), Cfg: cfg, Endpoint: ep, Comm: comm, Model: m, Data: data,
+		Rank: ep.Rank(), Size: ep.Size(), Cfg: cfg, Endpoint: ep, Comm: comm, Model: m,
 		Opt:       &SGD{LR: float32(cfg.LR), Momentum: float32(cfg.Momentum), WeightDecay: float32(cfg.WeightDecay)},
 		Inject:    NewInjector(cfg, ep.Rank()),
 		Now:       time.Now,
-		Params:    make([]float32, n),
+		Params:    params,
 		Grads:     make([]float32, n),
 		gradScale: 1,
 	}
 	if cfg.GradReduction == "sum" {
 		w.gradScale = float32(cfg.Batch)
-	}
-	if err := m.ReadParams(w.Params); err != nil {
-		return nil, fmt.Errorf("trainer: rank %d: reading the initial parameters: %w", w.Rank, err)
 	}
 	return w, nil
 }
@@ -88,12 +154,11 @@ type StepStats struct {
 	Loss     float64
 	Correct  int
 	Samples  int
-	Compute  time.Duration // batch fetch, forward/backward and the injected slowdown
+	Compute  time.Duration // the model's step and the injected slowdown
 	Injected time.Duration
 }
 
-// LocalStep fetches the next batch, runs forward/backward and leaves the scaled gradient in
-// w.Grads; then it sleeps as the heterogeneity injector says. It does not update Params.
+// LocalStep runs the model's step and leaves the scaled gradient in w.Grads; then it sleeps as the heterogeneity injector says. It does not update Params.
 func (w *Worker) LocalStep(ctx context.Context) (StepStats, error) {
 	ls, err := w.Compute(ctx)
 	if err != nil {
@@ -109,16 +174,9 @@ func (w *Worker) LocalStep(ctx context.Context) (StepStats, error) {
 // itself (and may cut it short): ls.Compute already counts the sleep.
 func (w *Worker) Compute(ctx context.Context) (StepStats, error) {
 	t0 := w.Now()
-	x, labels, err := w.Data.Next()
+	r, err := w.Model.Step(ctx, w.Grads)
 	if err != nil {
-		return StepStats{}, fmt.Errorf("trainer: rank %d: next batch: %w", w.Rank, err)
-	}
-	loss, correct, err := w.Model.ForwardBackward(x, labels)
-	if err != nil {
-		return StepStats{}, fmt.Errorf("trainer: rank %d: step %d: forward/backward: %w", w.Rank, w.steps, err)
-	}
-	if err := w.Model.ReadGrads(w.Grads); err != nil {
-		return StepStats{}, fmt.Errorf("trainer: rank %d: reading gradients: %w", w.Rank, err)
+		return StepStats{}, fmt.Errorf("trainer: rank %d: step %d: %w", w.Rank, w.steps, err)
 	}
 	if w.gradScale != 1 {
 		scale(w.Grads, w.gradScale)
@@ -126,25 +184,15 @@ func (w *Worker) Compute(ctx context.Context) (StepStats, error) {
 	compute := w.Now().Sub(t0)
 	extra := w.Inject.Extra(compute)
 	w.steps++
-	return StepStats{Loss: loss, Correct: correct, Samples: len(labels), Compute: compute + extra, Injected: extra}, nil
+	return StepStats{Loss: r.Loss, Correct: r.Correct, Samples: r.Samples, Compute: compute + extra, Injected: extra}, nil
 }
 
 // Steps is the number of local steps this worker has taken.
 func (w *Worker) Steps() uint64 { return w.steps }
 
-// Apply takes one optimizer step with gradient g·gScale on Params and loads the result
-// into the model.
-func (w *Worker) Apply(g []float32, gScale float32) error {
+// Apply takes one optimizer step with gradient g·gScale on Params.
+func (w *Worker) Apply(g []float32, gScale float32) {
 	w.Opt.Step(w.Params, g, gScale)
-	return w.Load()
-}
-
-// Load copies Params into the model.
-func (w *Worker) Load() error {
-	if err := w.Model.WriteParams(w.Params); err != nil {
-		return fmt.Errorf("trainer: rank %d: loading parameters: %w", w.Rank, err)
-	}
-	return nil
 }
 
 func scale(x []float32, a float32) {

@@ -50,7 +50,6 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 		WeightDecay: c.Float64("weight-decay"), GradReduction: c.String("grad-reduction"),
 		Shard: c.String("shard"), Seed: c.Uint64("seed"), TargetAcc: c.Float64("target-acc"),
 		Epochs: c.Float64("epochs"), MaxTime: c.Duration("max-time"), MaxRounds: c.Int("max-rounds"),
-		PSServers: c.Int("ps-servers"),
 	}
 	var err error
 	if s := c.String("eval-every"); s != "" {
@@ -67,19 +66,20 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if cfg.Devices, err = trainer.ParseDevices(c.String("device")); err != nil {
 		return o, err
 	}
-	if err := applyESyncFlags(c, &cfg); err != nil {
+	reg := trainer.Builtin()
+	if cfg.Options, err = strategyOptions(c, reg, cfg.Strategy); err != nil {
 		return o, err
 	}
-	if err := applySyncSwitchFlags(c, &cfg); err != nil {
-		return o, err
-	}
-	if err := applyPSFlags(c, &cfg); err != nil {
+	if err := applyHeteroFlags(c, &cfg); err != nil {
 		return o, err
 	}
 	if err := applySlowdownBase(c, &cfg); err != nil {
 		return o, err
 	}
 	cfg.Defaults()
+	if err := reg.Configure(&cfg); err != nil {
+		return o, err
+	}
 	o.Config = cfg
 	if o.NP < 0 {
 		return o, fmt.Errorf("--np %d: must be at least 1", o.NP)
@@ -94,7 +94,7 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 		return o, fmt.Errorf("--threads %d: must not be negative", o.Threads)
 	}
 	if o.NP > 0 {
-		if err := o.Config.Validate(o.NP); err != nil {
+		if err := reg.Validate(&o.Config, o.NP); err != nil {
 			return o, err
 		}
 	}
@@ -133,7 +133,7 @@ func trainCommand() *cli.Command {
 			"summary.json. --transport mem runs all ranks as goroutines of one process.",
 		Flags: slices.Concat([]cli.Flag{
 			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
-			&cli.StringFlag{Name: "sync", Value: "ssgd", Usage: "strategy: " + strings.Join(trainer.Strategies(), ", ")},
+			&cli.StringFlag{Name: "sync", Value: "ssgd", Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
 			&cli.StringFlag{Name: "collective", Value: "ring", Usage: "allreduce algorithm: " + strings.Join(collective.Algorithms(), ", ")},
 			&cli.StringFlag{Name: "model", Value: "mlp", Usage: "mlp or cnn"},
 			&cli.IntFlag{Name: "batch", Value: 64, Usage: "per-rank mini-batch size"},
@@ -151,12 +151,11 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "slowdown", Usage: "per-rank slowdown factors, e.g. 1,1,2,4"},
 			&cli.StringFlag{Name: "step-sleep", Usage: "per-rank sleep per step in ms, e.g. 0,0,10,20"},
 			&cli.StringFlag{Name: "slowdown-base", Value: "step", Usage: "what --slowdown multiplies: step (each step's own compute time: sleep (f−1)× it) or a fixed time per step of a factor-1 device, tfast (measured as for --hetero-profile, or --hetero-tfast) or a duration (3ms): a rank then sleeps until its step took f× it, so its speed does not depend on how busy the host's other ranks keep the cores"},
-			&cli.IntFlag{Name: "ps-servers", Usage: "asgd, dcasgd, ssp, wbsp, wbsp-opt, sync-switch: ranks 0..N-1 host parameter-server shards (0 = rank 0)"},
 			&cli.StringFlag{Name: "out", Usage: "run directory (default runs/SYNC-COLLECTIVE-TIME)"},
 			&cli.StringFlag{Name: "data", Usage: "Fashion-MNIST directory (default: $HETSYNC_DATA, the Debian package, the cache, download)"},
 			&cli.IntFlag{Name: "threads", Usage: "kernel threads per rank (0 = cores / ranks on this host)"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "compute device: cpu, cuda:N, or one per rank (cuda:0,cpu,cpu,cpu); cuda needs a binary from `make cuda`"},
-		}, netFlags(0), esyncFlags(), syncSwitchFlags(), psFlags(), jobFlags(true)),
+		}, heteroFlags(), netFlags(0), strategyFlags(trainer.Builtin()), jobFlags(true)),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("train: unexpected arguments %q", c.Args().Slice())
@@ -176,7 +175,7 @@ func trainCommand() *cli.Command {
 				if o.NP != 0 && o.NP != env.Size {
 					return usagef("--np %d but the launcher started %d ranks", o.NP, env.Size)
 				}
-				if err := o.Config.Validate(env.Size); err != nil {
+				if err := trainer.Builtin().Validate(&o.Config, env.Size); err != nil {
 					return usageError{err}
 				}
 				return trainRank(c.Context, o, c.App.Writer, c.App.ErrWriter)
@@ -196,7 +195,7 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(c.Size()), out, errOut
 		}
-		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(c.Endpoint()), o.Config, ropts)
+		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, ropts)
 		return err
 	})
 }
@@ -208,7 +207,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
-		_, err := trainer.RunRank(ctx, o.Config.Stragglers.WrapEndpoint(c.Endpoint()), o.Config, ropts)
+		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, ropts)
 		return err
 	})
 }

@@ -29,7 +29,6 @@ func TestESyncSyncSwitchFlagErrors(t *testing.T) {
 		{[]string{"--stragglers", "ranks=1;delay=30ms"}, "--stragglers"},
 		{[]string{"--stragglers", "ranks=7;delay=30ms;at=1s;for=1s"}, "--stragglers: rank 7 out of range for 4 ranks"},
 		{[]string{"--stragglers", "preset:s9"}, "unknown preset"},
-		{[]string{"--sync", "ssgd", "--stragglers", "ranks=1;delay=3ms;at=1s;for=1s;mode=compute"}, "mode=compute"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

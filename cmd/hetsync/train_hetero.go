@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,48 +17,24 @@ import (
 // launches, so that every rank uses the same t_fast (the ranks re-read the command line).
 const envHeteroTFast = "HETSYNC_HETERO_TFAST"
 
-// psFlags are the flags of the parameter-server strategies (trainer.PSSyncConfig) and of
-// WBSP's heterogeneity profiles.
-func psFlags() []cli.Flag {
+// heteroFlags are the flags of heterogeneity injection that are not per-rank lists: WBSP's
+// profiles, the slowdown base and transient stragglers (trainer.StragglerConfig). Every
+// strategy gets them.
+func heteroFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "wbsp-apply", Value: "buffered", Usage: "wbsp, wbsp-opt: buffered (the paper: publish ΣΔ/N on the slowest worker's upload) or immediate (the code: apply each Δ/N at once)"},
-		&cli.IntFlag{Name: "wbsp-slow-rank", Value: -1, Usage: "wbsp, wbsp-opt: the rank whose upload triggers the global update (-1: detect the slowest from upload intervals)"},
-		&cli.StringFlag{Name: "dcasgd-variant", Value: "paper", Usage: "dcasgd: paper (per-worker backups) or mxnet (one shared previous weight, ESync's baseline)"},
-		&cli.Float64Flag{Name: "dcasgd-lambda", Value: trainer.DefaultDCASGDLambda, Usage: "dcasgd: λ of the delay compensation"},
-		&cli.IntFlag{Name: "staleness", Value: trainer.DefaultStaleness, Usage: "ssp: staleness bound s (0 is BSP)"},
-		&cli.StringFlag{Name: "ssp-pull", Value: "every", Usage: "ssp: every (pull each step, block while more than s ahead) or lazy (the ADSP code: pull only when ≥ s ahead)"},
-		&cli.StringFlag{Name: "ps-ranks", Usage: "asgd, dcasgd, ssp, wbsp, wbsp-opt: the ranks hosting parameter-server shards, comma-separated, e.g. 3 or 1,3 (default: ranks 0..--ps-servers-1)"},
 		&cli.StringFlag{Name: "hetero-profile", Usage: "WBSP heterogeneity h1, h2 or h3: odd ranks sleep 5, 10 or 15× t_fast per step (sets --step-sleep)"},
 		&cli.DurationFlag{Name: "hetero-tfast", EnvVars: []string{envHeteroTFast}, Usage: "t_fast of --hetero-profile (default: measured once on this machine: the median forward/backward time of --model at --batch)"},
+		&cli.StringFlag{Name: "stragglers", Usage: `transient stragglers: "ranks=1,2;delay=30ms;at=20s,60s;for=10s[;mode=network|compute]" or preset:s1, preset:s2`},
 	}
 }
 
-// applyPSFlags copies the parameter-server flags into cfg and, with --hetero-profile, fills
-// cfg.StepSleep (measuring t_fast when --hetero-tfast is not given).
-func applyPSFlags(c *cli.Context, cfg *trainer.Config) error {
-	p := &cfg.PSSync
-	p.WBSPApply = c.String("wbsp-apply")
-	if r := c.Int("wbsp-slow-rank"); r >= 0 {
-		p.WBSPSlowRank = &r
+// applyHeteroFlags reads --stragglers and, with --hetero-profile, fills cfg.StepSleep
+// (measuring t_fast when --hetero-tfast is not given).
+func applyHeteroFlags(c *cli.Context, cfg *trainer.Config) error {
+	var err error
+	if cfg.Stragglers, err = trainer.ParseStragglers(c.String("stragglers")); err != nil {
+		return err
 	}
-	p.DCASGDVariant = c.String("dcasgd-variant")
-	p.DCASGDLambda = c.Float64("dcasgd-lambda")
-	if p.DCASGDLambda == 0 {
-		return fmt.Errorf("--dcasgd-lambda 0: use --sync asgd for no delay compensation")
-	}
-	s := c.Int("staleness")
-	p.Staleness = &s
-	p.SSPPull = c.String("ssp-pull")
-	if v := c.String("ps-ranks"); v != "" {
-		for _, f := range strings.Split(v, ",") {
-			r, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				return fmt.Errorf("--ps-ranks %q: %q is not a rank number", v, f)
-			}
-			p.PSRanks = append(p.PSRanks, r)
-		}
-	}
-
 	profile := c.String("hetero-profile")
 	if profile == "" {
 		return nil

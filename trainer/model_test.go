@@ -1,0 +1,184 @@
+package trainer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetsync/hetsync/trainer"
+	"github.com/hetsync/hetsync/transport"
+)
+
+// A user's own model, as a program outside this package writes it: linear regression with
+// float targets on synthetic data, its gradient by hand. Nothing of trainer/nn or trainer/data.
+
+const regDim = 4
+
+var regTrue = [regDim + 1]float64{1, -2, 0.5, 3, 0.7} // weights, then the bias
+
+// regData is n points y = w·x + b + noise; each rank draws its own from (seed, rank).
+type regData struct {
+	x [][regDim]float32
+	y []float32
+}
+
+func newRegData(n int, seed uint64, rank int) *regData {
+	rng := rand.New(rand.NewPCG(seed, uint64(rank)+1))
+	d := &regData{x: make([][regDim]float32, n), y: make([]float32, n)}
+	for i := range d.x {
+		y := regTrue[regDim]
+		for j := 0; j < regDim; j++ {
+			d.x[i][j] = float32(rng.NormFloat64())
+			y += regTrue[j] * float64(d.x[i][j])
+		}
+		d.y[i] = float32(y + 0.1*rng.NormFloat64())
+	}
+	return d
+}
+
+// loss is the mean of ½(w·x + b − y)² over d at params.
+func (d *regData) loss(params []float32) float64 {
+	sum := 0.0
+	for i := range d.x {
+		r := d.residual(params, i)
+		sum += 0.5 * r * r
+	}
+	return sum / float64(len(d.x))
+}
+
+func (d *regData) residual(params []float32, i int) float64 {
+	p := float64(params[regDim])
+	for j := 0; j < regDim; j++ {
+		p += float64(params[j]) * float64(d.x[i][j])
+	}
+	return p - float64(d.y[i])
+}
+
+// regModel is the trainer.Model: parameters start at zero on every rank.
+type regModel struct {
+	data   *regData
+	batch  int
+	pos    int
+	params []float32
+}
+
+func (m *regModel) Params() []float32 { return m.params }
+
+func (m *regModel) Step(ctx context.Context, grad []float32) (trainer.StepResult, error) {
+	clear(grad)
+	loss := 0.0
+	for k := 0; k < m.batch; k++ {
+		i := (m.pos + k) % len(m.data.y)
+		r := m.data.residual(m.params, i)
+		loss += 0.5 * r * r
+		for j := 0; j < regDim; j++ {
+			grad[j] += float32(r) * m.data.x[i][j]
+		}
+		grad[regDim] += float32(r)
+	}
+	m.pos = (m.pos + m.batch) % len(m.data.y)
+	for j := range grad {
+		grad[j] /= float32(m.batch)
+	}
+	return trainer.StepResult{Loss: loss / float64(m.batch), Samples: m.batch}, nil
+}
+
+// trainRegression trains one regModel per rank over the in-process transport and returns the
+// models and rank 0's result.
+func trainRegression(t *testing.T, cfg trainer.Config, size int) ([]*regModel, *trainer.Result) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	eps := transport.NewMemJob(size)
+	models := make([]*regModel, size)
+	results := make([]*trainer.Result, size)
+	errc := make(chan error, size)
+	held := newRegData(500, 99, -1) // rank 0's evaluation set
+	for r := range size {
+		models[r] = &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
+		opts := trainer.TrainOptions{Eval: func(_ context.Context, p []float32) (float64, float64, error) {
+			return 0, held.loss(p), nil
+		}}
+		go func() {
+			res, err := trainer.Train(ctx, eps[r], cfg, models[r], opts)
+			results[r] = res
+			if err != nil {
+				cancel() // the other ranks would wait for this one
+				err = fmt.Errorf("rank %d: %w", r, err)
+			}
+			_ = eps[r].Close()
+			errc <- err
+		}()
+	}
+	var errs []error
+	for range size {
+		errs = append(errs, <-errc)
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return models, results[0]
+}
+
+// TestUserModelTrainsUnderEveryStrategy trains the user's regression under every registered
+// strategy through the public API: the held-out loss falls far below the initial one, and the
+// strategies that keep identical replicas (ssgd, esync) keep them bitwise.
+func TestUserModelTrainsUnderEveryStrategy(t *testing.T) {
+	identical := map[string]bool{"ssgd": true, "esync": true}
+	held := newRegData(500, 99, -1)
+	initial := held.loss(make([]float32, regDim+1))
+	for _, strategy := range trainer.Builtin().Names() {
+		for _, size := range []int{1, 3, 4} {
+			t.Run(fmt.Sprintf("%s/%d-ranks", strategy, size), func(t *testing.T) {
+				cfg := trainer.Config{Strategy: strategy, Collective: "ring", Batch: 7, LR: 0.05, MaxRounds: 300, Seed: 3,
+					Eval: trainer.EvalEvery{Rounds: 50}}
+				models, res := trainRegression(t, cfg, size)
+				final := held.loss(models[0].Params())
+				if !(final < initial/4) {
+					t.Errorf("held-out loss %.4f after training, initial %.4f: want it below a quarter", final, initial)
+				}
+				if n := len(res.Evals); n == 0 || res.FinalLoss != res.Evals[n-1].Loss || math.IsNaN(res.FinalLoss) {
+					t.Errorf("rank 0's evaluations %+v, final loss %v: want the final evaluation last", res.Evals, res.FinalLoss)
+				}
+				if identical[strategy] {
+					for r := 1; r < size; r++ {
+						if !slices.Equal(models[r].Params(), models[0].Params()) {
+							t.Errorf("rank %d's parameters differ from rank 0's: %v vs %v", r, models[r].Params(), models[0].Params())
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestTrainRejectsBadInput checks that Train names what is wrong instead of training.
+func TestTrainRejectsBadInput(t *testing.T) {
+	ep := transport.NewMemJob(1)[0]
+	defer ep.Close()
+	m := &regModel{data: newRegData(10, 1, 0), batch: 3, params: make([]float32, regDim+1)}
+	for _, tc := range []struct {
+		name  string
+		cfg   trainer.Config
+		model trainer.Model
+		want  string
+	}{
+		{"unknown strategy", trainer.Config{Strategy: "bsp", MaxRounds: 1}, m, "known: asgd,"},
+		{"epochs without a training-set size", trainer.Config{Strategy: "ssgd", Epochs: 1}, m, "TrainSize"},
+		{"no model", trainer.Config{Strategy: "ssgd", MaxRounds: 1}, nil, "needs an endpoint and a model"},
+		{"empty model", trainer.Config{Strategy: "ssgd", MaxRounds: 1}, &regModel{data: m.data, batch: 1}, "no parameters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := trainer.Train(context.Background(), ep, tc.cfg, tc.model, trainer.TrainOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package trainer
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Factory is how a registry builds one strategy: its options with their defaults, and the
+// strategy for a configuration whose Options are those options, filled and validated.
+type Factory struct {
+	// Options returns a fresh value of the strategy's options holding their defaults.
+	Options func() Options
+	// New builds the strategy; cfg.Options holds a value Options returned.
+	New func(cfg *Config) (Strategy, error)
+}
+
+// Options are one strategy's own settings. The strategy owns their defaults, validation and
+// help text; `hetsync train` turns Flags into its command-line flags, and config.json records
+// the options under "options".
+type Options interface {
+	// Flags declares every option on fs: name, default (the value it sets) and help text.
+	Flags(fs *flag.FlagSet)
+	// Defaults fills the options whose default derives from the common configuration (an
+	// ESync local learning rate that defaults to cfg.LR); it must be idempotent.
+	Defaults(cfg *Config)
+	// Validate checks the options for a job of size ranks, naming the flag at fault.
+	Validate(cfg *Config, size int) error
+}
+
+// NoOptions is the Options of a strategy that has none.
+type NoOptions struct{}
+
+func (NoOptions) Flags(*flag.FlagSet)         {}
+func (NoOptions) Defaults(*Config)            {}
+func (NoOptions) Validate(*Config, int) error { return nil }
+
+// Registry maps strategy names to factories, like database/sql's drivers. It is a value (no
+// package-level table): Builtin returns one holding this package's strategies, and a program
+// adds its own strategies with Register before handing the registry to Train.
+type Registry struct {
+	factories map[string]Factory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{factories: map[string]Factory{}} }
+
+// Register adds a strategy under name. A duplicate name, an empty name or a factory without
+// Options or New is an error, as sql.Register panics on them.
+func (r *Registry) Register(name string, f Factory) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("trainer: registering a strategy with an empty name")
+	case f.Options == nil || f.New == nil:
+		return fmt.Errorf("trainer: registering strategy %q: the factory needs both Options and New", name)
+	}
+	if _, dup := r.factories[name]; dup {
+		return fmt.Errorf("trainer: strategy %q registered twice", name)
+	}
+	r.factories[name] = f
+	return nil
+}
+
+// Names lists the registered strategy names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.factories))
+	for n := range r.factories {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Options returns the named strategy's options with their defaults.
+func (r *Registry) Options(name string) (Options, error) {
+	f, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return f.Options(), nil
+}
+
+func (r *Registry) lookup(name string) (Factory, error) {
+	f, ok := r.factories[name]
+	if !ok {
+		return Factory{}, fmt.Errorf("trainer: unknown --sync strategy %q (known: %s)", name, strings.Join(r.Names(), ", "))
+	}
+	return f, nil
+}
+
+// Configure gives cfg.Options the strategy's defaults when it is nil, checks that it is the
+// strategy's own options type, and fills the defaults that derive from the common
+// configuration. Call it after Config.Defaults.
+func (r *Registry) Configure(cfg *Config) error {
+	f, err := r.lookup(cfg.Strategy)
+	if err != nil {
+		return err
+	}
+	fresh := f.Options()
+	if cfg.Options == nil {
+		cfg.Options = fresh
+	} else if fmt.Sprintf("%T", cfg.Options) != fmt.Sprintf("%T", fresh) {
+		return fmt.Errorf("trainer: --sync %s: options of type %T, want %T", cfg.Strategy, cfg.Options, fresh)
+	}
+	cfg.Options.Defaults(cfg)
+	return nil
+}
+
+// Validate checks the common configuration and the strategy's options for a job of size
+// ranks (configuring them first).
+func (r *Registry) Validate(cfg *Config, size int) error {
+	if err := cfg.Validate(size); err != nil {
+		return err
+	}
+	if err := r.Configure(cfg); err != nil {
+		return err
+	}
+	return cfg.Options.Validate(cfg, size)
+}
+
+// New builds the strategy cfg.Strategy names, configuring its options first.
+func (r *Registry) New(cfg *Config) (Strategy, error) {
+	f, err := r.lookup(cfg.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Configure(cfg); err != nil {
+		return nil, err
+	}
+	return f.New(cfg)
+}
+
+// Builtin returns a new registry holding the strategies of this package.
+func Builtin() *Registry {
+	r := NewRegistry()
+	for name, f := range map[string]Factory{
+		"local":       {Options: noOptions, New: func(*Config) (Strategy, error) { return &local{}, nil }},
+		"ssgd":        {Options: noOptions, New: func(*Config) (Strategy, error) { return &ssgd{}, nil }},
+		"asgd":        asgdFactory(),
+		"dcasgd":      dcasgdFactory(),
+		"ssp":         sspFactory(),
+		"esync":       esyncFactory(),
+		"wbsp":        wbspFactory(),
+		"wbsp-opt":    wbspOptFactory(),
+		"sync-switch": syncSwitchFactory(),
+	} {
+		if err := r.Register(name, f); err != nil {
+			panic(err) // a duplicate in the literal above: a programming error
+		}
+	}
+	return r
+}
+
+func noOptions() Options { return NoOptions{} }
+
+// Strategies lists the built-in strategy names, sorted.
+func Strategies() []string { return Builtin().Names() }
+
+// NewStrategy builds the built-in strategy cfg.Strategy names.
+func NewStrategy(cfg *Config) (Strategy, error) { return Builtin().New(cfg) }
+
+// optionsOf returns cfg.Options as the strategy's own type T, or an error naming the strategy.
+func optionsOf[T Options](cfg *Config, name string) (T, error) {
+	o, ok := cfg.Options.(T)
+	if !ok {
+		var want T
+		return want, fmt.Errorf("trainer: %s: options of type %T, want %T", name, cfg.Options, want)
+	}
+	return o, nil
+}

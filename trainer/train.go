@@ -1,0 +1,73 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/transport"
+)
+
+// TrainOptions are one rank's settings of Train beyond the job's Config.
+type TrainOptions struct {
+	// Strategies are the strategies cfg.Strategy may name; nil means Builtin.
+	Strategies *Registry
+	// Eval evaluates a snapshot of the parameters on rank 0 (on a goroutine of its own, so
+	// it must not share the model's device or buffers); nil disables evaluation, and with it
+	// Config.TargetAcc.
+	Eval EvalFunc
+	// TrainSize is the number of training samples of the whole job, for Config.Epochs; 0
+	// requires a bound other than epochs.
+	TrainSize int
+	// Comm is the communicator of the synchronous strategies; nil builds one over ep with
+	// Config.Collective.
+	Comm Collective
+	// Progress receives rank 0's progress lines; nil prints nothing.
+	Progress io.Writer
+}
+
+// Train runs this rank of a training job on the user's model: every rank of the job calls it
+// with the same Config (and its own model, holding the same initial parameters when the
+// strategy needs identical replicas, as ssgd and esync do). The strategy cfg.Strategy names
+// drives the model's steps; rank 0 decides when to stop and evaluates with opts.Eval; the
+// heterogeneity cfg injects (slowdown, step sleep, stragglers) applies whatever the strategy.
+// After Train, model.Params() holds this rank's final parameters.
+func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, opts TrainOptions) (*Result, error) {
+	if ep == nil || model == nil {
+		return nil, fmt.Errorf("trainer: Train needs an endpoint and a model")
+	}
+	reg := opts.Strategies
+	if reg == nil {
+		reg = Builtin()
+	}
+	cfg.Defaults()
+	if err := reg.Validate(&cfg, ep.Size()); err != nil {
+		return nil, err
+	}
+	if cfg.Epochs > 0 && opts.TrainSize <= 0 {
+		return nil, fmt.Errorf("trainer: rank %d: --epochs %v needs the training-set size (TrainOptions.TrainSize)", ep.Rank(), cfg.Epochs)
+	}
+	ep = cfg.Stragglers.WrapEndpoint(ep)
+	comm := opts.Comm
+	if comm == nil {
+		c, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
+		if err != nil {
+			return nil, fmt.Errorf("trainer: rank %d: --collective: %w", ep.Rank(), err)
+		}
+		comm = c
+	}
+	w, err := NewWorker(&cfg, ep, comm, model)
+	if err != nil {
+		return nil, err
+	}
+	strat, err := reg.New(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress}
+	if ep.Rank() == 0 {
+		ropts.Eval = opts.Eval
+	}
+	return Run(ctx, w, strat, ropts)
+}
