@@ -33,7 +33,8 @@ type RankEnv struct {
 	Rendezvous string
 	// Secret is the per-job secret (hex) from which peer identities are derived.
 	Secret string
-	// Hostname, when set, replaces os.Hostname() for telling same-host peers apart.
+	// Hostname, when set, names the rank's host: ranks with different names never share one.
+	// Ranks with equal names still have to prove it (see transport/p2p, Config.Hostname).
 	Hostname string
 	// Iface names the network interface whose address the rank advertises (launcher side).
 	Iface string

@@ -227,14 +227,17 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "c", Value: 1, Usage: "checked iterations per size (0 = no check)"},
 			&cli.StringFlag{Name: "o", Value: "sum", Usage: "reduction: sum, avg, min, max, prod"},
 			&cli.IntFlag{Name: "r", Value: 0, Usage: "broadcast root"},
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (nccl-tests table) or tsv (shared/peers columns)"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (nccl-tests table) or tsv (shared/peers columns); with --links, text or json"},
 			&cli.StringFlag{Name: "J", Usage: "also write the results as JSON to this file"},
 			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
 			&cli.IntFlag{Name: "servers", Usage: "ps: number of server ranks (0 = every rank)"},
 			&cli.StringFlag{Name: "segment", Value: "0", Usage: "pipelining segment size (0 = the algorithm's default)"},
-			linksFlag(),
-		}, netFlags(benchPoll), jobFlags(true)),
+			linksFileFlag(),
+		}, netFlags(benchPoll), jobFlags(true), linksFlags()),
 		Action: func(c *cli.Context) error {
+			if c.Bool("links") {
+				return benchLinks(c)
+			}
 			if c.NArg() > 0 {
 				return usagef("bench: unexpected arguments %q", c.Args().Slice())
 			}

@@ -18,7 +18,7 @@ import (
 const configsKeyword = "configs"
 
 // linksFlag is bench's --links-file.
-func linksFlag() cli.Flag {
+func linksFileFlag() cli.Flag {
 	return &cli.StringFlag{Name: "links-file", Usage: "link matrix (JSON: hosts and α/β of every rank pair, as scripts/netns-topo.sh links prints) that auto, ring order, ps placement and the hier- configurations plan from; every rank reads it, so it must be the same file on every host"}
 }
 

@@ -21,8 +21,9 @@ type MeasureOptions struct {
 	// link is not held up by megabytes.
 	LargeBytes, MaxLargeBytes int
 	MinLargeTime              time.Duration
-	// SmallReps and LargeReps are the timed probes per size (defaults 7 and 5); the median is
-	// kept. One untimed probe of each size comes first.
+	// SmallReps and LargeReps are the timed probes per size (defaults 7 and 5): α is half the
+	// median round trip, β the fastest large transfer less the fastest round trip, per byte.
+	// One untimed probe of each size comes first.
 	SmallReps, LargeReps int
 }
 
@@ -72,8 +73,8 @@ const (
 // ranks of each host its local link; every rank pair on those hosts gets that measurement.
 // The pairs run in parallel rounds (a round-robin tournament of the hosts, each host in at
 // most one pair per round), each pair a ping-pong in each direction: small messages give the
-// round trip (α is half of it), large ones with a one-byte answer give the time per byte of
-// the direction (β = (T_large − round trip) / (large − small)).
+// round trip (α is half its median), large ones with a one-byte answer give the time per
+// byte of the direction (β = (fastest T_large − fastest round trip) / (large − small)).
 //
 // Measure runs on transport.ChanTopology and leaves it empty. It honours ctx: a rank that
 // never calls Measure makes the others fail when ctx ends, naming the peer they waited for.
@@ -239,45 +240,52 @@ func (m *measurer) lead(ctx context.Context, peer int) (Link, error) {
 		}
 		return time.Since(start), nil
 	}
-	timed := func(op uint32, n, reps int) (time.Duration, error) {
+	// timed returns the sorted times of reps probes.
+	timed := func(op uint32, n, reps int) ([]time.Duration, error) {
 		ts := make([]time.Duration, reps)
 		for i := range ts {
 			t, err := probe(op, n)
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
 			ts[i] = t
 		}
 		slices.Sort(ts)
-		return ts[reps/2], nil
+		return ts, nil
 	}
 	small := m.opts.SmallBytes
 	if _, err := probe(opEcho, small); err != nil {
 		return Link{}, err
 	}
-	rtt, err := timed(opEcho, small, m.opts.SmallReps)
+	rtts, err := timed(opEcho, small, m.opts.SmallReps)
 	if err != nil {
 		return Link{}, err
 	}
+	// The latency is what every message pays: the median round trip. The bandwidth is a
+	// capacity: the fastest large transfer, less the fastest round trip, shows it best, since
+	// a busy host only ever adds time (on a shaped link the tokens saved while idle are
+	// bounded by its burst).
+	rtt, fastest := rtts[len(rtts)/2], rtts[0]
 	large := m.opts.LargeBytes
 	for {
 		t, err := probe(opAck, large)
 		if err != nil {
 			return Link{}, err
 		}
-		if t-rtt >= m.opts.MinLargeTime || large >= m.opts.MaxLargeBytes {
+		if t-fastest >= m.opts.MinLargeTime || large >= m.opts.MaxLargeBytes {
 			break
 		}
 		large = min(4*large, m.opts.MaxLargeBytes)
 	}
-	t, err := timed(opAck, large, m.opts.LargeReps)
+	ts, err := timed(opAck, large, m.opts.LargeReps)
 	if err != nil {
 		return Link{}, err
 	}
+	t := ts[0]
 	if err := m.ep.Send(ctx, peer, m.header(opDone, seq+1), nil); err != nil {
 		return Link{}, err
 	}
-	beta := (t - rtt).Seconds() / float64(large-small)
+	beta := (t - fastest).Seconds() / float64(large-small)
 	if beta <= 0 {
 		// The large probe was no slower than a round trip (a link faster than the clock can
 		// tell): bound β by the whole transfer instead of reporting a free link.

@@ -7,8 +7,9 @@
 // anywhere but over the secure libp2p channel (the rendezvous table) and to the rank that owns
 // it; panic, exit or hang on a bad peer (a wrong secret, a stray connection, a garbled hello,
 // a missing rank: each is an error or a log line naming the rank and the address); keep any
-// process-wide state; or leave goroutines, connections or socket files behind after
-// Endpoint.Close (or after a failed Join).
+// process-wide state; take a same-host path (shm, unix) between ranks that did not prove one
+// host, whatever their host names; or leave goroutines, connections, socket or host-proof
+// files behind after Endpoint.Close (or after a failed Join).
 //
 // # Identities
 //

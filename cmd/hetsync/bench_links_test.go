@@ -1,0 +1,55 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hetsync/hetsync/collective/topology"
+)
+
+// TestBenchLinks: bench --links prints the matrix as a table or as JSON that topology reads,
+// in process (mem) and over launched p2p ranks.
+func TestBenchLinks(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, args ...string) (int, string, string)
+		args []string
+		p    int
+	}{
+		{"mem", runCLI, []string{"--transport", "mem", "--np", "3"}, 3},
+		{"p2p", runBinary, []string{"--np", "2", "--security", "none"}, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name+"/json", func(t *testing.T) {
+			code, out, stderr := tc.run(t, append([]string{"bench", "--links", "--format", "json"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+			}
+			m, err := topology.Unmarshal([]byte(out))
+			if err != nil || m.P != tc.p || m.Hosts() != 1 || !strings.Contains(out, `"measure_s":`) {
+				t.Fatalf("output %q: %v; want a %d-rank matrix on one host with its measurement time", out, err, tc.p)
+			}
+		})
+		t.Run(tc.name+"/text", func(t *testing.T) {
+			code, out, stderr := tc.run(t, append([]string{"bench", "--links"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+			}
+			// One host: its local link in both directions, between its first two ranks.
+			for _, want := range []string{"ranks on 1 host, measured in", "# host 0: ranks 0,1", "alpha (us)", "MB/s", "Gbit/s"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if rows := strings.Count(out, "\n") - 3; rows != 2 {
+				t.Errorf("%d rows, want 2 (one host, both directions):\n%s", rows, out)
+			}
+		})
+	}
+	t.Run("bad format", func(t *testing.T) {
+		code, _, stderr := runCLI(t, "bench", "--links", "--transport", "mem", "--np", "2", "--format", "tsv")
+		if code == 0 || !strings.Contains(stderr, "--format") {
+			t.Fatalf("exit %d, stderr %q; want a usage error naming --format", code, stderr)
+		}
+	})
+}
