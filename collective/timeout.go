@@ -138,6 +138,11 @@ func (c *Comm) peerName(r int) string {
 // deadline, or when the executor cancels the call. The Comm keeps one and re-arms it for every
 // such call (the call that has the turn owns it), so a call allocates nothing for its limit;
 // its Done channel is replaced only after it has been closed, that is after a failed call.
+//
+// Arming and disarming only write the deadline: the timer is not stopped and reset per call,
+// which would cost more than the rest of a call's bookkeeping. It runs while calls are being
+// made, waking at most every deadlineCheck to move itself to the running call's deadline, and
+// stops at the first wake-up that finds no call running, so an idle Comm holds no timer.
 type deadlineCtx struct {
 	parent   context.Context
 	timer    *time.Timer
@@ -145,11 +150,17 @@ type deadlineCtx struct {
 	cancelFn context.CancelFunc
 
 	mu       sync.Mutex
-	armed    bool
+	armed    bool      // a call is running under this context
+	pending  bool      // the timer will fire
+	fireAt   time.Time // when, if pending
 	deadline time.Time
 	done     chan struct{}
 	err      error
 }
+
+// deadlineCheck is the longest the timer sleeps; a Comm stays referenced by its timer for at
+// most this long after its last call.
+const deadlineCheck = time.Minute
 
 func (d *deadlineCtx) init() {
 	d.parent = context.Background()
@@ -160,12 +171,25 @@ func (d *deadlineCtx) init() {
 
 // arm starts a call that may run for t.
 func (d *deadlineCtx) arm(parent context.Context, t time.Duration) {
+	now := time.Now()
 	d.mu.Lock()
-	d.parent, d.armed, d.deadline = parent, true, time.Now().Add(t)
+	d.parent, d.armed, d.deadline = parent, true, now.Add(t)
 	if d.err != nil {
 		d.done, d.err = make(chan struct{}), nil
 	}
+	// A pending timer that fires by this call's deadline is left alone (with the Comm's one
+	// limit, always); expire then moves it on. The timer is set under mu, so that expire, which
+	// takes mu, sees it.
+	if !d.pending || d.fireAt.After(d.deadline) {
+		d.setTimer(now, t)
+	}
 	d.mu.Unlock()
+}
+
+// setTimer makes the timer fire after min(t, deadlineCheck); d.mu is held.
+func (d *deadlineCtx) setTimer(now time.Time, t time.Duration) {
+	t = min(t, deadlineCheck)
+	d.pending, d.fireAt = true, now.Add(t)
 	if d.timer == nil {
 		d.timer = time.AfterFunc(t, d.expire)
 	} else {
@@ -175,18 +199,28 @@ func (d *deadlineCtx) arm(parent context.Context, t time.Duration) {
 
 // disarm ends the call.
 func (d *deadlineCtx) disarm() {
-	d.timer.Stop()
 	d.mu.Lock()
 	d.armed = false
 	d.mu.Unlock()
 }
 
-// expire is the timer's function. A timer of an earlier call may fire late, after the next call
-// armed: it is recognised by the deadline not having passed yet, and ignored.
+// expire is the timer's function: it ends the running call if its deadline has passed, else
+// sleeps again until that deadline (or deadlineCheck), and lets the timer stop when no call
+// runs.
 func (d *deadlineCtx) expire() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.armed && d.err == nil && !time.Now().Before(d.deadline) {
+	if !d.armed {
+		d.pending = false
+		return
+	}
+	now := time.Now()
+	if left := d.deadline.Sub(now); left > 0 {
+		d.setTimer(now, left)
+		return
+	}
+	d.pending = false
+	if d.err == nil {
 		d.err = context.DeadlineExceeded
 		close(d.done)
 	}

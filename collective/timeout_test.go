@@ -198,6 +198,23 @@ func TestDeadlineCtxReuse(t *testing.T) {
 		t.Fatal("Value does not reach the parent")
 	}
 	d.disarm()
+	// A shorter limit than the pending timer's moves the timer; once no call runs, the timer
+	// stops at its next wake-up.
+	d.arm(context.Background(), 5*time.Millisecond)
+	d.disarm()
+	deadline := time.Now().Add(hangGuard)
+	for {
+		d.mu.Lock()
+		pending := d.pending
+		d.mu.Unlock()
+		if !pending {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the timer of an idle context never stopped")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // TestTimeoutOverTCP: the limit also stops a call blocked in a network endpoint.
