@@ -241,3 +241,32 @@ func TestPointToPointTimeout(t *testing.T) {
 	defer cancel()
 	j.mustRun(t, "barrier after a recv timeout", func(c *Comm) error { return c.Barrier(ctx) })
 }
+
+// TestCancelDuringCall: cancelling the caller's context ends a running call with
+// context.Canceled (no timeout), a context cancelled between calls ends the next call at once,
+// and a context the Comm watched ends no call made with another context.
+func TestCancelDuringCall(t *testing.T) {
+	guard, stopGuard := context.WithTimeout(context.Background(), hangGuard)
+	defer stopGuard()
+	j := newMemJob(t, 2, Options{Algorithm: "ring"})
+	first, cancelFirst := context.WithCancel(context.Background())
+	j.mustRun(t, "allreduce", func(c *Comm) error { return c.AllReduce(first, I32(make([]int32, 3)), Sum) })
+	// Rank 0's next call uses another context while the first one ends.
+	cancelFirst()
+	j.mustRun(t, "barrier", func(c *Comm) error { return c.Barrier(context.Background()) })
+	// Cancelled while idle: the next call with it fails at once.
+	if err := j.comms[0].AllReduce(first, I32(make([]int32, 3)), Sum); !errors.Is(err, context.Canceled) {
+		t.Fatalf("call with a cancelled context: err = %v", err)
+	}
+	// Cancelled during a call whose peer never comes (the limit only turns a missed
+	// cancellation into a failure instead of a hang).
+	j = newMemJob(t, 2, Options{Algorithm: "ring", Timeout: hangGuard})
+	j.mustRun(t, "barrier", func(c *Comm) error { return c.Barrier(guard) })
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	err := j.comms[0].AllReduce(ctx, I32(make([]int32, 3)), Sum)
+	var te *TimeoutError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &te) || !strings.Contains(err.Error(), "allreduce #1") {
+		t.Fatalf("cancelled call: err = %v", err)
+	}
+}
