@@ -86,11 +86,14 @@ func (e *slotEndpoint) Close() error           { return nil }
 
 // TestNoAllocationPerMessage checks that a steady-state call allocates a small constant per
 // rank (its cancellable context and its sender goroutine: 4 objects today), however many
-// segments it moves, whether the Comm's timeout or the context's deadline limits it.
+// segments it moves, whether the Comm's timeout or the context's deadline limits it, and
+// whether the context can be cancelled.
 func TestNoAllocationPerMessage(t *testing.T) {
 	const p, n = 4, 1 << 14
 	withDeadline, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
+	cancellable, stop := context.WithCancel(context.Background())
+	defer stop()
 	perCall := func(ctx context.Context, alg string, segBytes int) float64 {
 		// Enough slots that no send ever waits: every message of a call can be in flight.
 		slots, slotBytes := 8*(4*n/segBytes+1), min(segBytes, 4*n)
@@ -129,7 +132,7 @@ func TestNoAllocationPerMessage(t *testing.T) {
 		for _, limit := range []struct {
 			name string
 			ctx  context.Context
-		}{{"Options.Timeout", context.Background()}, {"context deadline", withDeadline}} {
+		}{{"Options.Timeout", context.Background()}, {"context deadline", withDeadline}, {"cancellable context", cancellable}} {
 			few := perCall(limit.ctx, alg, 1<<20) // one segment per range
 			many := perCall(limit.ctx, alg, 256)  // 64 elements per segment: hundreds of messages
 			t.Logf("%s, %s: %.1f allocations per call and rank with few segments, %.1f with many", alg, limit.name, few, many)

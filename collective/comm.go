@@ -273,7 +273,9 @@ func (c *Comm) checkAllToAll(send, recv Buffer) error {
 
 // Send sends buf to rank `to`, which must call Recv with a buffer of the same dtype and length.
 // Point-to-point messages have their own sequence numbers per peer; at most one goroutine may
-// Send to (or Recv from) a given peer at a time.
+// Send to (or Recv from) a given peer at a time. They do not take turns with the collectives,
+// and they are bounded like them (Options.Timeout or the context's deadline); a failed Send or
+// Recv leaves the collectives usable.
 func (c *Comm) Send(ctx context.Context, to int, buf Buffer) error {
 	if err := c.checkPeer("send", to, buf); err != nil {
 		return err

@@ -148,6 +148,7 @@
 // instead of holding it; NoTimeout lifts it. A call that runs out of time fails with a
 // *TimeoutError naming the rank, the collective, its sequence number and the peers it was
 // waiting for, sends the abort frame, and leaves the communicator unusable: later calls fail at
-// once with that cause. A call made with a context that can never end (context.Background)
-// runs under the Comm's reusable context, re-armed per call, so the limit costs no allocation.
+// once with that cause. A call whose context has no deadline runs under the Comm's reusable
+// context, re-armed per call, which watches the caller's context once per burst of calls: the
+// limit costs no allocation.
 package collective

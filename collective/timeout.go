@@ -64,20 +64,15 @@ func (c *Comm) timeout() time.Duration {
 }
 
 // limit returns the context a call runs under and what ends it. A context with a deadline is
-// the call's own limit and is used as it is. One that can never end (context.Background) gets
-// the Comm's reusable deadlineCtx, so that the common call pays no allocation for its limit;
-// any other gets context.WithTimeout.
+// the call's own limit and is used as it is. Any other gets the Comm's reusable deadlineCtx, so
+// that a call pays no allocation for its limit.
 func (c *Comm) limit(ctx context.Context) (context.Context, context.CancelFunc, time.Duration) {
 	d := c.timeout()
 	if _, ok := ctx.Deadline(); ok || d == 0 {
 		return ctx, noCancel, 0
 	}
-	if ctx.Done() == nil {
-		c.dctx.arm(ctx, d)
-		return &c.dctx, c.dctx.disarmFn, d
-	}
-	ctx, cancel := context.WithTimeout(ctx, d)
-	return ctx, cancel, d
+	c.dctx.arm(ctx, d)
+	return &c.dctx, c.dctx.disarmFn, d
 }
 
 func noCancel() {}
@@ -134,22 +129,39 @@ func (c *Comm) peerName(r int) string {
 	return fmt.Sprintf("rank %d (job rank %d)", r, c.jobRanks[r])
 }
 
-// deadlineCtx is the context of a call whose own context can never end: it ends at the call's
-// deadline, or when the executor cancels the call. The Comm keeps one and re-arms it for every
-// such call (the call that has the turn owns it), so a call allocates nothing for its limit;
-// its Done channel is replaced only after it has been closed, that is after a failed call.
+// deadlineCtx is the context of a call whose own context has no deadline: it ends at the call's
+// deadline, when the caller's context ends, or when the executor cancels the call. The Comm
+// keeps one and re-arms it for every such call (the call that has the turn owns it), so a call
+// allocates nothing for its limit; its Done channel is replaced only after it has been closed,
+// that is after a failed call.
+//
+// Arming and disarming only write the deadline: the timer is not stopped and reset per call,
+// which would cost more than the rest of a call's bookkeeping. It runs while calls are being
+// made, waking at most every deadlineCheck to move itself to the running call's deadline, and
+// stops at the first wake-up that finds no call running, so an idle Comm holds no timer. A
+// caller's context that can end is watched (context.AfterFunc) from its first call until the
+// timer stops or another context comes, so a program that passes one context to every call
+// registers it once per burst of calls, not per call.
 type deadlineCtx struct {
 	parent   context.Context
 	timer    *time.Timer
 	disarmFn context.CancelFunc
 	cancelFn context.CancelFunc
 
-	mu       sync.Mutex
-	armed    bool
-	deadline time.Time
-	done     chan struct{}
-	err      error
+	mu        sync.Mutex
+	watched   context.Context // the caller's context whose end ends the running call
+	stopWatch func() bool     // stops watching it
+	armed     bool            // a call is running under this context
+	pending   bool            // the timer will fire
+	fireAt    time.Time       // when, if pending
+	deadline  time.Time
+	done      chan struct{}
+	err       error
 }
+
+// deadlineCheck is the longest the timer sleeps; a Comm stays referenced by its timer for at
+// most this long after its last call.
+const deadlineCheck = time.Minute
 
 func (d *deadlineCtx) init() {
 	d.parent = context.Background()
@@ -160,12 +172,34 @@ func (d *deadlineCtx) init() {
 
 // arm starts a call that may run for t.
 func (d *deadlineCtx) arm(parent context.Context, t time.Duration) {
+	now := time.Now()
 	d.mu.Lock()
-	d.parent, d.armed, d.deadline = parent, true, time.Now().Add(t)
+	d.parent, d.armed, d.deadline = parent, true, now.Add(t)
 	if d.err != nil {
 		d.done, d.err = make(chan struct{}), nil
 	}
+	if parent.Done() != nil && parent != d.watched {
+		d.unwatch()
+		d.watched, d.stopWatch = parent, context.AfterFunc(parent, d.parentEnded)
+	}
+	if err := parent.Err(); err != nil {
+		// Ended while no call was running: parentEnded let it pass.
+		d.err = err
+		close(d.done)
+	}
+	// A pending timer that fires by this call's deadline is left alone (with the Comm's one
+	// limit, always); expire then moves it on. The timer is set under mu, so that expire, which
+	// takes mu, sees it.
+	if !d.pending || d.fireAt.After(d.deadline) {
+		d.setTimer(now, t)
+	}
 	d.mu.Unlock()
+}
+
+// setTimer makes the timer fire after min(t, deadlineCheck); d.mu is held.
+func (d *deadlineCtx) setTimer(now time.Time, t time.Duration) {
+	t = min(t, deadlineCheck)
+	d.pending, d.fireAt = true, now.Add(t)
 	if d.timer == nil {
 		d.timer = time.AfterFunc(t, d.expire)
 	} else {
@@ -175,21 +209,50 @@ func (d *deadlineCtx) arm(parent context.Context, t time.Duration) {
 
 // disarm ends the call.
 func (d *deadlineCtx) disarm() {
-	d.timer.Stop()
 	d.mu.Lock()
 	d.armed = false
 	d.mu.Unlock()
 }
 
-// expire is the timer's function. A timer of an earlier call may fire late, after the next call
-// armed: it is recognised by the deadline not having passed yet, and ignored.
+// expire is the timer's function: it ends the running call if its deadline has passed, else
+// sleeps again until that deadline (or deadlineCheck), and lets the timer stop when no call
+// runs.
 func (d *deadlineCtx) expire() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.armed && d.err == nil && !time.Now().Before(d.deadline) {
+	if !d.armed {
+		d.pending = false
+		d.unwatch()
+		return
+	}
+	now := time.Now()
+	if left := d.deadline.Sub(now); left > 0 {
+		d.setTimer(now, left)
+		return
+	}
+	d.pending = false
+	if d.err == nil {
 		d.err = context.DeadlineExceeded
 		close(d.done)
 	}
+}
+
+// parentEnded is called when the watched context ends: it ends the running call.
+func (d *deadlineCtx) parentEnded() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.armed && d.err == nil && d.watched != nil && d.parent == d.watched {
+		d.err = d.watched.Err()
+		close(d.done)
+	}
+}
+
+// unwatch stops watching the caller's context; d.mu is held.
+func (d *deadlineCtx) unwatch() {
+	if d.stopWatch != nil {
+		d.stopWatch()
+	}
+	d.watched, d.stopWatch = nil, nil
 }
 
 // end ends the call now with err, unless it has ended already.

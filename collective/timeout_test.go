@@ -198,6 +198,23 @@ func TestDeadlineCtxReuse(t *testing.T) {
 		t.Fatal("Value does not reach the parent")
 	}
 	d.disarm()
+	// A shorter limit than the pending timer's moves the timer; once no call runs, the timer
+	// stops at its next wake-up.
+	d.arm(context.Background(), 5*time.Millisecond)
+	d.disarm()
+	deadline := time.Now().Add(hangGuard)
+	for {
+		d.mu.Lock()
+		pending := d.pending
+		d.mu.Unlock()
+		if !pending {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the timer of an idle context never stopped")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // TestTimeoutOverTCP: the limit also stops a call blocked in a network endpoint.
@@ -223,4 +240,33 @@ func TestPointToPointTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	j.mustRun(t, "barrier after a recv timeout", func(c *Comm) error { return c.Barrier(ctx) })
+}
+
+// TestCancelDuringCall: cancelling the caller's context ends a running call with
+// context.Canceled (no timeout), a context cancelled between calls ends the next call at once,
+// and a context the Comm watched ends no call made with another context.
+func TestCancelDuringCall(t *testing.T) {
+	guard, stopGuard := context.WithTimeout(context.Background(), hangGuard)
+	defer stopGuard()
+	j := newMemJob(t, 2, Options{Algorithm: "ring"})
+	first, cancelFirst := context.WithCancel(context.Background())
+	j.mustRun(t, "allreduce", func(c *Comm) error { return c.AllReduce(first, I32(make([]int32, 3)), Sum) })
+	// Rank 0's next call uses another context while the first one ends.
+	cancelFirst()
+	j.mustRun(t, "barrier", func(c *Comm) error { return c.Barrier(context.Background()) })
+	// Cancelled while idle: the next call with it fails at once.
+	if err := j.comms[0].AllReduce(first, I32(make([]int32, 3)), Sum); !errors.Is(err, context.Canceled) {
+		t.Fatalf("call with a cancelled context: err = %v", err)
+	}
+	// Cancelled during a call whose peer never comes (the limit only turns a missed
+	// cancellation into a failure instead of a hang).
+	j = newMemJob(t, 2, Options{Algorithm: "ring", Timeout: hangGuard})
+	j.mustRun(t, "barrier", func(c *Comm) error { return c.Barrier(guard) })
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	err := j.comms[0].AllReduce(ctx, I32(make([]int32, 3)), Sum)
+	var te *TimeoutError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &te) || !strings.Contains(err.Error(), "allreduce #1") {
+		t.Fatalf("cancelled call: err = %v", err)
+	}
 }
