@@ -35,6 +35,7 @@ import (
 // and writes the plaintext into the caller's buffer in one pass: the AEAD is the copy.
 const (
 	dataRecordMax     = 256 << 10 // plaintext bytes per record
+	dataRecordFirst   = 32 << 10  // plaintext bytes of the first record of a write
 	dataRecordHdr     = 4
 	dataRecordTag     = 16
 	dataRecordClose   = 1 << 31
@@ -137,16 +138,20 @@ func (d *dataChannel) sealRecord(p []byte, flags uint32) []byte {
 	return d.seal.Seal(hdr, n[:], p, hdr)
 }
 
-// Write sends p in records of up to dataRecordMax bytes, each with one write to the socket.
+// Write sends p in records, each with one write to the socket. The first record holds
+// dataRecordFirst bytes and each next one twice as many, up to dataRecordMax: the receiver
+// opens the first while the sender seals the second, as with small records, and a long
+// write still goes out in few large ones, as system calls and headers are paid per record.
 func (d *dataChannel) Write(p []byte) (int, error) {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	if d.werr != nil {
 		return 0, d.werr
 	}
-	n := 0
+	n, size := 0, dataRecordFirst
 	for n < len(p) {
-		chunk := p[n:min(len(p), n+dataRecordMax)]
+		chunk := p[n:min(len(p), n+size)]
+		size = min(2*size, dataRecordMax)
 		if _, err := d.conn.Write(d.sealRecord(chunk, 0)); err != nil {
 			d.werr = fmt.Errorf("secure data channel unusable after a failed write: %w", err)
 			return n, err
