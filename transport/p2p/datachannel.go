@@ -10,16 +10,21 @@ import (
 	"io"
 	"net"
 	"sync"
+
+	"golang.org/x/crypto/chacha20poly1305"
 )
 
 // The data channel is the record layer of the "tls" path once its hello is done. The TLS 1.3
 // handshake (crypto/tls) authenticates both ranks and agrees on a secret; each side then takes
 // keys from it with the TLS exporter (RFC 8446 section 7.5) and the bulk traffic moves in
-// records of this package's own, AES-128-GCM like TLS's preferred suite:
+// records of this package's own:
 //
 //	4 bytes  big-endian: bit 31 "close", bits 0..30 the ciphertext length (plaintext + 16)
-//	n bytes  AES-128-GCM ciphertext and tag; nonce = IV xor the record's sequence number,
+//	n bytes  AEAD ciphertext and tag; nonce = IV xor the record's sequence number,
 //	         additional data = the 4 header bytes
+//
+// The AEAD follows the suite the handshake negotiated: crypto/tls picks AES-128-GCM when both
+// ends have AES instructions and ChaCha20-Poly1305 when one lacks them, where it is the faster.
 //
 // Each direction has its own key, IV and counter, so a record cannot be replayed, reordered,
 // reflected or dropped without the next one failing authentication. Why not TLS's own records:
@@ -30,10 +35,11 @@ import (
 // and writes the plaintext into the caller's buffer in one pass: the AEAD is the copy.
 const (
 	dataRecordMax     = 256 << 10 // plaintext bytes per record
+	dataRecordFirst   = 32 << 10  // plaintext bytes of the first record of a write
 	dataRecordHdr     = 4
 	dataRecordTag     = 16
 	dataRecordClose   = 1 << 31
-	dataKeyLen        = 16 // AES-128
+	dataKeyLen        = 32 // exported per direction; AES-128 keys with the first 16 bytes
 	dataIVLen         = 12
 	dataExporterLabel = "EXPORTER-hetsync data channel 1"
 )
@@ -68,15 +74,16 @@ func newDataChannel(tc *tls.Conn, raw net.Conn, isClient bool) (*dataChannel, er
 	if err != nil {
 		return nil, fmt.Errorf("deriving the data channel keys: %w", err)
 	}
-	return newDataChannelKeys(raw, km, isClient)
+	return newDataChannelKeys(raw, km, isClient, st.CipherSuite == tls.TLS_CHACHA20_POLY1305_SHA256)
 }
 
 // dataKeyMaterial is how many exported bytes key a channel: a key and an IV per direction.
 const dataKeyMaterial = 2 * (dataKeyLen + dataIVLen)
 
 // newDataChannelKeys is the channel over raw keyed by km (dataKeyMaterial bytes): its first
-// half keys the dialer's (client's) direction, the second the listener's.
-func newDataChannelKeys(raw net.Conn, km []byte, isClient bool) (*dataChannel, error) {
+// half keys the dialer's (client's) direction, the second the listener's. It seals with
+// ChaCha20-Poly1305 when chacha is set, else AES-128-GCM.
+func newDataChannelKeys(raw net.Conn, km []byte, isClient, chacha bool) (*dataChannel, error) {
 	if len(km) != dataKeyMaterial {
 		return nil, fmt.Errorf("data channel: %d bytes of key material, want %d", len(km), dataKeyMaterial)
 	}
@@ -89,10 +96,10 @@ func newDataChannelKeys(raw net.Conn, km []byte, isClient bool) (*dataChannel, e
 		wbuf: make([]byte, dataRecordHdr+dataRecordMax+dataRecordTag),
 		rbuf: make([]byte, 2*(dataRecordHdr+dataRecordMax+dataRecordTag))}
 	var err error
-	if d.seal, err = newGCM(w[:dataKeyLen]); err != nil {
+	if d.seal, err = newAEAD(w[:dataKeyLen], chacha); err != nil {
 		return nil, err
 	}
-	if d.open, err = newGCM(r[:dataKeyLen]); err != nil {
+	if d.open, err = newAEAD(r[:dataKeyLen], chacha); err != nil {
 		return nil, err
 	}
 	copy(d.wiv[:], w[dataKeyLen:])
@@ -100,8 +107,11 @@ func newDataChannelKeys(raw net.Conn, km []byte, isClient bool) (*dataChannel, e
 	return d, nil
 }
 
-func newGCM(key []byte) (cipher.AEAD, error) {
-	b, err := aes.NewCipher(key)
+func newAEAD(key []byte, chacha bool) (cipher.AEAD, error) {
+	if chacha {
+		return chacha20poly1305.New(key)
+	}
+	b, err := aes.NewCipher(key[:16])
 	if err != nil {
 		return nil, fmt.Errorf("data channel cipher: %w", err)
 	}
@@ -128,16 +138,20 @@ func (d *dataChannel) sealRecord(p []byte, flags uint32) []byte {
 	return d.seal.Seal(hdr, n[:], p, hdr)
 }
 
-// Write sends p in records of up to dataRecordMax bytes, each with one write to the socket.
+// Write sends p in records, each with one write to the socket. The first record holds
+// dataRecordFirst bytes and each next one twice as many, up to dataRecordMax: the receiver
+// opens the first while the sender seals the second, as with small records, and a long
+// write still goes out in few large ones, as system calls and headers are paid per record.
 func (d *dataChannel) Write(p []byte) (int, error) {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	if d.werr != nil {
 		return 0, d.werr
 	}
-	n := 0
+	n, size := 0, dataRecordFirst
 	for n < len(p) {
-		chunk := p[n:min(len(p), n+dataRecordMax)]
+		chunk := p[n:min(len(p), n+size)]
+		size = min(2*size, dataRecordMax)
 		if _, err := d.conn.Write(d.sealRecord(chunk, 0)); err != nil {
 			d.werr = fmt.Errorf("secure data channel unusable after a failed write: %w", err)
 			return n, err

@@ -214,3 +214,13 @@ func TestTLSAllReduce(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSRecvCancelMidMessage: a Recv cancelled while a message is half-arrived over the tls
+// path interrupts the endpoint's read with a deadline; the data channel keeps its place, and
+// the message arrives whole afterwards.
+func TestTLSRecvCancelMidMessage(t *testing.T) {
+	base := Config{Size: 2, Secret: "tls cancel", DataPath: DataPathTLS, Security: SecurityTLS,
+		JoinTimeout: 30 * time.Second, Logger: quiet}
+	eps := startJob(t, base, nil)
+	checkCancelMidMessage(t, eps, eps[1].(*endpoint).conns[0].(*secureConn))
+}

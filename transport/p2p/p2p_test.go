@@ -1009,8 +1009,15 @@ func TestShmRecvCancelMidMessage(t *testing.T) {
 	base := Config{Size: 2, Secret: "shm cancel", DataPath: DataPathShm, Security: SecurityNone,
 		JoinTimeout: 30 * time.Second, Logger: quiet}
 	eps := startJob(t, base, nil)
-	pipe := eps[1].(*endpoint).conns[0].(*shm.Pipe)
-	const n = 4 << 20 // more than a ring
+	checkCancelMidMessage(t, eps, eps[1].(*endpoint).conns[0].(*shm.Pipe))
+}
+
+// checkCancelMidMessage writes, on w (rank 1's raw connection to rank 0), a frame header and
+// the first 1000 bytes of a 4 MiB payload; rank 0's Recv of it is cancelled meanwhile, and
+// once the rest arrives the next Recv must get the whole message intact.
+func checkCancelMidMessage(t *testing.T, eps []transport.Endpoint, pipe io.Writer) {
+	t.Helper()
+	const n = 4 << 20 // more than a shared-memory ring or a data channel record
 	payload := make([]byte, n)
 	for i := range payload {
 		payload[i] = byte(i * 7)
