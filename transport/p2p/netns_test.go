@@ -68,8 +68,11 @@ func netnsRank(arg string) int {
 func runNetnsJob(t *testing.T, h *netnstest.Hosts, nsOf []int, dataPath string, hostname func(r int) string) []netnsReport {
 	t.Helper()
 	rendezvous := net.JoinHostPort(h.Addrs[nsOf[0]], strconv.Itoa(20000+rand.IntN(20000)))
+	// A secret of this job alone: the Unix socket names derive from it, and a rank of an
+	// earlier, interrupted run of the same test may still hold its name.
+	secret := fmt.Sprintf("netns %s %x", t.Name(), rand.Uint64())
 	outs := h.RunRanks(t, nsOf, func(r int) []string {
-		args, _ := json.Marshal(netnsArgs{Rank: r, Size: len(nsOf), Rendezvous: rendezvous, Secret: "netns " + t.Name(),
+		args, _ := json.Marshal(netnsArgs{Rank: r, Size: len(nsOf), Rendezvous: rendezvous, Secret: secret,
 			DataPath: dataPath, Hostname: hostname(r), JoinTimeoutSeconds: 20})
 		return []string{envNetnsRank + "=" + string(args)}
 	})
