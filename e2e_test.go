@@ -80,6 +80,12 @@ func checkHello(t *testing.T, out string, p int, want string) {
 			t.Errorf("rank %s: %q; want size %d, sum %d, settings %q", m[1], line, p, p*(p+1)/2, want)
 		}
 	}
+	checkEveryRankPrinted(t, ranks, p, out)
+}
+
+// checkEveryRankPrinted checks that ranks, the ranks whose lines out has, are 0..p-1 once each.
+func checkEveryRankPrinted(t *testing.T, ranks []int, p int, out string) {
+	t.Helper()
 	sort.Ints(ranks)
 	if fmt.Sprint(ranks) != fmt.Sprint(seq(p)) {
 		t.Errorf("ranks that printed: %v, want %v\noutput:\n%s", ranks, seq(p), out)
@@ -226,25 +232,14 @@ func checkSubcomm(t *testing.T, out string, hosts []string) {
 			continue
 		}
 		ranks = append(ranks, r)
-		local, size := 0, 0
-		for q, h := range hosts {
-			if h == hosts[r] {
-				if q < r {
-					local++
-				}
-				size++
-			}
-		}
+		local, size := placeAmong(p, r, func(q int) bool { return hosts[q] == hosts[r] })
 		want := []string{strconv.Itoa(p), strconv.Itoa(local), strconv.Itoa(size),
 			fmt.Sprintf("%d over %d ranks on %d hosts", p*(p+1)/2, p, len(distinct))}
 		if got := m[2:]; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("rank %d: %q; want size, local rank, local size and sum %q", r, line, want)
 		}
 	}
-	sort.Ints(ranks)
-	if fmt.Sprint(ranks) != fmt.Sprint(seq(p)) {
-		t.Errorf("ranks that printed: %v, want %v\noutput:\n%s", ranks, seq(p), out)
-	}
+	checkEveryRankPrinted(t, ranks, p, out)
 }
 
 // The subcomm example under `hetsync launch -np 4`: the four ranks share this host, so their

@@ -44,6 +44,19 @@ func checkSub(ctx context.Context, c, sub *hetsync.Comm, colors []int, wantLocal
 	return nil
 }
 
+// placeAmong is r's index among the ranks q < n for which same(q) holds, and their number.
+func placeAmong(n, r int, same func(q int) bool) (index, count int) {
+	for q := range n {
+		if same(q) {
+			if q < r {
+				index++
+			}
+			count++
+		}
+	}
+	return index, count
+}
+
 // Split returns a hetsync.Comm whose ranks, local ranks and settings are the sub-communicator's;
 // closing it leaves the job's Comm working.
 func TestSplit(t *testing.T) {
@@ -124,31 +137,14 @@ func TestSplitAcrossHosts(t *testing.T) {
 	port := freePort(t)
 	env := func(r int) map[string]string {
 		m := launchers[0].env(r, p, port)
-		local, size := 0, 0
-		for q, h := range hosts {
-			if h == hosts[r] {
-				if q < r {
-					local++
-				}
-				size++
-			}
-		}
+		local, size := placeAmong(p, r, func(q int) bool { return hosts[q] == hosts[r] })
 		m["HETSYNC_LOCAL_RANK"], m["HETSYNC_LOCAL_SIZE"] = strconv.Itoa(local), strconv.Itoa(size)
 		m["HETSYNC_HOSTNAME"], m["HETSYNC_SECURITY"], m["HETSYNC_DATA_PATH"] = hosts[r], "none", "tcp"
 		return m
 	}
-	// local counts the ranks before r, and all the ranks, with r's color and host.
+	// local is r's place among the ranks with its color on its host.
 	local := func(colors []int, r int) (int, int) {
-		n, size := 0, 0
-		for q := range colors {
-			if colors[q] == colors[r] && hosts[q] == hosts[r] {
-				if q < r {
-					n++
-				}
-				size++
-			}
-		}
-		return n, size
+		return placeAmong(p, r, func(q int) bool { return colors[q] == colors[r] && hosts[q] == hosts[r] })
 	}
 	initJob(t, p, env, func(ctx context.Context, c *hetsync.Comm) error {
 		r := c.Rank()
