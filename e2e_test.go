@@ -19,7 +19,7 @@ import (
 )
 
 // The programs the end-to-end tests run, built once per test binary into a temporary
-// directory: the hetsync command and examples/hello.
+// directory: the hetsync command, examples/hello and examples/subcomm.
 var (
 	buildOnce sync.Once
 	binDir    string
@@ -32,7 +32,7 @@ func binaries(t *testing.T) (hetsyncBin, helloBin string) {
 		if binDir, buildErr = os.MkdirTemp("", "hetsync-e2e-"); buildErr != nil {
 			return
 		}
-		for _, pkg := range []string{"./cmd/hetsync", "./examples/hello"} {
+		for _, pkg := range []string{"./cmd/hetsync", "./examples/hello", "./examples/subcomm"} {
 			out, err := exec.Command("go", "build", "-o", binDir, pkg).CombinedOutput()
 			if err != nil {
 				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
@@ -54,6 +54,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// subcommBin is examples/subcomm, built with the others.
+func subcommBin(t *testing.T) string {
+	t.Helper()
+	binaries(t)
+	return filepath.Join(binDir, "subcomm")
+}
+
 // helloLine is what examples/hello prints, after any "[rank] " prefix of the launcher.
 var helloLine = regexp.MustCompile(`rank (\d+) of (\d+) \(local rank (\d+)\): sum (\S+), (.*)$`)
 
@@ -73,6 +80,12 @@ func checkHello(t *testing.T, out string, p int, want string) {
 			t.Errorf("rank %s: %q; want size %d, sum %d, settings %q", m[1], line, p, p*(p+1)/2, want)
 		}
 	}
+	checkEveryRankPrinted(t, ranks, p, out)
+}
+
+// checkEveryRankPrinted checks that ranks, the ranks whose lines out has, are 0..p-1 once each.
+func checkEveryRankPrinted(t *testing.T, ranks []int, p int, out string) {
+	t.Helper()
 	sort.Ints(ranks)
 	if fmt.Sprint(ranks) != fmt.Sprint(seq(p)) {
 		t.Errorf("ranks that printed: %v, want %v\noutput:\n%s", ranks, seq(p), out)
@@ -193,4 +206,67 @@ func TestHelloUnderMpirun(t *testing.T) {
 	argv = append(argv, "-x", "HETSYNC_JOB_SECRET="+testSecret, "-x", "HETSYNC_RENDEZVOUS=127.0.0.1:"+freePort(t),
 		"-x", "HETSYNC_SECURITY=none", "-x", "HETSYNC_DATA_PATH=tcp", "-x", "HETSYNC_COLLECTIVE=butterfly", hello)
 	checkHello(t, run(t, nil, argv...), p, "transport=p2p algorithm=butterfly security=none data-path=tcp")
+}
+
+// subcommLine is what examples/subcomm prints, after any "[rank] " prefix of the launcher.
+var subcommLine = regexp.MustCompile(`rank (\d+) of (\d+) \(local rank (\d+) of (\d+)\): sum (.*)$`)
+
+// checkSubcomm checks that out has one line from each rank of hosts (hosts[r] is rank r's
+// host), each with its local rank on that host and the job's sum, size and host count.
+func checkSubcomm(t *testing.T, out string, hosts []string) {
+	t.Helper()
+	p := len(hosts)
+	distinct := map[string]bool{}
+	for _, h := range hosts {
+		distinct[h] = true
+	}
+	var ranks []int
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		m := subcommLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		r, err := strconv.Atoi(m[1])
+		if err != nil || r >= p {
+			t.Errorf("line %q: no rank of %d", line, p)
+			continue
+		}
+		ranks = append(ranks, r)
+		local, size := placeAmong(p, r, func(q int) bool { return hosts[q] == hosts[r] })
+		want := []string{strconv.Itoa(p), strconv.Itoa(local), strconv.Itoa(size),
+			fmt.Sprintf("%d over %d ranks on %d hosts", p*(p+1)/2, p, len(distinct))}
+		if got := m[2:]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("rank %d: %q; want size, local rank, local size and sum %q", r, line, want)
+		}
+	}
+	checkEveryRankPrinted(t, ranks, p, out)
+}
+
+// The subcomm example under `hetsync launch -np 4`: the four ranks share this host, so their
+// host's leader alone forms the communicator across hosts.
+func TestSubcommUnderLaunch(t *testing.T) {
+	hetsyncBin, _ := binaries(t)
+	out := run(t, nil, hetsyncBin, "launch", "-np", "4", "--security", "none", "--data-path", "tcp", "--", subcommBin(t))
+	checkSubcomm(t, out, []string{"h", "h", "h", "h"})
+}
+
+// The subcomm example on three hosts, parted by HETSYNC_HOSTNAME: each host reduces to its
+// leader, the three leaders allreduce, and every rank prints the job's sum.
+func TestSubcommAcrossHosts(t *testing.T) {
+	hosts := []string{"a", "b", "a", "c", "b", "a"}
+	p := len(hosts)
+	port := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	outs, err := ranktest.Run(ctx, p, []string{subcommBin(t)}, func(r int) []string {
+		env := append(cleanEnv(), "HETSYNC_SECURITY=none", "HETSYNC_DATA_PATH=tcp", "HETSYNC_HOSTNAME="+hosts[r])
+		for k, v := range launchers[0].env(r, p, port) {
+			env = append(env, k+"="+v)
+		}
+		return env
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSubcomm(t, strings.Join(outs, ""), hosts)
 }

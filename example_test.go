@@ -78,6 +78,7 @@ func ExampleComm_Split() {
 		if err != nil {
 			return err
 		}
+		defer half.Close()
 		y := []int32{int32(c.Rank())}
 		if err := half.AllReduce(ctx, hetsync.I32(y), hetsync.Sum); err != nil {
 			return err

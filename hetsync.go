@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/hetsync/hetsync/collective"
@@ -12,29 +13,38 @@ import (
 	"github.com/hetsync/hetsync/transport/p2p"
 )
 
-// Comm is this rank's communicator in a job. It has every method of collective.Comm
-// (AllReduce, Broadcast, Barrier, Send, Recv, Rank, Size, Endpoint, ...), as the collective
-// layer defines them, plus the rank's place on its host and Close.
+// Comm is this rank's communicator in a job, or in a sub-communicator that Split made from
+// one. It has every method of collective.Comm (AllReduce, Broadcast, Barrier, Send, Recv,
+// Rank, Size, Endpoint, ...), as the collective layer defines them, plus the rank's place on
+// its host, Split and SplitByHost returning a Comm again, and Close.
 type Comm struct {
 	*collective.Comm
 	localRank, localSize int
 	settings             Settings
+	// host is the lowest job rank that the transport proved to share this rank's host: the
+	// same number on every rank of one host, whatever communicator they are in.
+	host int
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// LocalRank is this rank's index among the ranks on its host.
+// LocalRank is this rank's index among the ranks of c on its host. For the job's Comm it is
+// the launcher's (HETSYNC_LOCAL_RANK and its equivalents); for a sub-communicator it counts
+// the members that the transport proved to share this rank's host, in the order of c's ranks.
 func (c *Comm) LocalRank() int { return c.localRank }
 
-// LocalSize is the number of ranks on this rank's host.
+// LocalSize is the number of ranks of c on this rank's host, counted as LocalRank is.
 func (c *Comm) LocalSize() int { return c.localSize }
 
 // Settings are the algorithm and transport this rank runs with.
 func (c *Comm) Settings() Settings { return c.settings }
 
-// Close leaves the job: it closes the endpoint, after which every call on c that reaches
-// another rank fails. Calling it again returns the first call's result.
+// Close releases what c owns. The job's Comm owns the endpoint: closing it leaves the job,
+// after which every call on it, or on a sub-communicator made from it, that reaches another
+// rank fails. A sub-communicator owns no connection (it shares the job's endpoint), so its
+// Close leaves the job's endpoint and every other communicator open. Calling Close again
+// returns the first call's result.
 func (c *Comm) Close() error {
 	c.closeOnce.Do(func() {
 		if err := c.Endpoint().Close(); err != nil {
@@ -120,7 +130,43 @@ func newComm(ep transport.Endpoint, o collective.Options, localRank, localSize i
 		_ = ep.Close()
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
-	return &Comm{Comm: cc, localRank: localRank, localSize: localSize, settings: s}, nil
+	return &Comm{Comm: cc, localRank: localRank, localSize: localSize, settings: s, host: slices.Index(transport.SameHost(ep), true)}, nil
+}
+
+// Split partitions c like MPI_Comm_split (see collective.Comm.Split): the ranks that pass the
+// same non-negative color form a new communicator, ranked by key and then by their rank in c;
+// a rank that passes a negative color gets nil. It is a collective call on c, and one
+// allgather on the new communicator finds which of its members share this rank's host
+// (LocalRank, LocalSize). The new Comm has c's settings; close it when done with it.
+func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
+	sub, err := c.Comm.Split(ctx, color, key)
+	if err != nil || sub == nil {
+		return nil, err
+	}
+	hosts := make([]int64, sub.Size())
+	hosts[sub.Rank()] = int64(c.host)
+	// Integers are exact on the wire whatever the codec.
+	if err := sub.AllGather(ctx, collective.I64(hosts)); err != nil {
+		return nil, fmt.Errorf("rank %d: split (color %d, key %d): exchanging hosts: %w", c.Rank(), color, key, err)
+	}
+	s := &Comm{Comm: sub, settings: c.settings, host: c.host}
+	for r, h := range hosts {
+		if h == int64(c.host) {
+			if r < sub.Rank() {
+				s.localRank++
+			}
+			s.localSize++
+		}
+	}
+	return s, nil
+}
+
+// SplitByHost is Split with one color per host (MPI_COMM_TYPE_SHARED): the ranks of c that
+// share this rank's host, in the order of their ranks in c. Whether two ranks share a host is
+// the transport's verdict (transport.HostLocality): every rank of an InitLocal job shares
+// one; the p2p transport proves it, and never assumes it.
+func (c *Comm) SplitByHost(ctx context.Context) (*Comm, error) {
+	return c.Split(ctx, c.host, c.Rank())
 }
 
 // InitLocal runs n ranks of one job as goroutines of this process over the in-process

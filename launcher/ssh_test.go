@@ -233,7 +233,10 @@ func TestSSHInterruptAndLostLauncherKillRemoteRanks(t *testing.T) {
 func TestSSHTimeoutNamesTheRunningRanks(t *testing.T) {
 	s := startSSHD(t, "", "127.0.0.1", "127.0.0.2")
 	marker := strconv.Itoa(1_000_000 + rand.IntN(1_000_000))
-	job, _, _, stderr := sshJob(t, s, s.config(), `echo ready; if [ "$HETSYNC_RANK" != 0 ]; then exec sleep `+marker+`; fi`)
+	job, sp, _, stderr := sshJob(t, s, s.config(), `echo ready; if [ "$HETSYNC_RANK" != 0 ]; then exec sleep `+marker+`; fi`)
+	// The timeout starts once every rank is started, and the last one starts only after rank 0
+	// has exited, however long that takes on a loaded machine: the 3 ranks named are exact.
+	job.Spawner = &lastAfterRank0Exits{Spawner: sp, last: job.NP - 1, exited: make(chan struct{})}
 	job.Timeout = 2 * time.Second
 	err := job.Run(testContext(t))
 	var to *TimedOut
@@ -248,6 +251,41 @@ func TestSSHTimeoutNamesTheRunningRanks(t *testing.T) {
 		t.Errorf("exit code %d, want 124", ExitCode(err))
 	}
 	waitNoProcesses(t, "sleep "+marker)
+}
+
+// lastAfterRank0Exits is a Spawner that starts rank last only after rank 0's process has
+// exited (its Wait has returned).
+type lastAfterRank0Exits struct {
+	Spawner
+	last   int
+	exited chan struct{}
+}
+
+func (s *lastAfterRank0Exits) Spawn(ctx context.Context, spec ProcSpec) (Process, error) {
+	if spec.Rank == s.last {
+		select {
+		case <-s.exited:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	p, err := s.Spawner.Spawn(ctx, spec)
+	if err != nil || spec.Rank != 0 {
+		return p, err
+	}
+	return &closeOnExit{Process: p, exited: s.exited}, nil
+}
+
+// closeOnExit is a Process that closes exited when its Wait returns.
+type closeOnExit struct {
+	Process
+	exited chan struct{}
+}
+
+func (p *closeOnExit) Wait() Exit {
+	e := p.Process.Wait()
+	close(p.exited)
+	return e
 }
 
 func TestSSHConnectErrorsNameTheHost(t *testing.T) {
