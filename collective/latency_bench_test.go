@@ -10,8 +10,8 @@ import (
 
 // BenchmarkSmallAllReduce measures the per-call cost that does not depend on the data: a
 // 16-element float32 Sum allreduce on 4 ranks with the ring, on the in-process transport and on
-// TCP loopback, with a context that never ends (the Comm's time limit applies) and with one
-// that has a deadline; and on 1 rank, where the call moves nothing and only its own bookkeeping
+// TCP loopback, with a context that never ends and with a cancellable one (the Comm's time
+// limit applies to both) and with one that has a deadline; and on 1 rank, where the call moves nothing and only its own bookkeeping
 // (turn, time limit, schedule lookup) is left.
 //
 //	go test -run '^$' -bench SmallAllReduce ./collective/
@@ -19,11 +19,13 @@ func BenchmarkSmallAllReduce(b *testing.B) {
 	const p, n = 4, 16
 	withDeadline, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
+	cancellable, stop := context.WithCancel(context.Background())
+	defer stop()
 	for _, tr := range []string{"mem", "tcp", "1-rank"} {
 		for _, limit := range []struct {
 			name string
 			ctx  context.Context
-		}{{"background", context.Background()}, {"deadline", withDeadline}} {
+		}{{"background", context.Background()}, {"deadline", withDeadline}, {"cancellable", cancellable}} {
 			b.Run(fmt.Sprintf("%s/%s", tr, limit.name), func(b *testing.B) {
 				var eps []transport.Endpoint
 				switch tr {
