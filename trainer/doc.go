@@ -1,17 +1,43 @@
-// Package trainer is a worker's life in a data-parallel training job: a rank's model, data
-// shard and optimizer (Worker), the synchronization strategies that turn local steps into one
-// model (Strategy, one file each, registered by name like database/sql drivers in a Registry
-// value, each owning its Options: defaults, validation, flags), the common
-// round loop (Run) that owns stopping, evaluation and metrics, heterogeneity injection, and
-// the gathering of every rank's metrics into one run directory on rank 0 (RunRank).
+// Package trainer is a worker's life in a data-parallel training job: the synchronization
+// strategies that turn the ranks' local steps into one model, driving a model the user
+// supplies; the common round loop (Run) that owns stopping, evaluation and metrics;
+// heterogeneity injection; and `hetsync train`'s default workload (RunRank: Fashion-MNIST and
+// the built-in networks, with every rank's metrics gathered into one run directory on rank 0).
 //
-// # Rounds and strategies
+// # Training your own model
+//
+// A Model is a flat []float32 parameter vector (Params) and a Step that computes the gradient
+// of the model's own next batch into a given slice: any data, any loss, labels of any type or
+// none, on any device. Train runs one rank of a job on it with the strategy Config.Strategy
+// names; TrainOptions.Eval optionally evaluates snapshots on rank 0. NewBatchModel adapts a
+// classifier network with a batch iterator (trainer/nn, trainer/data) to a Model: that is all
+// `hetsync train` adds. examples/esync-model is a complete program.
+//
+// # Strategies and their options
+//
+// Strategies are registered by name in a Registry, like database/sql drivers (but in a value,
+// not a package-level table: Builtin returns one holding this package's strategies, and
+// Register adds a program's own). Each strategy owns its Options (defaults, validation, help
+// text, declared on a flag.FlagSet that `hetsync train` turns into its flags); Config holds
+// only what every strategy shares, and config.json records the options under "options". Each
+// strategy lives in its own file and refers to no other strategy's; what several share is
+// plumbing of its own (ps.go: the parameter-server client and placement; wbsp_common.go: what
+// wbsp and wbsp-opt share).
+//
+// # Rounds
 //
 // Run calls Strategy.Round until all ranks agree to stop. A round is what a strategy calls one
 // unit of progress: one allreduced step for ssgd, one push/pull for the parameter-server
 // strategies, one local step for local, n_i local steps plus a global update for esync.
-// Worker.LocalStep is the shared building block: fetch a batch, forward/backward, scale the
-// gradient to Config.GradReduction, sleep as the Injector says; the sleep counts as compute.
+// Worker.LocalStep is the shared building block: the model's step, the gradient scaled to
+// Config.GradReduction, then the Injector's sleep, which counts as compute.
+//
+// # Heterogeneity
+//
+// Injection is the worker's, never a strategy's: the Injector (hetero.go: --slowdown,
+// --step-sleep, --slowdown-base, the WBSP profiles) runs after every local step, and transient
+// stragglers (straggler.go) slow the endpoint (network mode, installed by Train) or the
+// model's step (compute mode, installed by Run), whatever the strategy.
 //
 // Registered strategies (one file each; docs/algorithms.md is the specification, and
 // each file's type comment records where it departs from the original):

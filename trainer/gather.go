@@ -83,6 +83,13 @@ func GatherRecords(ctx context.Context, ep transport.Endpoint, mine []metrics.Ro
 	return all, nil
 }
 
+// Control-channel message kinds of the trainer (Header.Op), under a magic ("TR").
+const (
+	ctrlStop    uint32 = 0x54520001
+	ctrlMetrics uint32 = 0x54520002
+	ctrlStart   uint32 = 0x54520003
+)
+
 // controlBarrier returns on every rank once all ranks have entered it: the others report to
 // rank 0 on the control channel and rank 0 releases them.
 func controlBarrier(ctx context.Context, ep transport.Endpoint, op uint32) error {

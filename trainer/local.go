@@ -19,13 +19,6 @@ type local struct {
 	samples int64
 }
 
-// Control-channel message kinds of the trainer (Header.Op), under a magic ("TR").
-const (
-	ctrlStop    uint32 = 0x54520001
-	ctrlMetrics uint32 = 0x54520002
-	ctrlStart   uint32 = 0x54520003
-)
-
 func (s *local) Name() string { return "local" }
 
 func (s *local) Start(ctx context.Context, w *Worker) error {

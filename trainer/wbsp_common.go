@@ -1,0 +1,75 @@
+package trainer
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/hetsync/hetsync/collective/kv"
+)
+
+// What wbsp and wbsp-opt share (one algorithm, two ways of overlapping the upload): their
+// options, the server rule and the worker's local step. Neither strategy's file refers to
+// the other's.
+
+// WBSPOptions are the options of wbsp and wbsp-opt (one algorithm, two ways of overlapping).
+type WBSPOptions struct {
+	PSPlacement
+	// Apply is "buffered" (the paper: deltas accumulate and the slowest worker's upload
+	// publishes them) or "immediate" (the code: each delta lands at once).
+	Apply string `json:"wbsp_apply,omitempty"`
+	// SlowRank pins the worker whose upload triggers the global update (the code: rank 1);
+	// nil detects the slowest from the upload intervals.
+	SlowRank *int `json:"wbsp_slow_rank,omitempty"`
+}
+
+func (o *WBSPOptions) Flags(fs *flag.FlagSet) {
+	o.PSPlacement.Flags(fs)
+	fs.StringVar(&o.Apply, "wbsp-apply", "buffered", "buffered (the paper: publish ΣΔ/N on the slowest worker's upload) or immediate (the code: apply each Δ/N at once)")
+	fs.Var(optionalInt{&o.SlowRank}, "wbsp-slow-rank", "the rank whose upload triggers the global update (-1: detect the slowest from upload intervals)")
+}
+
+func (o *WBSPOptions) Defaults(*Config) {
+	if o.Apply == "" {
+		o.Apply = "buffered"
+	}
+}
+
+func (o *WBSPOptions) Validate(_ *Config, size int) error {
+	switch {
+	case o.Apply != "" && o.Apply != "buffered" && o.Apply != "immediate":
+		return fmt.Errorf("trainer: --wbsp-apply must be buffered or immediate, got %q", o.Apply)
+	case o.SlowRank != nil && (*o.SlowRank < 0 || *o.SlowRank >= size):
+		return fmt.Errorf("trainer: --wbsp-slow-rank must be a rank in [0, %d), got %d", size, *o.SlowRank)
+	}
+	return o.PSPlacement.Validate(size)
+}
+
+// wbspRule is the server rule both WBSP strategies use.
+func wbspRule(cfg *Config, name string) (kv.RuleFactory, error) {
+	o, err := optionsOf[*WBSPOptions](cfg, name)
+	if err != nil {
+		return nil, err
+	}
+	r := kv.WBSP{Immediate: o.Apply == "immediate"}
+	if o.SlowRank != nil {
+		r.PinSlow, r.SlowRank = true, *o.SlowRank
+	}
+	return r.Factory(), nil
+}
+
+// wbspLocalStep is a WBSP worker's step on its own copy: a local step, then the local SGD
+// update of w.Params. The update counts as computation (WBSP's step time includes it); end is
+// when it finished.
+func wbspLocalStep(ctx context.Context, w *Worker) (st StepStats, end time.Time, err error) {
+	st, err = w.LocalStep(ctx)
+	if err != nil {
+		return StepStats{}, time.Time{}, err
+	}
+	t0 := w.Now()
+	w.Apply(w.Grads, 1)
+	end = w.Now()
+	st.Compute += end.Sub(t0)
+	return st, end, nil
+}
