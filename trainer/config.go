@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/hetsync/hetsync/trainer/data"
 )
 
 // Config is one training run as every rank sees it. The same Config (with the same Seed) must
@@ -17,8 +15,6 @@ type Config struct {
 	Strategy string `json:"strategy"`
 	// Collective is the allreduce algorithm for synchronous strategies (collective.Algorithms).
 	Collective string `json:"collective"`
-	// Model is the network: "mlp" or "cnn".
-	Model string `json:"model"`
 	// Batch is the per-rank mini-batch size.
 	Batch int `json:"batch"`
 	// LR is the learning rate applied to the gradient as GradReduction defines it.
@@ -32,9 +28,6 @@ type Config struct {
 	// sum equals lr 0.032 with mean at batch 64). Across ranks, synchronous strategies always
 	// average.
 	GradReduction string `json:"grad_reduction"`
-	// Shard is how the training set is split over ranks: "iid", "by-class" or
-	// "by-class-shuffled" (trainer/data).
-	Shard string `json:"shard"`
 	// Seed makes the run reproducible: model initialisation and batch order derive from it.
 	Seed uint64 `json:"seed"`
 
@@ -59,10 +52,6 @@ type Config struct {
 	// time instead.
 	SlowdownBase time.Duration `json:"slowdown_base,omitempty"`
 
-	// Devices is each rank's compute device ("cpu", "cuda:N"): one entry for every rank, or
-	// one per rank, so that a job can mix GPU and CPU workers. Empty means cpu.
-	Devices []string `json:"devices,omitempty"`
-
 	// Stragglers are transient stragglers injected into any strategy (straggler.go).
 	Stragglers StragglerConfig `json:"stragglers,omitempty"`
 
@@ -80,9 +69,6 @@ func (c *Config) Defaults() {
 	if c.Collective == "" {
 		c.Collective = "auto"
 	}
-	if c.Model == "" {
-		c.Model = "mlp"
-	}
 	if c.Batch == 0 {
 		c.Batch = 64
 	}
@@ -91,9 +77,6 @@ func (c *Config) Defaults() {
 	}
 	if c.LR == 0 {
 		c.LR = DefaultLR(c.GradReduction, c.Batch)
-	}
-	if c.Shard == "" {
-		c.Shard = "iid"
 	}
 	if c.Epochs == 0 && c.MaxTime == 0 && c.MaxRounds == 0 {
 		c.Epochs = 3
@@ -118,15 +101,10 @@ func DefaultLR(gradReduction string, batch int) float64 {
 // Validate checks the common settings of c for a job of size ranks; Registry.Validate also
 // checks the strategy's name and options.
 func (c *Config) Validate(size int) error {
-	if err := c.validateDevices(size); err != nil {
-		return err
-	}
 	if size < 1 {
 		return fmt.Errorf("trainer: job size must be ≥ 1, got %d", size)
 	}
 	switch {
-	case c.Model == "":
-		return fmt.Errorf("trainer: --model is empty (want mlp or cnn)")
 	case c.Batch < 1:
 		return fmt.Errorf("trainer: --batch must be ≥ 1, got %d", c.Batch)
 	case !(c.LR > 0) || math.IsInf(c.LR, 0):
@@ -147,9 +125,6 @@ func (c *Config) Validate(size int) error {
 		return fmt.Errorf("trainer: --max-rounds must be ≥ 0, got %d", c.MaxRounds)
 	case c.Epochs == 0 && c.MaxTime == 0 && c.MaxRounds == 0:
 		return fmt.Errorf("trainer: no bound on the run: give --epochs, --max-time or --max-rounds")
-	}
-	if _, err := data.ParseSplit(c.Shard); err != nil {
-		return fmt.Errorf("trainer: --shard: %w", err)
 	}
 	if err := c.Stragglers.Validate(size); err != nil {
 		return err

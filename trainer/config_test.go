@@ -14,7 +14,7 @@ func validConfig() Config {
 
 func TestDefaults(t *testing.T) {
 	c := validConfig()
-	if c.Strategy != "ssgd" || c.Batch != 64 || c.LR != 0.05 || c.Epochs != 3 || c.Eval.Rounds != 20 || c.Shard != "iid" {
+	if c.Strategy != "ssgd" || c.Batch != 64 || c.LR != 0.05 || c.Epochs != 3 || c.Eval.Rounds != 20 {
 		t.Fatalf("unexpected defaults %+v", c)
 	}
 	if err := c.Validate(4); err != nil {
@@ -39,7 +39,6 @@ func TestConfigValidate(t *testing.T) {
 		{"negative lr", func(c *Config) { c.LR = -1 }, 4, "--lr"},
 		{"momentum one", func(c *Config) { c.Momentum = 1 }, 4, "--momentum"},
 		{"bad reduction", func(c *Config) { c.GradReduction = "avg" }, 4, "--grad-reduction"},
-		{"bad shard", func(c *Config) { c.Shard = "dirichlet" }, 4, "--shard"},
 		{"target above one", func(c *Config) { c.TargetAcc = 1.5 }, 4, "--target-acc"},
 		{"no bound", func(c *Config) { c.Epochs = 0 }, 4, "no bound"},
 		{"eval both", func(c *Config) { c.Eval.Interval = time.Second }, 4, "exactly one"},
@@ -110,6 +109,25 @@ func TestParseLists(t *testing.T) {
 	}
 }
 
+func TestWorkload(t *testing.T) {
+	wl := Workload{}
+	wl.Defaults()
+	if wl.Model != "mlp" || wl.Shard != "iid" {
+		t.Fatalf("defaults %+v, want mlp on iid shards", wl)
+	}
+	for _, tc := range []struct {
+		wl   Workload
+		want string
+	}{
+		{Workload{Shard: "dirichlet", Model: "mlp"}, "--shard"},
+		{Workload{Shard: "iid"}, "--model is empty"},
+	} {
+		if err := tc.wl.Validate(2); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want one mentioning %q", tc.wl, err, tc.want)
+		}
+	}
+}
+
 func TestDevices(t *testing.T) {
 	for _, tc := range []struct {
 		flag    string
@@ -127,9 +145,9 @@ func TestDevices(t *testing.T) {
 	} {
 		devs, err := ParseDevices(tc.flag)
 		if err == nil {
-			cfg := Config{Devices: devs}
-			cfg.Defaults()
-			err = cfg.Validate(tc.size)
+			wl := Workload{Devices: devs}
+			wl.Defaults()
+			err = wl.Validate(tc.size)
 		}
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -140,9 +158,9 @@ func TestDevices(t *testing.T) {
 		if err != nil {
 			t.Fatalf("--device %q: %v", tc.flag, err)
 		}
-		cfg := Config{Devices: devs}
+		wl := Workload{Devices: devs}
 		for r, want := range tc.want {
-			if got := cfg.DeviceFor(r); got != want {
+			if got := wl.DeviceFor(r); got != want {
 				t.Errorf("--device %q: rank %d device %q, want %q", tc.flag, r, got, want)
 			}
 		}

@@ -10,7 +10,7 @@ import (
 
 // DeviceFor is the compute device of rank: Devices[rank] when there is one per rank, the
 // single entry when there is one, else "cpu".
-func (c *Config) DeviceFor(rank int) string {
+func (c *Workload) DeviceFor(rank int) string {
 	switch len(c.Devices) {
 	case 0:
 		return "cpu"
@@ -48,7 +48,7 @@ func checkDevice(name string) error {
 }
 
 // validateDevices checks Devices against the job size.
-func (c *Config) validateDevices(size int) error {
+func (c *Workload) validateDevices(size int) error {
 	if len(c.Devices) > 1 && len(c.Devices) != size {
 		return fmt.Errorf("trainer: --device lists %d devices for %d ranks: give one for all ranks or one per rank", len(c.Devices), size)
 	}

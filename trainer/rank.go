@@ -14,14 +14,54 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
+// Workload is what `hetsync train` trains by default: a built-in network on Fashion-MNIST.
+// Like Config, it is the same on every rank.
+type Workload struct {
+	// Model is the network: "mlp" or "cnn".
+	Model string `json:"model"`
+	// Shard is how the training set is split over ranks: "iid", "by-class" or
+	// "by-class-shuffled" (trainer/data).
+	Shard string `json:"shard"`
+	// Devices is each rank's compute device ("cpu", "cuda:N"): one entry for every rank, or
+	// one per rank, so that a job can mix GPU and CPU workers. Empty means cpu.
+	Devices []string `json:"devices,omitempty"`
+}
+
+// Defaults fills the zero fields with the defaults of `hetsync train`.
+func (wl *Workload) Defaults() {
+	if wl.Model == "" {
+		wl.Model = "mlp"
+	}
+	if wl.Shard == "" {
+		wl.Shard = "iid"
+	}
+}
+
+// Validate checks wl for a job of size ranks.
+func (wl *Workload) Validate(size int) error {
+	if wl.Model == "" {
+		return fmt.Errorf("trainer: --model is empty (want mlp or cnn)")
+	}
+	if _, err := data.ParseSplit(wl.Shard); err != nil {
+		return fmt.Errorf("trainer: --shard: %w", err)
+	}
+	return wl.validateDevices(size)
+}
+
+// RunRecord is what config.json records of a RunRank job by default.
+type RunRecord struct {
+	Config
+	Workload
+}
+
 // RankOptions are one rank's local settings for RunRank.
 type RankOptions struct {
 	// DataDir is the --data flag ("" searches $HETSYNC_DATA, the Debian package, the cache).
 	DataDir string
 	// Out is the run directory rank 0 writes ("" writes nothing).
 	Out string
-	// Config is what config.json records (typically Config plus launch details); nil
-	// records the Config.
+	// Config is what config.json records (typically a RunRecord plus launch details); nil
+	// records the RunRecord.
 	Config any
 	// Threads is the number of kernel threads of this rank's device; 0 shares the host's
 	// cores among LocalSize ranks.
@@ -47,13 +87,17 @@ type RankResult struct {
 // it loads the data and its shard, builds the built-in network on the rank's device, trains it
 // through Train, gathers every rank's metrics to rank 0, and on rank 0 writes the run
 // directory and prints the summary.
-func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOptions) (*RankResult, error) {
+func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload, opts RankOptions) (*RankResult, error) {
 	rank, size := ep.Rank(), ep.Size()
 	reg := opts.Strategies
 	if reg == nil {
 		reg = Builtin()
 	}
 	if err := reg.Validate(&cfg, size); err != nil {
+		return nil, err
+	}
+	wl.Defaults()
+	if err := wl.Validate(size); err != nil {
 		return nil, err
 	}
 	loc := data.NewLocator(opts.DataDir)
@@ -66,7 +110,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOp
 	if err != nil {
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
-	split, err := data.ParseSplit(cfg.Shard)
+	split, err := data.ParseSplit(wl.Shard)
 	if err != nil {
 		return nil, err
 	}
@@ -82,11 +126,11 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOp
 	if threads <= 0 {
 		threads = max(1, runtime.NumCPU()/max(1, opts.LocalSize))
 	}
-	dev, err := openDevice(rank, cfg.DeviceFor(rank), threads)
+	dev, err := openDevice(rank, wl.DeviceFor(rank), threads)
 	if err != nil {
 		return nil, err
 	}
-	model, err := nn.NewModel(cfg.Model, dev, cfg.Batch, cfg.Seed)
+	model, err := nn.NewModel(wl.Model, dev, cfg.Batch, cfg.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
@@ -96,7 +140,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOp
 	}
 	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress}
 	if rank == 0 {
-		if topts.Eval, err = newTestEvaluator(cfg, test, opts.EvalBatch); err != nil {
+		if topts.Eval, err = newTestEvaluator(wl.Model, cfg.Seed, test, opts.EvalBatch); err != nil {
 			return nil, err
 		}
 	}
@@ -116,7 +160,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOp
 	}
 	config := opts.Config
 	if config == nil {
-		config = cfg
+		config = RunRecord{Config: cfg, Workload: wl}
 	}
 	sum, err := WriteRun(opts.Out, config, all, res.Evals)
 	if err != nil {
@@ -132,7 +176,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, opts RankOp
 
 // newTestEvaluator evaluates snapshots on the full test set with a private model on a
 // single-threaded device of its own (a Device is not safe for concurrent use).
-func newTestEvaluator(cfg Config, test *data.Dataset, batch int) (EvalFunc, error) {
+func newTestEvaluator(model string, seed uint64, test *data.Dataset, batch int) (EvalFunc, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
@@ -140,7 +184,7 @@ func newTestEvaluator(cfg Config, test *data.Dataset, batch int) (EvalFunc, erro
 	if err != nil {
 		return nil, err
 	}
-	m, err := nn.NewModel(cfg.Model, dev, batch, cfg.Seed)
+	m, err := nn.NewModel(model, dev, batch, seed)
 	if err != nil {
 		return nil, err
 	}

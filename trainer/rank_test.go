@@ -71,7 +71,7 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 					if r == 0 {
 						o.Out = filepath.Join(out, strat)
 					}
-					results[r], errs[r] = RunRank(ctx, ep, cfg, o)
+					results[r], errs[r] = RunRank(ctx, ep, cfg, Workload{}, o)
 					if errs[r] != nil {
 						cancel()
 					}

@@ -21,17 +21,19 @@ import (
 
 // trainOptions is a parsed `hetsync train` command line.
 type trainOptions struct {
-	NP      int
-	Config  trainer.Config
-	Out     string
-	DataDir string
+	NP     int
+	Config trainer.Config
+	// Workload is what train trains: a built-in network on Fashion-MNIST.
+	Workload trainer.Workload
+	Out      string
+	DataDir  string
 	netOptions
 	Threads int
 }
 
 // trainLaunch is what config.json records besides the training configuration.
 type trainLaunch struct {
-	trainer.Config
+	trainer.RunRecord
 	Ranks     int    `json:"ranks"`
 	Transport string `json:"transport"`
 	DataPath  string `json:"data_path,omitempty"`
@@ -45,10 +47,10 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 		Threads: c.Int("threads"),
 	}
 	cfg := trainer.Config{
-		Strategy: c.String("sync"), Collective: c.String("collective"), Model: c.String("model"),
+		Strategy: c.String("sync"), Collective: c.String("collective"),
 		Batch: c.Int("batch"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
 		WeightDecay: c.Float64("weight-decay"), GradReduction: c.String("grad-reduction"),
-		Shard: c.String("shard"), Seed: c.Uint64("seed"), TargetAcc: c.Float64("target-acc"),
+		Seed: c.Uint64("seed"), TargetAcc: c.Float64("target-acc"),
 		Epochs: c.Float64("epochs"), MaxTime: c.Duration("max-time"), MaxRounds: c.Int("max-rounds"),
 	}
 	var err error
@@ -63,7 +65,8 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if cfg.StepSleep, err = trainer.ParseMillisList("step-sleep", c.String("step-sleep")); err != nil {
 		return o, err
 	}
-	if cfg.Devices, err = trainer.ParseDevices(c.String("device")); err != nil {
+	o.Workload = trainer.Workload{Model: c.String("model"), Shard: c.String("shard")}
+	if o.Workload.Devices, err = trainer.ParseDevices(c.String("device")); err != nil {
 		return o, err
 	}
 	reg := trainer.Builtin()
@@ -81,6 +84,7 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 		return o, err
 	}
 	o.Config = cfg
+	o.Workload.Defaults()
 	if o.NP < 0 {
 		return o, fmt.Errorf("--np %d: must be at least 1", o.NP)
 	}
@@ -94,7 +98,7 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 		return o, fmt.Errorf("--threads %d: must not be negative", o.Threads)
 	}
 	if o.NP > 0 {
-		if err := reg.Validate(&o.Config, o.NP); err != nil {
+		if err := o.validate(o.NP); err != nil {
 			return o, err
 		}
 	}
@@ -104,8 +108,16 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	return o, nil
 }
 
+// validate checks the training configuration and the workload for a job of size ranks.
+func (o *trainOptions) validate(size int) error {
+	if err := trainer.Builtin().Validate(&o.Config, size); err != nil {
+		return err
+	}
+	return o.Workload.Validate(size)
+}
+
 func (o trainOptions) record(size int) trainLaunch {
-	l := trainLaunch{Config: o.Config, Ranks: size, Transport: o.Transport, Started: time.Now().UTC().Format(time.RFC3339)}
+	l := trainLaunch{RunRecord: trainer.RunRecord{Config: o.Config, Workload: o.Workload}, Ranks: size, Transport: o.Transport, Started: time.Now().UTC().Format(time.RFC3339)}
 	if o.Transport == "p2p" {
 		l.DataPath, l.Security = o.DataPath, o.Security
 	}
@@ -175,7 +187,7 @@ func trainCommand() *cli.Command {
 				if o.NP != 0 && o.NP != env.Size {
 					return usagef("--np %d but the launcher started %d ranks", o.NP, env.Size)
 				}
-				if err := trainer.Builtin().Validate(&o.Config, env.Size); err != nil {
+				if err := o.validate(env.Size); err != nil {
 					return usageError{err}
 				}
 				return trainRank(c.Context, o, c.App.Writer, c.App.ErrWriter)
@@ -195,7 +207,7 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(c.Size()), out, errOut
 		}
-		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, ropts)
+		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return err
 	})
 }
@@ -207,7 +219,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
-		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, ropts)
+		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return err
 	})
 }

@@ -65,7 +65,7 @@ func heteroTFast(c *cli.Context, cfg *trainer.Config, size int, who string) (tim
 	if t, err := time.ParseDuration(os.Getenv(envHeteroTFast)); err == nil && t > 0 {
 		return t, nil // measured earlier in this process (for another flag)
 	}
-	model, batch := cfg.Model, cfg.Batch
+	model, batch := c.String("model"), cfg.Batch
 	if model == "" {
 		model = "mlp"
 	}
