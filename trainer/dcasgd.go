@@ -39,7 +39,10 @@ const DefaultDCASGDLambda = 0.04
 func (o *DCASGDOptions) Flags(fs *flag.FlagSet) {
 	o.PSPlacement.Flags(fs)
 	fs.StringVar(&o.Variant, "dcasgd-variant", "paper", "paper (per-worker backups) or mxnet (one shared previous weight, ESync's baseline)")
-	fs.Float64Var(&o.Lambda, "dcasgd-lambda", DefaultDCASGDLambda, "λ of the delay compensation (0 is asgd: use --sync asgd)")
+	if o.Lambda == 0 {
+		o.Lambda = DefaultDCASGDLambda
+	}
+	fs.Var(positiveFloat{p: &o.Lambda, hint: "λ 0 is asgd: use --sync asgd"}, "dcasgd-lambda", "λ of the delay compensation")
 }
 
 func (o *DCASGDOptions) Defaults(*Config) {

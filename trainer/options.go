@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -33,6 +34,35 @@ func (v optionalFloat) Get() any {
 	}
 	return **v.p
 }
+
+// positiveFloat is a float64 option that must be > 0 when given; hint says what to do instead.
+type positiveFloat struct {
+	p    *float64
+	hint string
+}
+
+func (v positiveFloat) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*v.p, 'g', -1, 64)
+}
+
+func (v positiveFloat) Set(s string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a number", s)
+	case f == 0:
+		return fmt.Errorf("%s", v.hint)
+	case !(f > 0) || math.IsInf(f, 0):
+		return fmt.Errorf("%v: want a positive number", f)
+	}
+	*v.p = f
+	return nil
+}
+
+func (v positiveFloat) Get() any { return *v.p }
 
 // optionalInt is a *int option whose flag takes a negative number for nil.
 type optionalInt struct{ p **int }

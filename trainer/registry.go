@@ -3,6 +3,7 @@ package trainer
 import (
 	"flag"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -100,7 +101,7 @@ func (r *Registry) Configure(cfg *Config) error {
 	fresh := f.Options()
 	if cfg.Options == nil {
 		cfg.Options = fresh
-	} else if fmt.Sprintf("%T", cfg.Options) != fmt.Sprintf("%T", fresh) {
+	} else if reflect.TypeOf(cfg.Options) != reflect.TypeOf(fresh) {
 		return fmt.Errorf("trainer: --sync %s: options of type %T, want %T", cfg.Strategy, cfg.Options, fresh)
 	}
 	cfg.Options.Defaults(cfg)
@@ -133,8 +134,7 @@ func (r *Registry) New(cfg *Config) (Strategy, error) {
 
 // Builtin returns a new registry holding the strategies of this package.
 func Builtin() *Registry {
-	r := NewRegistry()
-	for name, f := range map[string]Factory{
+	return &Registry{factories: map[string]Factory{
 		"local":       {Options: noOptions, New: func(*Config) (Strategy, error) { return &local{}, nil }},
 		"ssgd":        {Options: noOptions, New: func(*Config) (Strategy, error) { return &ssgd{}, nil }},
 		"asgd":        asgdFactory(),
@@ -144,12 +144,7 @@ func Builtin() *Registry {
 		"wbsp":        wbspFactory(),
 		"wbsp-opt":    wbspOptFactory(),
 		"sync-switch": syncSwitchFactory(),
-	} {
-		if err := r.Register(name, f); err != nil {
-			panic(err) // a duplicate in the literal above: a programming error
-		}
-	}
-	return r
+	}}
 }
 
 func noOptions() Options { return NoOptions{} }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -29,6 +30,11 @@ func TestESyncSyncSwitchFlagErrors(t *testing.T) {
 		{[]string{"--stragglers", "ranks=1;delay=30ms"}, "--stragglers"},
 		{[]string{"--stragglers", "ranks=7;delay=30ms;at=1s;for=1s"}, "--stragglers: rank 7 out of range for 4 ranks"},
 		{[]string{"--stragglers", "preset:s9"}, "unknown preset"},
+		{[]string{"--sync", "bsp"}, "known: asgd, dcasgd, esync, local, ssgd, ssp, sync-switch, wbsp, wbsp-opt"},
+		{[]string{"--sync", "dcasgd", "--dcasgd-lambda", "0"}, "--dcasgd-lambda: λ 0 is asgd: use --sync asgd"},
+		{[]string{"--sync", "ssp", "--ps-ranks", "1,x"}, "--ps-ranks"},
+		{[]string{"--sync", "wbsp", "--ps-ranks", "9"}, "--ps-ranks: rank 9 out of range"},
+		{[]string{"--sync", "ssp", "--staleness", "-2"}, "--staleness"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -53,22 +59,56 @@ func TestSlowdownBaseWithoutSlowdown(t *testing.T) {
 		{"duration", []string{"--slowdown-base", "2ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := filepath.Join(dir, tc.name)
-			args := append([]string{"train", "--np", "2", "--transport", "mem", "--data", data, "--max-rounds", "2",
-				"--batch", "16", "--threads", "1", "--sync", "ssgd", "--out", out}, tc.args...)
-			if code, _, stderr := runCLI(t, args...); code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
 			var cfg struct {
 				Base time.Duration `json:"slowdown_base"`
 			}
-			b, err := os.ReadFile(filepath.Join(out, "config.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := trainConfigJSON(t, data, filepath.Join(dir, tc.name), append([]string{"--sync", "ssgd"}, tc.args...))
 			if err := json.Unmarshal(b, &cfg); err != nil || cfg.Base != 2*time.Millisecond {
 				t.Errorf("config.json slowdown_base %v (%v), want 2ms", cfg.Base, err)
 			}
 		})
 	}
+}
+
+// TestStrategyOptionsRecorded checks that a strategy's flags reach its options and that
+// config.json records them under "options", while another strategy's flags are ignored.
+func TestStrategyOptionsRecorded(t *testing.T) {
+	dir := t.TempDir()
+	data := tinyDataDir(t, dir, 200, 50)
+	for _, tc := range []struct {
+		sync string
+		args []string
+		want string
+	}{
+		{"ssp", []string{"--staleness", "3", "--ps-ranks", "1", "--local-lr", "0.2"}, `{"ps_ranks":[1],"staleness":3,"ssp_pull":"every"}`},
+		{"esync", []string{"--local-momentum", "0", "--esync-epsilon", "2x", "--staleness", "3"},
+			`{"local_lr":0.05,"local_momentum":0,"global_lr":1,"epsilon_factor":2,"queries":"blocking"}`},
+		{"ssgd", []string{"--ps-servers", "2"}, `{}`},
+	} {
+		t.Run(tc.sync, func(t *testing.T) {
+			var cfg struct {
+				Options json.RawMessage `json:"options"`
+			}
+			b := trainConfigJSON(t, data, filepath.Join(dir, tc.sync), append([]string{"--sync", tc.sync}, tc.args...))
+			var got bytes.Buffer
+			if err := json.Unmarshal(b, &cfg); err != nil || json.Compact(&got, cfg.Options) != nil || got.String() != tc.want {
+				t.Errorf("config.json options %s (%v), want %s", got.String(), err, tc.want)
+			}
+		})
+	}
+}
+
+// trainConfigJSON trains 2 rounds on 2 in-process ranks with args and returns config.json.
+func trainConfigJSON(t *testing.T, data, out string, args []string) []byte {
+	t.Helper()
+	args = append([]string{"train", "--np", "2", "--transport", "mem", "--data", data, "--max-rounds", "2",
+		"--batch", "16", "--threads", "1", "--out", out}, args...)
+	if code, _, stderr := runCLI(t, args...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
