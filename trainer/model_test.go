@@ -3,6 +3,7 @@ package trainer_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/trainer"
 	"github.com/hetsync/hetsync/transport"
 )
@@ -91,7 +93,7 @@ func (m *regModel) Step(ctx context.Context, grad []float32) (trainer.StepResult
 
 // trainRegression trains one regModel per rank over the in-process transport and returns the
 // models and rank 0's result.
-func trainRegression(t *testing.T, cfg trainer.Config, size int) ([]*regModel, *trainer.Result) {
+func trainRegression(t *testing.T, cfg trainer.Config, size int, reg *trainer.Registry) ([]*regModel, *trainer.Result) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -102,7 +104,7 @@ func trainRegression(t *testing.T, cfg trainer.Config, size int) ([]*regModel, *
 	held := newRegData(500, 99, -1) // rank 0's evaluation set
 	for r := range size {
 		models[r] = &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
-		opts := trainer.TrainOptions{Eval: func(_ context.Context, p []float32) (float64, float64, error) {
+		opts := trainer.TrainOptions{Strategies: reg, Eval: func(_ context.Context, p []float32) (float64, float64, error) {
 			return 0, held.loss(p), nil
 		}}
 		go func() {
@@ -138,7 +140,7 @@ func TestUserModelTrainsUnderEveryStrategy(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d-ranks", strategy, size), func(t *testing.T) {
 				cfg := trainer.Config{Strategy: strategy, Collective: "ring", Batch: 7, LR: 0.05, MaxRounds: 300, Seed: 3,
 					Eval: trainer.EvalEvery{Rounds: 50}}
-				models, res := trainRegression(t, cfg, size)
+				models, res := trainRegression(t, cfg, size, nil)
 				final := held.loss(models[0].Params())
 				if !(final < initial/4) {
 					t.Errorf("held-out loss %.4f after training, initial %.4f: want it below a quarter", final, initial)
@@ -180,5 +182,115 @@ func TestTrainRejectsBadInput(t *testing.T) {
 				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A strategy of the program's own, registered beside the built-in ones: periodic model
+// averaging, with an option of its own.
+
+type avgOptions struct {
+	Every int `json:"avg_every"`
+}
+
+func (o *avgOptions) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&o.Every, "avg-every", 4, "local steps between two model averages")
+}
+
+func (o *avgOptions) Defaults(*trainer.Config) {
+	if o.Every == 0 {
+		o.Every = 4
+	}
+}
+
+func (o *avgOptions) Validate(_ *trainer.Config, _ int) error {
+	if o.Every < 1 {
+		return fmt.Errorf("--avg-every must be ≥ 1, got %d", o.Every)
+	}
+	return nil
+}
+
+// periodicAvg takes Every local SGD steps, then averages the models with one allreduce that
+// also carries rank 0's stop vote.
+type periodicAvg struct {
+	every   int
+	buf     []float32
+	rounds  int
+	samples int64
+}
+
+func (s *periodicAvg) Name() string { return "periodic-avg" }
+
+func (s *periodicAvg) Start(_ context.Context, w *trainer.Worker) error {
+	s.buf = make([]float32, len(w.Params)+1)
+	return nil
+}
+
+func (s *periodicAvg) Round(ctx context.Context, w *trainer.Worker, stopVote bool) (trainer.RoundStats, error) {
+	rs := trainer.RoundStats{GlobalLoss: -1}
+	for range s.every {
+		st, err := w.LocalStep(ctx)
+		if err != nil {
+			return rs, err
+		}
+		w.Apply(w.Grads, 1)
+		rs.LocalSteps++
+		rs.Samples += st.Samples
+		rs.Loss += st.Loss / float64(s.every)
+		rs.Compute += st.Compute
+	}
+	n := len(w.Params)
+	copy(s.buf, w.Params)
+	s.buf[n] = 0
+	if stopVote {
+		s.buf[n] = 1
+	}
+	if err := w.Comm.AllReduce(ctx, collective.F32(s.buf), collective.Sum); err != nil {
+		return rs, fmt.Errorf("rank %d: periodic-avg round %d: %w", w.Rank, s.rounds, err)
+	}
+	for i := range w.Params {
+		w.Params[i] = s.buf[i] / float32(w.Size)
+	}
+	s.rounds++
+	s.samples += int64(rs.Samples * w.Size)
+	rs.GlobalRounds, rs.GlobalSamples, rs.Stop = s.rounds, s.samples, s.buf[n] > 0.5
+	return rs, nil
+}
+
+func (s *periodicAvg) Finish(context.Context, *trainer.Worker) error { return nil }
+
+func TestOwnStrategyRegistered(t *testing.T) {
+	reg := trainer.Builtin()
+	err := reg.Register("periodic-avg", trainer.Factory{
+		Options: func() trainer.Options { return &avgOptions{} },
+		New: func(cfg *trainer.Config) (trainer.Strategy, error) {
+			return &periodicAvg{every: cfg.Options.(*avgOptions).Every}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := newRegData(500, 99, -1)
+	initial := held.loss(make([]float32, regDim+1))
+	for _, size := range []int{1, 2, 5} {
+		t.Run(fmt.Sprintf("%d-ranks", size), func(t *testing.T) {
+			cfg := trainer.Config{Strategy: "periodic-avg", Batch: 7, LR: 0.05, MaxRounds: 60, Seed: 4,
+				Eval: trainer.EvalEvery{Rounds: 30}, Options: &avgOptions{Every: 3}}
+			models, _ := trainRegression(t, cfg, size, reg)
+			if final := held.loss(models[0].Params()); !(final < initial/10) {
+				t.Errorf("held-out loss %.4f after training, initial %.4f: want it below a tenth", final, initial)
+			}
+			for r := 1; r < size; r++ {
+				if !slices.Equal(models[r].Params(), models[0].Params()) {
+					t.Errorf("rank %d's average differs from rank 0's", r)
+				}
+			}
+		})
+	}
+	ep := transport.NewMemJob(1)[0]
+	defer ep.Close()
+	bad := trainer.Config{Strategy: "periodic-avg", MaxRounds: 1, Options: &avgOptions{Every: -1}}
+	m := &regModel{data: newRegData(10, 1, 0), batch: 3, params: make([]float32, regDim+1)}
+	if _, err := trainer.Train(context.Background(), ep, bad, m, trainer.TrainOptions{Strategies: reg}); err == nil || !strings.Contains(err.Error(), "--avg-every") {
+		t.Errorf("--avg-every -1: err = %v, want one naming the option", err)
 	}
 }

@@ -99,7 +99,7 @@ func (r *Registry) Configure(cfg *Config) error {
 		return err
 	}
 	fresh := f.Options()
-	if cfg.Options == nil {
+	if v := reflect.ValueOf(cfg.Options); cfg.Options == nil || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		cfg.Options = fresh
 	} else if reflect.TypeOf(cfg.Options) != reflect.TypeOf(fresh) {
 		return fmt.Errorf("trainer: --sync %s: options of type %T, want %T", cfg.Strategy, cfg.Options, fresh)

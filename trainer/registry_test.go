@@ -32,6 +32,10 @@ func TestRegister(t *testing.T) {
 	if _, err := r.New(&cfg); err != nil {
 		t.Fatal(err)
 	}
+	nilOpts := Config{Strategy: "esync", LR: 0.3, Options: (*ESyncConfig)(nil)}
+	if err := Builtin().Configure(&nilOpts); err != nil || nilOpts.Options.(*ESyncConfig).LocalLR != 0.3 {
+		t.Errorf("nil *ESyncConfig: err %v, options %+v; want ESync's defaults", err, nilOpts.Options)
+	}
 	if _, err := Builtin().New(&cfg); err == nil || !strings.Contains(err.Error(), "known: asgd,") {
 		t.Errorf("a strategy of another registry: err = %v, want unknown", err)
 	}
