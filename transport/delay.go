@@ -41,6 +41,10 @@ func NewDelayed(ep Endpoint, delay time.Duration, windows []DelayWindow) *Delaye
 // Start sets the epoch the windows count from.
 func (d *Delayed) Start(t time.Time) { d.epoch.Store(t.UnixNano()) }
 
+// SameHost passes the decorated endpoint's proven hosts through (HostLocality): a delayed rank
+// is still where it runs.
+func (d *Delayed) SameHost() []bool { return SameHost(d.Endpoint) }
+
 // DelayedSends is the number of sends delayed so far.
 func (d *Delayed) DelayedSends() uint64 { return d.delayed.Load() }
 

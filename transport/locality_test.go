@@ -10,6 +10,9 @@ func TestSameHost(t *testing.T) {
 		eps := NewMemJob(size)
 		for r, ep := range eps {
 			mem, hidden := SameHost(ep), SameHost(opaque{ep})
+			if delayed := SameHost(NewDelayed(ep, 0, nil)); len(delayed) != size || !delayed[(r+1)%size] {
+				t.Errorf("np%d rank %d: a delayed endpoint hides its hosts: %v", size, r, delayed)
+			}
 			if len(mem) != size || len(hidden) != size {
 				t.Fatalf("np%d rank %d: rows of %d and %d ranks", size, r, len(mem), len(hidden))
 			}

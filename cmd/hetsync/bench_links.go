@@ -21,7 +21,7 @@ import (
 // linksFlags are bench's flags for measuring the links instead of the collectives.
 func linksFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "links", Usage: "measure the links instead: every host pair's latency and bandwidth, both directions (--format text or json)"},
+		&cli.BoolFlag{Name: "links", Usage: "measure the links instead: every host pair's latency and bandwidth, both directions (--format text, or json: the matrix --links-file reads)"},
 	}
 }
 

@@ -21,7 +21,7 @@ type MeasureOptions struct {
 	// link is not held up by megabytes.
 	LargeBytes, MaxLargeBytes int
 	MinLargeTime              time.Duration
-	// SmallReps and LargeReps are the timed probes per size (defaults 7 and 5): α is half the
+	// SmallReps and LargeReps are the timed probes per size (defaults 7 and 3): α is half the
 	// median round trip, β the fastest large transfer less the fastest round trip, per byte.
 	// One untimed probe of each size comes first.
 	SmallReps, LargeReps int
@@ -37,7 +37,7 @@ func (o MeasureOptions) withDefaults() (MeasureOptions, error) {
 	def(&o.LargeBytes, 256<<10)
 	def(&o.MaxLargeBytes, 1<<20)
 	def(&o.SmallReps, 7)
-	def(&o.LargeReps, 5)
+	def(&o.LargeReps, 3)
 	if o.MinLargeTime == 0 {
 		o.MinLargeTime = time.Millisecond
 	}

@@ -225,3 +225,36 @@ func TestMeasureMissingRank(t *testing.T) {
 		t.Error("rank 1 measured a job whose rank 2 never came")
 	}
 }
+
+// BenchmarkMeasure is the cost of the protocol at 16 ranks over the in-process transport, on
+// one host (one local pair) and on 16 hosts (15 tournament rounds).
+func BenchmarkMeasure(b *testing.B) {
+	for _, hosts := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("p16/hosts%d", hosts), func(b *testing.B) {
+			const p = 16
+			host := make([]int, p)
+			for r := range host {
+				host[r] = r * hosts / p
+			}
+			for range b.N {
+				mem := transport.NewMemJob(p)
+				eps := make([]transport.Endpoint, p)
+				for r := range eps {
+					eps[r] = placed{mem[r], host}
+				}
+				var wg sync.WaitGroup
+				for _, ep := range eps {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if _, err := Measure(context.Background(), ep, MeasureOptions{}); err != nil {
+							b.Error(err)
+						}
+					}()
+				}
+				wg.Wait()
+				transport.CloseAll(mem)
+			}
+		})
+	}
+}

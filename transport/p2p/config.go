@@ -20,12 +20,12 @@ const (
 
 // Data paths for the bulk (collective) traffic between two ranks.
 const (
-	DataPathAuto   = "auto"   // shm on the same host; else tcp when Security is none, else tls
+	DataPathAuto   = "auto"   // shm on a proven same host; else tcp when Security is none, else tls
 	DataPathStream = "stream" // a libp2p stream over the (secure) libp2p connection
 	DataPathTCP    = "tcp"    // a plain TCP connection beside libp2p, token-authenticated
 	DataPathTLS    = "tls"    // TLS 1.3 over a direct TCP connection, both ends proven by their rank keys
-	DataPathUnix   = "unix"   // a Unix socket between ranks on the same host, token-authenticated
-	DataPathShm    = "shm"    // shared-memory rings between ranks on the same host, set up over unix
+	DataPathUnix   = "unix"   // a Unix socket between ranks on a proven same host, token-authenticated
+	DataPathShm    = "shm"    // shared-memory rings between ranks on a proven same host, set up over unix
 )
 
 // DefaultLinger is how long a rank's Close waits for its peers to read what it sent last.

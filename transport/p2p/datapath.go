@@ -503,8 +503,8 @@ func (d *dialer) dial(ctx context.Context, to int) (dataConn, error) {
 	}
 	c, err := d.open(ctx, path, them)
 	if err != nil && path == DataPathUnix && d.cfg.DataPath == DataPathAuto {
-		// Same host name but no reachable socket (containers sharing a host name, say): fall
-		// back to the network path, which the peer serves too.
+		// A proven host but no reachable socket (ranks with different TMPDIRs, say): fall back
+		// to the network path, which the peer serves too.
 		fallback := autoNetwork(d.cfg)
 		d.cfg.Logger.Debug("hetsync data path: unix socket unreachable, falling back",
 			"rank", d.cfg.Rank, "peer", to, "path", fallback, "err", err)
