@@ -70,12 +70,12 @@ func newAuto(opts Options) *auto {
 	return a
 }
 
-// model is the network auto replays on for p ranks.
-func (a *auto) model(p int) *netModel {
+// model is the network auto replays on.
+func (a *auto) model() *netModel {
 	if a.net != nil {
 		return a.net
 	}
-	return uniformModel(p, AutoAlpha, AutoBeta)
+	return uniformModel(AutoAlpha, AutoBeta)
 }
 
 // candidates lists the configurations for one collective kind, in tie-break order.
@@ -139,7 +139,7 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 	cands := a.candidates(kind)
 	best := autoChoice{name: cands[len(cands)-1].name, alg: cands[len(cands)-1].alg, predicted: math.Inf(1)}
 	for _, c := range cands {
-		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model(b.p))
+		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
 		if err != nil {
 			continue
 		}

@@ -160,8 +160,7 @@ func (h hierarchical) piece(b *builder, c, i int) (int, int) {
 // covers and receives b's block from the carriers of the pieces it covers (reduce-scatter's
 // last step); gather reverses the direction (allgather's first step).
 func (h hierarchical) scatterPieces(b *builder, gather bool) {
-	_, j := h.local(b)
-	local, _ := h.local(b)
+	local, j := h.local(b)
 	var mine [][2]int
 	for c := j; c < h.lanes(); c += len(local) {
 		for i, r := range h.carriers(c) {

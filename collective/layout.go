@@ -74,7 +74,7 @@ func newLayout(m *topology.Matrix) *layout {
 			}
 		}
 		sort.Ints(comp)
-		comps = append(comps, l.walk(comp, l.linkBeta))
+		comps = append(comps, walk(comp, l.linkBeta))
 	}
 	// The groups themselves in a nearest-neighbour walk from the group of host 0, so that a
 	// ring crosses each thin link between consecutive groups once.
@@ -91,7 +91,7 @@ func newLayout(m *topology.Matrix) *layout {
 		}
 		return v
 	}
-	for _, i := range l.walk(idx, groupBeta) {
+	for _, i := range walk(idx, groupBeta) {
 		l.groups = append(l.groups, comps[i])
 	}
 	return l
@@ -102,7 +102,7 @@ func (l *layout) linkBeta(h, g int) float64 { return math.Max(l.hostBeta[h][g], 
 
 // walk orders items by a nearest-neighbour walk from the first under dist, ties to the earlier
 // item.
-func (l *layout) walk(items []int, dist func(a, b int) float64) []int {
+func walk(items []int, dist func(a, b int) float64) []int {
 	if len(items) == 0 {
 		return nil
 	}
@@ -245,7 +245,6 @@ func (l *layout) model() *netModel {
 		}
 	}
 	return &netModel{
-		p:       m.P,
 		alpha:   func(from, to int) float64 { return m.Links[from][to].Alpha },
 		beta:    func(from, to int) float64 { return m.Links[from][to].Beta },
 		path:    func(from, to int) []int { return paths[from*m.P+to] },

@@ -45,7 +45,7 @@ func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 		ch := a.decide(kindAllReduce, b)
 		return Choice{Algorithm: ch.name, Predicted: seconds(ch.predicted)}, nil
 	}
-	net := uniformModel(p, AutoAlpha, AutoBeta)
+	net := uniformModel(AutoAlpha, AutoBeta)
 	if c.opts.Links != nil {
 		net = newLayout(c.opts.Links).model()
 	}

@@ -31,7 +31,7 @@ func checkSchedules(alg algorithm, kind collKind, p, n, root, segBytes int) erro
 			}
 		}
 	}
-	if _, err := replay(scheds, elemSize, uniformModel(p, 1e-6, 1e-9), masks); err != nil {
+	if _, err := replay(scheds, elemSize, uniformModel(1e-6, 1e-9), masks); err != nil {
 		return err
 	}
 	for r := range masks {

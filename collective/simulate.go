@@ -12,7 +12,6 @@ import (
 // by its hosts), each of which carries one message at a time at its own rate. Without shared
 // resources every rank is its own host on a private link: the plain α-β model.
 type netModel struct {
-	p     int
 	alpha func(from, to int) float64
 	beta  func(from, to int) float64
 	// path returns the shared resources a message from one rank to another crosses, nil when
@@ -21,10 +20,9 @@ type netModel struct {
 	resBeta []float64
 }
 
-// uniformModel is the α-β model with one (α, β) for every pair of p ranks.
-func uniformModel(p int, alpha, beta float64) *netModel {
+// uniformModel is the α-β model with one (α, β) for every pair of ranks.
+func uniformModel(alpha, beta float64) *netModel {
 	return &netModel{
-		p:     p,
 		alpha: func(int, int) float64 { return alpha },
 		beta:  func(int, int) float64 { return beta },
 		path:  func(int, int) []int { return nil },
@@ -201,5 +199,5 @@ func Predict(alg string, p, bytes int, alpha, beta float64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return simulateKind(a, kindAllReduce, p, bytes/4, 4, DefaultSegmentBytes, uniformModel(p, alpha, beta))
+	return simulateKind(a, kindAllReduce, p, bytes/4, 4, DefaultSegmentBytes, uniformModel(alpha, beta))
 }
