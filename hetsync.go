@@ -95,6 +95,10 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hetsync.Init: rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
 	}
+	if copts.Links, err = cfg.planLinks(ctx, ep, env, r.JoinTimeout); err != nil {
+		_ = ep.Close()
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
 	return newComm(ep, copts, env.LocalRank, env.LocalSize, r.Settings)
 }
 

@@ -33,6 +33,7 @@ type config struct {
 	algorithm, security, dataPath setting[string]
 	joinTimeout, poll             setting[time.Duration]
 	checksum                      setting[bool]
+	links                         setting[string] // links.go
 	coll                          collective.Options
 	getenv                        func(string) string
 	logger                        *slog.Logger

@@ -17,6 +17,7 @@ const (
 	EnvJoinTimeout = "HETSYNC_JOIN_TIMEOUT"
 	EnvPoll        = "HETSYNC_POLL"
 	EnvChecksum    = "HETSYNC_CHECKSUM"
+	EnvLinks       = "HETSYNC_LINKS"
 )
 
 // Settings are the job-wide choices a launcher passes to every rank. Zero fields are not
@@ -36,6 +37,9 @@ type Settings struct {
 	Poll time.Duration
 	// Checksum adds a CRC-32C to every payload frame (HETSYNC_CHECKSUM=1).
 	Checksum bool
+	// Links is where the ranks' link matrix comes from: off, measure, or a matrix file that
+	// every rank reads (HETSYNC_LINKS).
+	Links string
 }
 
 // Environ returns the set fields as "KEY=value" strings.
@@ -58,6 +62,7 @@ func (s Settings) Environ() []string {
 	if s.Checksum {
 		add(EnvChecksum, "1")
 	}
+	add(EnvLinks, s.Links)
 	return vars
 }
 
@@ -65,7 +70,7 @@ func (s Settings) Environ() []string {
 // malformed duration or boolean is an error naming the variable.
 func SettingsFromEnviron(getenv func(string) string) (Settings, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
-	s := Settings{Collective: get(EnvCollective), Security: get(EnvSecurity), DataPath: get(EnvDataPath)}
+	s := Settings{Collective: get(EnvCollective), Security: get(EnvSecurity), DataPath: get(EnvDataPath), Links: get(EnvLinks)}
 	durations := []struct {
 		name string
 		dst  *time.Duration
