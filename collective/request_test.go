@@ -49,6 +49,12 @@ func TestNonBlockingOverlaps(t *testing.T) {
 		if done, err := reqs[0].Test(); !done || err != nil {
 			t.Errorf("%s: Test after Wait = %v, %v", alg, done, err)
 		}
+		// A barrier no peer joins, to see its sequence number: it fails at its deadline.
+		lone, stopLone := context.WithTimeout(ctx, 10*time.Millisecond)
+		if next := j.comms[1].IBarrier(lone); reqs[1].Seq() != 0 || next.Seq() != 1 || next.Wait(ctx) == nil {
+			t.Errorf("%s: sequence numbers %d and %d, want 0 and 1 (and the lone barrier to fail)", alg, reqs[1].Seq(), next.Seq())
+		}
+		stopLone()
 		cancel()
 	}
 }
