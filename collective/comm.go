@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -143,8 +144,9 @@ type Comm struct {
 	senderDone           chan error
 	cancelCall           context.CancelFunc
 
-	// point-to-point sequence numbers per peer
-	p2pSend, p2pRecv []atomic.Uint64
+	// point-to-point messages, in order per peer and direction (see p2p.go)
+	p2pMu            sync.Mutex
+	p2pSend, p2pRecv []p2pLane
 }
 
 // New builds a communicator over ep. Every rank of ep belongs to it; Split makes smaller ones.
@@ -179,8 +181,8 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		sendSig:    make(chan struct{}, 1),
 		recvSig:    make(chan struct{}, 1),
 		senderDone: make(chan error, 1),
-		p2pSend:    make([]atomic.Uint64, p),
-		p2pRecv:    make([]atomic.Uint64, p),
+		p2pSend:    make([]p2pLane, p),
+		p2pRecv:    make([]p2pLane, p),
 	}
 	c.dctx.init()
 	return c, nil
@@ -271,40 +273,27 @@ func (c *Comm) checkAllToAll(send, recv Buffer) error {
 	return nil
 }
 
-// Send sends buf to rank `to`, which must call Recv with a buffer of the same dtype and length.
-// Point-to-point messages have their own sequence numbers per peer; at most one goroutine may
-// Send to (or Recv from) a given peer at a time. They do not take turns with the collectives,
-// and they are bounded like them (Options.Timeout or the context's deadline); a failed Send or
-// Recv leaves the collectives usable.
+// Send sends buf to rank `to`, which must call Recv (or IRecv) with a buffer of the same dtype
+// and length. Point-to-point messages have their own sequence numbers per peer and direction,
+// and go in the order they were issued (after the ISends to that peer issued before); at most
+// one goroutine may issue them to (or from) a given peer. They do not take turns with the
+// collectives, and they are bounded like them (Options.Timeout or the context's deadline); a
+// failed Send or Recv leaves the collectives usable.
 func (c *Comm) Send(ctx context.Context, to int, buf Buffer) error {
 	if err := c.checkPeer("send", to, buf); err != nil {
 		return err
 	}
-	seq := c.p2pSend[to].Add(1) - 1
-	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
-		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), c.Rank())}
-	ctx, cancel, limit := c.p2pLimit(ctx)
-	defer cancel()
-	if err := c.ep.Send(ctx, to, h, buf.Bytes); err != nil {
-		return c.p2pErr(ctx, "send", seq, to, limit, err)
-	}
-	return nil
+	seq, prev := c.p2pIssue(&c.p2pSend[to], nil)
+	return c.send(ctx, to, seq, prev, buf)
 }
 
-// Recv receives into buf what rank `from` sent with Send.
+// Recv receives into buf what rank `from` sent with Send (or ISend).
 func (c *Comm) Recv(ctx context.Context, from int, buf Buffer) error {
 	if err := c.checkPeer("recv", from, buf); err != nil {
 		return err
 	}
-	seq := c.p2pRecv[from].Add(1) - 1
-	h := transport.Header{Channel: transport.ChanCollective, Seq: seq,
-		Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), from)}
-	ctx, cancel, limit := c.p2pLimit(ctx)
-	defer cancel()
-	if err := c.recvExact(ctx, from, h, buf.Bytes); err != nil {
-		return c.p2pErr(ctx, "recv", seq, from, limit, err)
-	}
-	return nil
+	seq, prev := c.p2pIssue(&c.p2pRecv[from], nil)
+	return c.recv(ctx, from, seq, prev, buf)
 }
 
 func (c *Comm) checkPeer(what string, peer int, buf Buffer) error {

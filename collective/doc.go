@@ -110,7 +110,9 @@
 // Integer results are identical across algorithms; float results differ across algorithms
 // only by summation order (tests allow 1e-5 relative for float32, 1e-12 for float64).
 //
-// Point-to-point messages share the collective channel and are matched in order per peer.
+// Point-to-point messages share the collective channel and are matched in order per peer:
+// Send, Recv and their non-blocking forms ISend and IRecv take a sequence number per peer and
+// direction when issued and reach the transport in that order.
 //
 // # Order and non-blocking calls
 //

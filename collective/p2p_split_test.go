@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/transport"
 	"github.com/hetsync/hetsync/transport/p2p"
+	"github.com/hetsync/hetsync/transport/p2p/p2ptest"
 )
 
 // TestSplitOverP2P forms a 4-rank libp2p job on loopback, splits it by parity and runs, on
@@ -19,30 +18,11 @@ import (
 // blocking allreduce on the half behind them.
 func TestSplitOverP2P(t *testing.T) {
 	const p = 4
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	eps := p2ptest.JoinLoopback(t, p, p2p.Config{Secret: "split over p2p", Logger: slog.New(slog.DiscardHandler)}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	eps := make([]transport.Endpoint, p)
 	errs := make([]error, p)
 	var wg sync.WaitGroup
-	for r := range p {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			eps[r], errs[r] = p2p.Join(ctx, p2p.Config{Rank: r, Size: p, Rendezvous: addr, Secret: "split over p2p",
-				JoinTimeout: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-		}()
-	}
-	wg.Wait()
-	defer transport.CloseAll(eps)
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("join: %v", err)
-	}
 	sums := make([][2]int64, p)
 	for r := range p {
 		wg.Add(1)

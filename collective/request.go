@@ -162,6 +162,9 @@ func (r *Request) Test() (done bool, err error) {
 // Done is closed when the call has completed, for use in a select.
 func (r *Request) Done() <-chan struct{} { return r.done }
 
+// Seq is the call's sequence number on its communicator (the "#n" of its errors).
+func (r *Request) Seq() uint64 { return r.seq }
+
 // WaitAll waits for every request and returns their errors joined.
 func WaitAll(ctx context.Context, reqs ...*Request) error {
 	var errs []error

@@ -49,6 +49,12 @@ func TestNonBlockingOverlaps(t *testing.T) {
 		if done, err := reqs[0].Test(); !done || err != nil {
 			t.Errorf("%s: Test after Wait = %v, %v", alg, done, err)
 		}
+		// A barrier no peer joins, to see its sequence number: it fails at its deadline.
+		lone, stopLone := context.WithTimeout(ctx, 10*time.Millisecond)
+		if next := j.comms[1].IBarrier(lone); reqs[1].Seq() != 0 || next.Seq() != 1 || next.Wait(ctx) == nil {
+			t.Errorf("%s: sequence numbers %d and %d, want 0 and 1 (and the lone barrier to fail)", alg, reqs[1].Seq(), next.Seq())
+		}
+		stopLone()
 		cancel()
 	}
 }
@@ -102,5 +108,58 @@ func TestNonBlockingArguments(t *testing.T) {
 	var nilReq *Request
 	if err := nilReq.Wait(ctx); err == nil {
 		t.Error("Wait on a nil Request: no error")
+	}
+}
+
+// TestNonBlockingSendRecv: every rank issues several ISends to its successor and IRecvs from
+// its predecessor, interleaved, of different lengths, then a blocking Send and Recv behind
+// them; every message must arrive whole and in order.
+func TestNonBlockingSendRecv(t *testing.T) {
+	const k = 4
+	msg := func(from, i int) Buffer { return input(Float64, from*k+i, 1+6*i) }
+	for p := 2; p <= 9; p++ {
+		for _, tr := range []string{"mem", "tcp"} {
+			if tr == "tcp" && p > 4 {
+				continue
+			}
+			var j *job
+			if tr == "mem" {
+				j = newMemJob(t, p, Options{Algorithm: "ring"})
+			} else {
+				j = newJob(t, tcpEndpoints(t, p), Options{Algorithm: "ring"})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			got := make([][]Buffer, p)
+			j.mustRun(t, "send/recv", func(c *Comm) error {
+				r := c.Rank()
+				next, prev := (r+1)%p, (r+p-1)%p
+				got[r] = make([]Buffer, k)
+				var reqs []*Request
+				for i := 0; i < k-1; i++ {
+					got[r][i] = input(Float64, 99, 1+6*i)
+					reqs = append(reqs, c.IRecv(ctx, prev, got[r][i]), c.ISend(ctx, next, msg(r, i)))
+				}
+				got[r][k-1] = input(Float64, 99, 1+6*(k-1))
+				if err := c.Send(ctx, next, msg(r, k-1)); err != nil {
+					return err
+				}
+				if err := c.Recv(ctx, prev, got[r][k-1]); err != nil {
+					return err
+				}
+				return WaitAll(ctx, reqs...)
+			})
+			cancel()
+			for r := range got {
+				for i, b := range got[r] {
+					if err := compare(b, msg((r+p-1)%p, i), 0, b.Len()); err != nil {
+						t.Fatalf("%s p=%d rank %d message %d: %v", tr, p, r, i, err)
+					}
+				}
+			}
+		}
+	}
+	c := newMemJob(t, 2, Options{Algorithm: "ring"}).comms[0]
+	if done, err := c.ISend(context.Background(), 0, F32(make([]float32, 1))).Test(); !done || err == nil {
+		t.Errorf("ISend to itself: Test = %v, %v", done, err)
 	}
 }
