@@ -15,7 +15,9 @@ type Config struct {
 	Strategy string `json:"strategy"`
 	// Collective is the allreduce algorithm for synchronous strategies (collective.Algorithms).
 	Collective string `json:"collective"`
-	// Batch is the per-rank mini-batch size.
+	// Batch is the per-rank mini-batch size: the samples of one Model.Step. Rank 0 counts
+	// epochs and judges the coming round's progress with it, and GradReduction "sum" scales
+	// the model's mean gradient by it.
 	Batch int `json:"batch"`
 	// LR is the learning rate applied to the gradient as GradReduction defines it.
 	LR float64 `json:"lr"`

@@ -163,3 +163,32 @@ func TestESyncUnderComputeStraggler(t *testing.T) {
 		t.Fatalf("local steps per rank %v: the straggler (rank 2) should step least", steps)
 	}
 }
+
+// TestComputeStragglerAnyStrategy checks that compute-mode stragglers slow the straggler's
+// steps whatever the strategy: its compute time per step is at least the delay, the others'
+// stays below it.
+func TestComputeStragglerAnyStrategy(t *testing.T) {
+	const delay = 40 * time.Millisecond
+	s, err := ParseStragglers("ranks=1;delay=40ms;at=0s;for=1h;mode=compute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, strategy := range []string{"ssgd", "asgd", "local", "ssp"} {
+		t.Run(strategy, func(t *testing.T) {
+			cfg := Config{Strategy: strategy, Batch: 8, LR: 0.05, MaxRounds: 6, Seed: 4, Eval: EvalEvery{Rounds: 3}, Stragglers: s}
+			out := runCapturedJob(t, cfg, 2, nil)
+			perStep := make([]float64, 2)
+			for r := range perStep {
+				steps := 0
+				for _, rec := range out.records[r] {
+					perStep[r] += rec.ComputeS
+					steps += rec.LocalSteps
+				}
+				perStep[r] /= float64(max(1, steps))
+			}
+			if perStep[1] < delay.Seconds() || perStep[0] >= delay.Seconds() {
+				t.Fatalf("compute per step %v s: want rank 1 (the straggler) ≥ %v and rank 0 below", perStep, delay)
+			}
+		})
+	}
+}

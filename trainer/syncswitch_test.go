@@ -115,7 +115,7 @@ func TestSyncSwitchMultiRank(t *testing.T) {
 				w.Now = c.Now
 				if w.Rank == 2 {
 					bm := w.Model.(*batchModel)
-					bm.Data = &stepSlowBatches{inner: bm.Data, clock: c, from: 40, delay: 25 * time.Millisecond}
+					bm.data = &stepSlowBatches{inner: bm.data, clock: c, from: 40, delay: 25 * time.Millisecond}
 				}
 			})
 			last := out.params[0][len(out.params[0])-1]
@@ -405,7 +405,7 @@ func TestSyncSwitchTransientStraggler(t *testing.T) {
 				w.Now = c.Now
 				if w.Rank == 2 {
 					bm := w.Model.(*batchModel)
-					bm.Data = &stepSlowBatches{inner: bm.Data, clock: c, from: 30, until: 45, delay: 25 * time.Millisecond}
+					bm.data = &stepSlowBatches{inner: bm.data, clock: c, from: 30, until: 45, delay: 25 * time.Millisecond}
 				}
 			})
 			for r := 1; r < 3; r++ {

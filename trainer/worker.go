@@ -61,18 +61,17 @@ func NewBatchModel(net Network, data Batches) (Model, error) {
 	if net == nil || data == nil {
 		return nil, fmt.Errorf("trainer: a batch model needs a network and batches")
 	}
-	m := &batchModel{net: net, Data: data, params: make([]float32, net.NumParams())}
+	m := &batchModel{net: net, data: data, params: make([]float32, net.NumParams())}
 	if err := net.ReadParams(m.params); err != nil {
 		return nil, fmt.Errorf("trainer: reading the initial parameters: %w", err)
 	}
 	return m, nil
 }
 
-// batchModel is NewBatchModel's Model. Data is exported to the package so that tests (and
-// compute-mode stragglers) can decorate the batches.
+// batchModel is NewBatchModel's Model.
 type batchModel struct {
 	net    Network
-	Data   Batches
+	data   Batches
 	params []float32
 }
 
@@ -82,7 +81,7 @@ func (m *batchModel) Step(ctx context.Context, grad []float32) (StepResult, erro
 	if err := m.net.WriteParams(m.params); err != nil {
 		return StepResult{}, fmt.Errorf("loading parameters: %w", err)
 	}
-	x, labels, err := m.Data.Next()
+	x, labels, err := m.data.Next()
 	if err != nil {
 		return StepResult{}, fmt.Errorf("next batch: %w", err)
 	}
