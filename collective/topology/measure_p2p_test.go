@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/collective/topology"
-	"github.com/hetsync/hetsync/internal/netnstest"
+	"github.com/hetsync/hetsync/internal/netns"
 	"github.com/hetsync/hetsync/transport/p2p"
 	"github.com/hetsync/hetsync/transport/p2p/p2ptest"
 )
@@ -66,10 +66,10 @@ func netnsRank(arg string) int {
 
 // measureInNamespaces runs rank r in host nsOf[r]'s namespace, rank 0 listening on its host's
 // address, and returns every rank's report.
-func measureInNamespaces(t *testing.T, h *netnstest.Hosts, nsOf []int) []rankReport {
+func measureInNamespaces(t *testing.T, n *netns.Net, nsOf []int) []rankReport {
 	t.Helper()
-	rendezvous := net.JoinHostPort(h.Addrs[nsOf[0]], strconv.Itoa(20000+rand.IntN(20000)))
-	outs := h.RunRanks(t, nsOf, func(r int) []string {
+	rendezvous := net.JoinHostPort(n.Hosts[nsOf[0]].Addr, strconv.Itoa(20000+rand.IntN(20000)))
+	outs := n.RunRanks(t.Context(), t, nsOf, func(r int) []string {
 		args, _ := json.Marshal(rankArgs{Rank: r, Size: len(nsOf), Rendezvous: rendezvous, Secret: "topology " + t.Name()})
 		return []string{envRank + "=" + string(args)}
 	})
@@ -93,9 +93,9 @@ func matrices(reps []rankReport) []*topology.Matrix {
 // TestMeasureAcrossNetworkNamespaces: 8 ranks on 4 namespace hosts, two per host, with one
 // host name: the matrix has 4 hosts and the same bytes on every rank.
 func TestMeasureAcrossNetworkNamespaces(t *testing.T) {
-	h := netnstest.New(t, 4)
+	n := netns.ForTest(t, netns.Spec{Topology: netns.Uniform, Hosts: 4, Unshaped: true})
 	nsOf := []int{0, 0, 1, 1, 2, 2, 3, 3}
-	reps := measureInNamespaces(t, h, nsOf)
+	reps := measureInNamespaces(t, n, nsOf)
 	topology.CheckMeasured(t, matrices(reps), nsOf)
 	m := reps[0].Matrix
 	t.Logf("Measure took %.3f s on rank 0 (8 ranks, 4 hosts); same host %.1f us %.0f MB/s, across %.1f us %.0f MB/s",
@@ -103,13 +103,12 @@ func TestMeasureAcrossNetworkNamespaces(t *testing.T) {
 }
 
 // TestMeasureShapedLink: two namespace hosts whose links are shaped to 100 Mbit/s each way
-// measure a β within 25 % of 8e-8 s per byte, in both directions.
+// (a 32 KiB bucket, 50 ms of queue) measure a β within 25 % of 8e-8 s per byte, in both
+// directions.
 func TestMeasureShapedLink(t *testing.T) {
-	h := netnstest.New(t, 2)
-	for i := range 2 {
-		h.Shape(t, i, "100mbit", "32kb", "50ms")
-	}
-	reps := measureInNamespaces(t, h, []int{0, 1})
+	n := netns.ForTest(t, netns.Spec{Topology: netns.Uniform, Hosts: 2, RateMbit: 100,
+		BurstBytes: 32 << 10, Latency: 50 * time.Millisecond})
+	reps := measureInNamespaces(t, n, []int{0, 1})
 	topology.CheckMeasured(t, matrices(reps), []int{0, 1})
 	const want = 8.0 / 100e6 // seconds per byte at 100 Mbit/s
 	for _, l := range [][2]int{{0, 1}, {1, 0}} {

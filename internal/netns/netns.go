@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hetsync/hetsync/collective/topology"
 )
@@ -27,13 +28,39 @@ const (
 )
 
 // Spec describes a network to build. Zero fields take the script's defaults (4 hosts, 200
-// Mbit/s, ratio 10, 2 racks).
+// Mbit/s, ratio 10, 2 racks, a token bucket of 10 ms of traffic but at least 32 KiB, 20 ms of
+// queue).
 type Spec struct {
 	Topology string
 	Hosts    int
 	RateMbit int // access link rate, Mbit/s
 	Ratio    int // how many times slower the slow host's link or the uplinks are
 	Racks    int // racks topology only
+	// Unshaped leaves every link at veth speed, for tests that need hosts apart but no rate;
+	// SetRate may still shape a link later.
+	Unshaped bool
+	// BurstBytes is every link's token bucket and Latency the longest a packet waits in its
+	// queue (whole milliseconds), for a test that measures a link against other settings.
+	BurstBytes int
+	Latency    time.Duration
+}
+
+// check says what is wrong with spec, naming the field.
+func (spec Spec) check() error {
+	switch spec.Topology {
+	case Uniform, SlowHost, Racks:
+	default:
+		return fmt.Errorf("unknown topology %q (%s, %s, %s)", spec.Topology, Uniform, SlowHost, Racks)
+	}
+	switch {
+	case spec.Hosts < 0 || spec.RateMbit < 0 || spec.Ratio < 0 || spec.Racks < 0 || spec.BurstBytes < 0:
+		return fmt.Errorf("spec %+v: a negative count", spec)
+	case spec.Unshaped && (spec.RateMbit > 0 || spec.BurstBytes > 0 || spec.Latency > 0):
+		return fmt.Errorf("spec %+v: Unshaped with a RateMbit, BurstBytes or Latency", spec)
+	case spec.Latency < 0 || spec.Latency%time.Millisecond != 0:
+		return fmt.Errorf("spec %+v: Latency %v is not a whole number of milliseconds", spec, spec.Latency)
+	}
+	return nil
 }
 
 // Host is one namespace of a network.
@@ -69,10 +96,8 @@ func Up(ctx context.Context, spec Spec) (*Net, error) {
 	if err := Available(); err != nil {
 		return nil, fmt.Errorf("netns: %w", err)
 	}
-	switch spec.Topology {
-	case Uniform, SlowHost, Racks:
-	default:
-		return nil, fmt.Errorf("netns: unknown topology %q (%s, %s, %s)", spec.Topology, Uniform, SlowHost, Racks)
+	if err := spec.check(); err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
 	}
 	n := &Net{Prefix: fmt.Sprintf("hsn%d%04d", os.Getpid()%1000, rand.IntN(10000)), Spec: spec}
 	args := []string{"up", spec.Topology}
@@ -148,10 +173,19 @@ func (n *Net) run(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "bash", append([]string{"-s", "--"}, args...)...)
 	cmd.Stdin = bytes.NewReader(script)
 	cmd.Env = append(os.Environ(), "PREFIX="+n.Prefix)
-	for k, v := range map[string]int{"RATE": n.Spec.RateMbit, "RATIO": n.Spec.Ratio, "RACKS": n.Spec.Racks} {
+	// Every setting is set, empty for the script's default, so that none comes from the
+	// caller's environment.
+	for k, v := range map[string]int{"RATE": n.Spec.RateMbit, "RATIO": n.Spec.Ratio, "RACKS": n.Spec.Racks,
+		"BURST": n.Spec.BurstBytes, "LATENCY_MS": int(n.Spec.Latency / time.Millisecond)} {
+		val := ""
 		if v > 0 {
-			cmd.Env = append(cmd.Env, k+"="+strconv.Itoa(v))
+			val = strconv.Itoa(v)
 		}
+		cmd.Env = append(cmd.Env, k+"="+val)
+	}
+	cmd.Env = append(cmd.Env, "SUBNET=")
+	if n.Spec.Unshaped {
+		cmd.Env = append(cmd.Env, "RATE=0") // later entries win
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -201,3 +201,54 @@ func TestLinks(t *testing.T) {
 		t.Error("a rank on host 4 of 4 accepted")
 	}
 }
+
+func TestSpecCheck(t *testing.T) {
+	for _, tc := range []struct {
+		spec Spec
+		ok   bool
+	}{
+		{Spec{Topology: Uniform}, true},
+		{Spec{Topology: Racks, Hosts: 5, Racks: 3, RateMbit: 10, Ratio: 3}, true},
+		{Spec{Topology: SlowHost, Hosts: 1, Unshaped: true}, true},
+		{Spec{Topology: Uniform, Hosts: 7, RateMbit: 100, BurstBytes: 32 << 10, Latency: 50 * time.Millisecond}, true},
+		{Spec{Topology: "mesh"}, false},
+		{Spec{}, false},
+		{Spec{Topology: Uniform, Hosts: -1}, false},
+		{Spec{Topology: Uniform, BurstBytes: -3}, false},
+		{Spec{Topology: Uniform, Unshaped: true, RateMbit: 100}, false},
+		{Spec{Topology: Uniform, Unshaped: true, Latency: time.Millisecond}, false},
+		{Spec{Topology: Uniform, Latency: 1500 * time.Microsecond}, false},
+		{Spec{Topology: Uniform, Latency: -time.Millisecond}, false},
+	} {
+		if err := tc.spec.check(); (err == nil) != tc.ok {
+			t.Errorf("check(%+v) = %v, want ok %v", tc.spec, err, tc.ok)
+		}
+	}
+}
+
+// TestShaping checks the token bucket a Spec asks for is the one on the links, and that an
+// unshaped network has none and promises no link matrix.
+func TestShaping(t *testing.T) {
+	qdisc := func(n *Net, i int) string {
+		out, err := n.Command(context.Background(), i, "tc", "qdisc", "show", "dev", "eth0").CombinedOutput()
+		if err != nil {
+			t.Fatalf("tc on host %d: %v\n%s", i, err, out)
+		}
+		return string(out)
+	}
+	shaped := ForTest(t, Spec{Topology: Uniform, Hosts: 2, RateMbit: 100, BurstBytes: 32 << 10, Latency: 50 * time.Millisecond})
+	for i := range 2 {
+		if q := qdisc(shaped, i); !strings.Contains(q, "tbf") || !strings.Contains(q, "rate 100Mbit burst 32Kb lat 50ms") {
+			t.Errorf("host %d's link: %q, want tbf rate 100Mbit burst 32Kb lat 50ms", i, q)
+		}
+	}
+	unshaped := ForTest(t, Spec{Topology: Racks, Hosts: 3, Unshaped: true})
+	for i := range 3 {
+		if q := qdisc(unshaped, i); strings.Contains(q, "tbf") {
+			t.Errorf("host %d of an unshaped network: %q", i, q)
+		}
+	}
+	if _, err := unshaped.Links(context.Background(), []int{0, 1}); err == nil {
+		t.Error("an unshaped network promised a link matrix")
+	}
+}

@@ -4,7 +4,7 @@
 # (one Linux bridge per rack, a core bridge joining the racks) live in a namespace of their
 # own, so nothing is added to the caller's namespace and two networks with different prefixes
 # never meet. Every link is shaped in both directions with tc tbf on the two ends of its veth
-# pair. netem is not used (it is missing on some kernels): latency, where a test needs it,
+# pair, unless RATE is 0. netem is not used (it is missing on some kernels): latency, where a test needs it,
 # comes from the transport's delay decorator.
 #
 # Usage (root):
@@ -22,7 +22,9 @@
 #   racks     HOSTS hosts (default 4) in RACKS racks (default 2, hosts dealt in blocks), access
 #             links at RATE, each rack's uplink to the core RATIO times slower
 # Environment: PREFIX (namespace prefix, default hsnet), RATE (access rate in Mbit/s, default
-# 200), RATIO (default 10), RACKS (default 2), SUBNET (first three octets, default 10.79.0).
+# 200; 0 leaves every link unshaped, at veth speed), RATIO (default 10), RACKS (default 2),
+# SUBNET (first three octets, default 10.79.0), BURST (token bucket in bytes, default 10 ms of
+# traffic and at least 32768), LATENCY_MS (longest wait in a link's queue, default 20).
 set -euo pipefail
 
 PREFIX=${PREFIX:-hsnet}
@@ -30,18 +32,22 @@ RATE=${RATE:-200}
 RATIO=${RATIO:-10}
 RACKS=${RACKS:-2}
 SUBNET=${SUBNET:-10.79.0}
+BURST=${BURST:-}
+LATENCY_MS=${LATENCY_MS:-20}
 SW="$PREFIX-sw"
 
 die() { echo "netns-topo: $*" >&2; exit 1; }
 
-# shape NS DEV KBIT: a token bucket of KBIT kbit/s on DEV's egress in namespace NS. The bucket
-# holds 10 ms of traffic (at least 32 KiB, so that one GSO segment fits) and the queue 20 ms,
-# so a saturated link neither bursts far above its rate nor delays small messages much.
+# shape NS DEV KBIT: a token bucket of KBIT kbit/s on DEV's egress in namespace NS (none when
+# KBIT is 0). By default the bucket holds 10 ms of traffic (at least 32 KiB, so that one GSO
+# segment fits) and the queue 20 ms, so a saturated link neither bursts far above its rate nor
+# delays small messages much; BURST and LATENCY_MS set them for a test that needs others.
 shape() {
   local ns=$1 dev=$2 kbit=$3
-  local burst=$(( kbit * 1000 / 8 / 100 ))
-  [ "$burst" -ge 32768 ] || burst=32768
-  ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${kbit}kbit" burst "$burst" latency 20ms
+  [ "$kbit" -gt 0 ] || return 0
+  local burst=${BURST:-$(( kbit * 1000 / 8 / 100 ))}
+  [ -n "$BURST" ] || [ "$burst" -ge 32768 ] || burst=32768
+  ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${kbit}kbit" burst "$burst" latency "${LATENCY_MS}ms"
 }
 
 # link NS_A DEV_A NS_B DEV_B KBIT: a veth pair shaped at KBIT in both directions, both ends up.
@@ -69,7 +75,11 @@ up() {
   local n=${2:-4}
   case "$TOPO" in uniform|slowhost|racks) ;; *) die "unknown topology '$TOPO' (uniform, slowhost, racks)";; esac
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "HOSTS '$n': want 1..200"
-  [[ "$RATE" =~ ^[0-9]+$ ]] && [ "$RATE" -ge 1 ] || die "RATE '$RATE': want Mbit/s, a positive integer"
+  [[ "$RATE" =~ ^[0-9]+$ ]] || die "RATE '$RATE': want Mbit/s, a positive integer (0: unshaped)"
+  if [ -n "$BURST" ]; then
+    [[ "$BURST" =~ ^[0-9]+$ ]] && [ "$BURST" -ge 1 ] || die "BURST '$BURST': want bytes, a positive integer"
+  fi
+  [[ "$LATENCY_MS" =~ ^[0-9]+$ ]] && [ "$LATENCY_MS" -ge 1 ] || die "LATENCY_MS '$LATENCY_MS': want a positive integer"
   [[ "$RATIO" =~ ^[0-9]+$ ]] && [ "$RATIO" -ge 1 ] || die "RATIO '$RATIO': want a positive integer"
   if [ "$TOPO" = racks ]; then
     [[ "$RACKS" =~ ^[0-9]+$ ]] && [ "$RACKS" -ge 1 ] && [ "$RACKS" -le "$n" ] || die "RACKS '$RACKS': want 1..$n"
@@ -125,6 +135,7 @@ links() {
   local n
   read -r TOPO n RACKS RATE RATIO < "$(statefile)"
   [ $# -ge 1 ] || die "links: give one host index per rank"
+  [ "$RATE" -gt 0 ] || die "links: the network with prefix $PREFIX is not shaped, so it promises no rates"
   local h racks=()
   for h in "$@"; do
     [[ "$h" =~ ^[0-9]+$ ]] && [ "$h" -lt "$n" ] || die "links: host '$h' is not in 0..$(( n - 1 ))"

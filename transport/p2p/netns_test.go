@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsync/hetsync/internal/netnstest"
+	"github.com/hetsync/hetsync/internal/netns"
 )
 
 // envNetnsRank makes the test binary one rank of TestHostsAcrossNetworkNamespaces: its value
@@ -65,13 +65,13 @@ func netnsRank(arg string) int {
 
 // runNetnsJob starts rank r of a job in namespace nsOf[r] (rank 0 listens on its host's
 // address) and returns every rank's report.
-func runNetnsJob(t *testing.T, h *netnstest.Hosts, nsOf []int, dataPath string, hostname func(r int) string) []netnsReport {
+func runNetnsJob(t *testing.T, n *netns.Net, nsOf []int, dataPath string, hostname func(r int) string) []netnsReport {
 	t.Helper()
-	rendezvous := net.JoinHostPort(h.Addrs[nsOf[0]], strconv.Itoa(20000+rand.IntN(20000)))
+	rendezvous := net.JoinHostPort(n.Hosts[nsOf[0]].Addr, strconv.Itoa(20000+rand.IntN(20000)))
 	// A secret of this job alone: the Unix socket names derive from it, and a rank of an
 	// earlier, interrupted run of the same test may still hold its name.
 	secret := fmt.Sprintf("netns %s %x", t.Name(), rand.Uint64())
-	outs := h.RunRanks(t, nsOf, func(r int) []string {
+	outs := n.RunRanks(t.Context(), t, nsOf, func(r int) []string {
 		args, _ := json.Marshal(netnsArgs{Rank: r, Size: len(nsOf), Rendezvous: rendezvous, Secret: secret,
 			DataPath: dataPath, Hostname: hostname(r), JoinTimeoutSeconds: 20})
 		return []string{envNetnsRank + "=" + string(args)}
@@ -89,11 +89,11 @@ func runNetnsJob(t *testing.T, h *netnstest.Hosts, nsOf []int, dataPath string, 
 // one host name and no override, do not share memory or Unix sockets (the shared-memory
 // directory is the same, the namespace is not), while ranks in one namespace still do.
 func TestHostsAcrossNetworkNamespaces(t *testing.T) {
-	h := netnstest.New(t, 2)
+	n := netns.ForTest(t, netns.Spec{Topology: netns.Uniform, Hosts: 2, Unshaped: true})
 	nsOf := []int{0, 0, 1, 1, 0}
 	none := func(int) string { return "" }
 	t.Run("auto", func(t *testing.T) {
-		for _, rep := range runNetnsJob(t, h, nsOf, DataPathAuto, none) {
+		for _, rep := range runNetnsJob(t, n, nsOf, DataPathAuto, none) {
 			if rep.Err != "" {
 				t.Fatalf("rank %d: %s", rep.Rank, rep.Err)
 			}
@@ -114,7 +114,7 @@ func TestHostsAcrossNetworkNamespaces(t *testing.T) {
 		}
 	})
 	t.Run("equal explicit names do not join namespaces", func(t *testing.T) {
-		for _, rep := range runNetnsJob(t, h, nsOf, DataPathAuto, func(int) string { return "one-name" }) {
+		for _, rep := range runNetnsJob(t, n, nsOf, DataPathAuto, func(int) string { return "one-name" }) {
 			for q := range nsOf {
 				if rep.Err != "" || (q != rep.Rank && rep.Same[q] != (nsOf[q] == nsOf[rep.Rank])) {
 					t.Errorf("rank %d: same host %v, error %q", rep.Rank, rep.Same, rep.Err)
@@ -124,7 +124,7 @@ func TestHostsAcrossNetworkNamespaces(t *testing.T) {
 		}
 	})
 	t.Run("shm across namespaces is an error naming both ranks", func(t *testing.T) {
-		for _, rep := range runNetnsJob(t, h, nsOf[:3], DataPathShm, none) {
+		for _, rep := range runNetnsJob(t, n, nsOf[:3], DataPathShm, none) {
 			// Every rank belongs to a pair across namespaces and reports one of its pairs.
 			if rep.Err == "" || !strings.Contains(rep.Err, "network namespace") || !strings.Contains(rep.Err, "do not share a host") {
 				t.Errorf("rank %d: error %q; want one naming the pair and its network namespaces", rep.Rank, rep.Err)
