@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/launcher"
@@ -99,7 +100,31 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		_ = ep.Close()
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
-	return newComm(ep, copts, env.LocalRank, env.LocalSize, r.Settings)
+	c, err := newComm(ep, copts, env.LocalRank, env.LocalSize, r.Settings)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.joined(ctx, r.JoinTimeout); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
+	return c, nil
+}
+
+// joined waits until every rank has joined. A rank's join ends when its own connections are
+// up, and each rank decides on its own clock whether its join timed out: without this barrier
+// a rank whose join succeeded would start the program's collectives while another was still
+// joining, or had given up and left, and its first collective would fail with that rank's
+// abort notice instead of naming the join; and its work would take the CPU that the ranks
+// still joining need to answer their peers within the join timeout.
+func (c *Comm) joined(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := c.Barrier(ctx); err != nil {
+		return fmt.Errorf("rank %d: waiting for every rank to join (%s or WithJoinTimeout, %v): %w",
+			c.Rank(), launcher.EnvJoinTimeout, timeout, err)
+	}
+	return nil
 }
 
 // initAlone is Init in a process that no launcher adopted: a job of one rank, unless another
