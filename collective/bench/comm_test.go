@@ -22,44 +22,11 @@ func TestRunOverCollectiveComm(t *testing.T) {
 			for _, p := range []int{1, 2, 3, 4, 5, 8} {
 				t.Run(fmt.Sprintf("%s/%v/p=%d", algo, op, p), func(t *testing.T) {
 					cfg := Config{Op: op, MinBytes: 4, MaxBytes: 64 << 10, Factor: 16, Warmup: 1, Iters: 2, Check: 1, Root: p / 2}
-					eps := transport.NewMemJob(p)
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					defer cancel()
-					rows := make([][]Row, p)
-					errs := make([]error, p)
-					var wg sync.WaitGroup
-					for r := range eps {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							defer func() {
-								if errs[r] != nil {
-									cancel()
-								}
-							}()
-							comm, err := collective.New(eps[r], collective.Options{Algorithm: algo})
-							if err != nil {
-								errs[r] = err
-								return
-							}
-							gather, err := collective.New(eps[r], collective.Options{Algorithm: "ring"})
-							if err != nil {
-								errs[r] = err
-								return
-							}
-							rows[r], errs[r] = (&Runner{Comm: comm, Gather: gather, Config: cfg}).Run(ctx)
-						}()
-					}
-					wg.Wait()
-					for r, err := range errs {
-						if err != nil {
-							t.Fatalf("rank %d: %v", r, err)
-						}
-					}
-					if len(rows[0]) == 0 {
+					rows := runCollectiveJob(t, p, algo, cfg)
+					if len(rows) == 0 {
 						t.Fatal("no rows")
 					}
-					for _, row := range rows[0] {
+					for _, row := range rows {
 						if row.Wrong != 0 || row.Algo != algo {
 							t.Errorf("size %d: %d wrong elements, algo %q", row.Bytes, row.Wrong, row.Algo)
 						}
@@ -67,5 +34,67 @@ func TestRunOverCollectiveComm(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// runCollectiveJob runs a Runner on every rank of an in-process job of p ranks, as hetsync
+// bench does (the communicator under test and a ring communicator for the results, on one
+// endpoint), and returns rank 0's rows.
+func runCollectiveJob(t *testing.T, p int, algo string, cfg Config) []Row {
+	t.Helper()
+	eps := transport.NewMemJob(p)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rows := make([][]Row, p)
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for r := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comm, err := collective.New(eps[r], collective.Options{Algorithm: algo})
+			if err == nil {
+				var gather *collective.Comm
+				if gather, err = collective.New(eps[r], collective.Options{Algorithm: "ring"}); err == nil {
+					rows[r], err = (&Runner{Comm: comm, Gather: gather, Config: cfg}).Run(ctx)
+				}
+			}
+			if err != nil {
+				errs[r] = err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return rows[0]
+}
+
+// The settling path at 64 ranks, as `hetsync bench -np 64 -b 4K -e 64K` runs it: every rank
+// must make the same calls whatever its own clock says.
+func TestSettleAt64Ranks(t *testing.T) {
+	for _, algo := range []string{"auto", "ring", "butterfly"} {
+		t.Run(algo, func(t *testing.T) {
+			if raceEnabled && algo == "auto" {
+				// Each of the 64 ranks simulates auto's candidates: minutes under the race
+				// detector. make test runs it in its pass without -race.
+				t.Skip("64 ranks of auto under -race")
+			}
+			cfg := Config{Op: AllReduce, MinBytes: 4 << 10, MaxBytes: 64 << 10, Factor: 4, Warmup: 1, Iters: 2, Check: 1,
+				Settle: 50 * time.Millisecond}
+			rows := runCollectiveJob(t, 64, algo, cfg)
+			if len(rows) != 3 {
+				t.Fatalf("%d rows, want 3", len(rows))
+			}
+			for _, r := range rows {
+				if r.Wrong != 0 || r.Iters != 2 {
+					t.Errorf("%s: %d wrong, %d iterations", fmt.Sprint(r.Bytes), r.Wrong, r.Iters)
+				}
+			}
+		})
 	}
 }
