@@ -271,6 +271,19 @@ func TestBenchP2PEndToEnd(t *testing.T) {
 	checkAllOK(t, parseTSV(t, out), 4, []string{"ring", "butterfly", "binary-blocks", "ps"}, []int{4096, 16384, 65536})
 }
 
+// The settling phase of auto at 64 ranks launched as processes, as the sweep
+// `hetsync bench -np 64 --collective auto -b 4K -e 64K` runs it: every rank joins before any
+// starts, every rank calls the same collectives, and every check is right. (In-process, the
+// same path is collective/bench's TestSettleAt64Ranks.)
+func TestBenchSettlesAt64Ranks(t *testing.T) {
+	code, out, stderr := runBinary(t, "bench", "-np", "64", "--collective", "auto", "-b", "4K", "-e", "64K", "-f", "4",
+		"-n", "1", "-w", "1", "-c", "1", "--settle", "100ms", "--format", "tsv", "--security", "none", "--data-path", "tcp")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	checkAllOK(t, parseTSV(t, out), 64, []string{"auto"}, []int{4096, 16384, 65536})
+}
+
 func TestLaunchFailureNamesTheRank(t *testing.T) {
 	code, out, stderr := runBinary(t, "launch", "-np", "3", "--", "sh", "-c",
 		`echo "up $HETSYNC_RANK/$HETSYNC_WORLD_SIZE"; if [ "$HETSYNC_RANK" = 1 ]; then exit 3; fi; exec sleep 600`)
