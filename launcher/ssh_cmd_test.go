@@ -18,9 +18,18 @@ import (
 // runHetsync runs the hetsync binary with args in dir and returns its status and output.
 func runHetsync(t *testing.T, bin, dir string, args ...string) (int, string, string) {
 	t.Helper()
+	return runHetsyncIn(t, "", bin, dir, args...)
+}
+
+// runHetsyncIn is runHetsync inside network namespace netns ("" for this one).
+func runHetsyncIn(t *testing.T, netns, bin, dir string, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	if netns != "" {
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", netns, bin}, args...)...)
+	}
 	cmd.Dir = dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -2,66 +2,23 @@ package launcher
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hetsync/hetsync/internal/netns"
 )
 
-// netnsHosts makes n "hosts": network namespaces joined by a bridge in this namespace, host i
-// at 10.77.X.(i+2) on its interface "hs0", this namespace at 10.77.X.1 on the bridge. X is
-// random so that concurrent test runs do not meet. Everything is removed when the test ends.
-// It skips the test when not root.
-func netnsHosts(t *testing.T, n int) (names, addrs []string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root: run as root (CI does) for the multi-host test across namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("the ip command (iproute2) is missing")
-	}
-	id := rand.IntN(200) + 20
-	tag := fmt.Sprintf("hs%d%03d", os.Getpid()%1000, id)
-	bridge := tag + "b"
-	subnet := fmt.Sprintf("10.77.%d.", id)
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	t.Cleanup(func() {
-		for _, ns := range names {
-			_ = exec.Command("ip", "netns", "del", ns).Run() // takes its veth pair along
-		}
-		_ = exec.Command("ip", "link", "del", bridge).Run()
-	})
-	run("link", "add", bridge, "type", "bridge")
-	run("addr", "add", subnet+"1/24", "dev", bridge)
-	run("link", "set", bridge, "up")
-	for i := 0; i < n; i++ {
-		ns, veth := fmt.Sprintf("%s-%d", tag, i), fmt.Sprintf("%sv%d", tag, i)
-		run("netns", "add", ns)
-		names = append(names, ns)
-		run("-n", ns, "link", "set", "lo", "up")
-		run("link", "add", veth, "type", "veth", "peer", "name", "hs0", "netns", ns)
-		run("link", "set", veth, "master", bridge)
-		run("link", "set", veth, "up")
-		addr := subnet + strconv.Itoa(i+2)
-		run("-n", ns, "addr", "add", addr+"/24", "dev", "hs0")
-		run("-n", ns, "link", "set", "hs0", "up")
-		addrs = append(addrs, addr)
-	}
-	return names, addrs
-}
-
 // TestSSHAcrossNetworkNamespaces runs a job on three "hosts" with their own addresses, each
-// with its own sshd; the launcher runs in this namespace and reaches them over the bridge.
+// with its own sshd; the launcher runs on a fourth host and reaches them over the network.
 func TestSSHAcrossNetworkNamespaces(t *testing.T) {
-	names, addrs := netnsHosts(t, 3)
+	n := netns.ForTest(t, netns.Spec{Topology: netns.Uniform, Hosts: 4, Unshaped: true})
+	var names, addrs []string
+	for _, h := range n.Hosts[:3] {
+		names, addrs = append(names, h.Namespace), append(addrs, h.Addr)
+	}
+	login := n.Hosts[3].Namespace
 	bin := hetsyncBinary(t)
 	userKey := filepath.Join(t.TempDir(), "user_key")
 	writeKey(t, userKey)
@@ -81,12 +38,12 @@ func TestSSHAcrossNetworkNamespaces(t *testing.T) {
 		extra []string
 	}{
 		{"default addresses", nil},
-		{"iface", []string{"--iface", "hs0"}},
+		{"iface", []string{"--iface", "eth0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(append(append([]string{}, benchArgs...), "-np", "5", "-H", hosts), ssh...)
-			code, out, stderr := runHetsync(t, bin, t.TempDir(), append(args, tc.extra...)...)
+			code, out, stderr := runHetsyncIn(t, login, bin, t.TempDir(), append(args, tc.extra...)...)
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 			}
@@ -96,8 +53,8 @@ func TestSSHAcrossNetworkNamespaces(t *testing.T) {
 	t.Run("ranks see their host", func(t *testing.T) {
 		// Each rank runs inside its host's namespace: it has that host's address.
 		args := append([]string{"launch", "-H", hosts}, ssh...)
-		args = append(args, "--", "sh", "-c", `echo "$HETSYNC_HOSTNAME $(ip -o -4 addr show dev hs0 | awk '{print $4}')"`)
-		code, out, stderr := runHetsync(t, bin, t.TempDir(), args...)
+		args = append(args, "--", "sh", "-c", `echo "$HETSYNC_HOSTNAME $(ip -o -4 addr show dev eth0 | awk '{print $4}')"`)
+		code, out, stderr := runHetsyncIn(t, login, bin, t.TempDir(), args...)
 		if code != 0 {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 		}

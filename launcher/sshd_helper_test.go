@@ -160,13 +160,27 @@ func startSSHDWith(t *testing.T, o sshdOptions) *testSSHD {
 			t.Logf("sshd log:\n%s", logb.String())
 		}
 	})
-	// Wait until it accepts connections on every address (or has died).
+	// Wait until it accepts connections on every address (or has died), connecting from its
+	// own namespace: this one need not reach another's.
+	dial := func(a string) error {
+		if netns == "" {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(a, strconv.Itoa(s.Port)), time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}
+		out, err := exec.Command("ip", "netns", "exec", netns, "bash", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", a, s.Port)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
 	for _, a := range addrs {
 		addr := net.JoinHostPort(a, strconv.Itoa(s.Port))
 		for i := 0; ; i++ {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
+			err := dial(a)
 			if err == nil {
-				c.Close()
 				break
 			}
 			select {
