@@ -60,6 +60,8 @@ func benchLinks(c *cli.Context) error {
 		return usageError{err}
 	}
 	out := c.App.Writer
+	// The job measures here, once, and plans nothing: Init need not measure too.
+	o.PlanLinks = hetsync.LinksOff
 	if o.Transport == "mem" {
 		return hetsync.InitLocal(c.Context, o.NP, func(ctx context.Context, comm *hetsync.Comm) error {
 			return measureLinks(ctx, comm.Endpoint(), o, out)
