@@ -97,7 +97,8 @@
 // algorithm name, dtype, reduction, count and root) in transport.Header; a rank that receives a
 // message of another call fails with a *transport.MismatchError wrapped as
 // "rank r: allreduce #seq (ring): ...", then sends an abort frame to every peer, so that peers
-// blocked on it fail too instead of hanging. A rank whose part of a call is only sends (a
+// blocked on it fail too, with a *PeerAbortedError naming the rank that gave up, instead of
+// hanging. A rank whose part of a call is only sends (a
 // broadcast root) may return before a peer notices a mismatch; it gets the abort at its next
 // call. After any failure the Comm is unusable (every later call says so): the ranks no longer
 // agree on which messages are in flight. Every call honours its context. On error the contents

@@ -294,12 +294,24 @@ func (c *Comm) recvExact(ctx context.Context, from int, want transport.Header, b
 	return c.checkRecv(from, want, got, n, len(buf))
 }
 
+// PeerAbortedError says that a peer gave up on a call (its own error says why: a mismatch it
+// saw, a timeout, its context, a failed link) and told this rank so instead of letting it wait.
+// It is not a mismatch: nobody need have called the wrong collective.
+type PeerAbortedError struct {
+	Rank, Peer int
+	Seq        uint64 // the sequence number of the call the peer gave up on
+}
+
+func (e *PeerAbortedError) Error() string {
+	return fmt.Sprintf("rank %d gave up on call #%d and told rank %d to stop waiting (rank %d's own error says why)",
+		e.Peer, e.Seq, e.Rank, e.Peer)
+}
+
 // checkRecv checks a received message: not a peer's abort notice, the expected header, the
 // expected length.
 func (c *Comm) checkRecv(from int, want, got transport.Header, n, size int) error {
 	if got.Op == abortOp {
-		return fmt.Errorf("rank %d gave up on the collective (see its error): %w", from,
-			&transport.MismatchError{Rank: c.Rank(), Peer: from, Want: want, Got: got})
+		return &PeerAbortedError{Rank: c.Rank(), Peer: from, Seq: got.Seq}
 	}
 	if err := transport.CheckHeader(c.Rank(), from, want, got); err != nil {
 		return err
