@@ -93,7 +93,7 @@ func lookupAlgorithm(name string, opts Options) (algorithm, error) {
 	base := algorithmTable()[c.base](opts)
 	if opts.Links == nil {
 		if c.hier || (c.order != "" && c.order != orderRank) {
-			return nil, fmt.Errorf("collective: algorithm %q plans from the link matrix: set Options.Links (bench: --links-file)", name)
+			return nil, fmt.Errorf("collective: algorithm %q plans from the link matrix: set Options.Links (bench: --plan-links)", name)
 		}
 		return base, nil
 	}

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Runs `hetsync bench` with its ranks on a shaped network of namespaces (see netns-topo.sh),
-# every rank planning from the link matrix the network promises, over plain TCP.
+# every rank planning from the link matrix the network promises (or the one the job measures,
+# LINKS=measure), over plain TCP.
 #
 # Usage (root): scripts/bench-topo.sh TOPO HOSTS PLACEMENT [BENCH FLAGS...]
 #   TOPO, HOSTS  as netns-topo.sh up takes them (RATE, RATIO, RACKS from the environment)
 #   PLACEMENT    block, cyclic, random (seeded by SEED, default 1), or host indices "0,1,2,0"
 #   NP           ranks (default 2 per host)
+#   LINKS        --plan-links: measure (plan from the links the job measures) or a file (default:
+#                the matrix the shaped network promises)
 # Example: RATE=1000 RATIO=10 scripts/bench-topo.sh racks 4 cyclic --collective configs -b 8M -e 64M -f 8
 # Prints rank 0's table; the placement and the matrix file go to stderr first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 3 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
 topo=$1 hosts=$2 placement=$3
 shift 3
 np=${NP:-$(( hosts * 2 ))}
@@ -53,7 +56,7 @@ for (( r = 0; r < np; r++ )); do
   ip netns exec "${ns[$h]}" env HETSYNC_RANK=$r HETSYNC_WORLD_SIZE=$np HETSYNC_LOCAL_RANK=$local \
     HETSYNC_LOCAL_SIZE=$size HETSYNC_RENDEZVOUS="${addr[${hostof[0]}]}:29471" HETSYNC_JOB_SECRET="$secret" \
     HETSYNC_HOSTNAME="${ns[$h]}" \
-    "$bin" bench --links-file "$work/links.json" --data-path tcp --security none "$@" > "$out" 2>"$work/err$r" &
+    "$bin" bench --plan-links "${LINKS:-$work/links.json}" --data-path tcp --security none "$@" > "$out" 2>"$work/err$r" &
   pids+=($!)
 done
 status=0

@@ -29,8 +29,9 @@ type benchOptions struct {
 	CodecName string
 	Servers   int
 	Segment   int
-	LinksFile string
-	Links     *topology.Matrix
+	// Links is the matrix the collectives plan from: --plan-links's file, or, once the job has
+	// formed, what it measured.
+	Links *topology.Matrix
 }
 
 // preferredOrder is the order of "--collective all"; registered algorithms not listed here
@@ -63,7 +64,7 @@ func parseCollectives(s string) ([]string, error) {
 		default:
 			names, ok := topoCollectives(name)
 			if !ok {
-				return nil, fmt.Errorf("--collective: unknown algorithm %q (known: %s, all, %s, and with --links-file %s)",
+				return nil, fmt.Errorf("--collective: unknown algorithm %q (known: %s, all, %s, and with a link matrix %s)",
 					name, strings.Join(known, ", "), configsKeyword, strings.Join(collective.Configurations(), ", "))
 			}
 			for _, n := range names {
@@ -105,7 +106,7 @@ func oneOf(flag, v string, known ...string) error {
 func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	o := benchOptions{
 		NP: c.Int("np"), JSONPath: c.String("J"), netOptions: netOptionsFrom(c), CodecName: c.String("codec"),
-		Servers: c.Int("servers"), LinksFile: c.String("links-file"),
+		Servers: c.Int("servers"),
 	}
 	var err error
 	if o.NP < 0 {
@@ -160,7 +161,7 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	if o.Servers > 0 && !slices.Contains(o.Collectives, "ps") {
 		return o, fmt.Errorf("--servers %d: only the ps collective has servers (--collective %s)", o.Servers, strings.Join(o.Collectives, ","))
 	}
-	if o.Links, err = readLinks(o.LinksFile); err != nil {
+	if o.Links, err = readLinks(o.linksFile()); err != nil {
 		return o, err
 	}
 	if err := o.checkLinks(o.NP); err != nil {
@@ -201,6 +202,9 @@ func (o benchOptions) notes() []string {
 	if o.Servers > 0 {
 		n = append(n, fmt.Sprintf("servers=%d", o.Servers))
 	}
+	if o.PlanLinks != "" {
+		n = append(n, "links="+o.PlanLinks)
+	}
 	return n
 }
 
@@ -215,7 +219,7 @@ func benchCommand() *cli.Command {
 			"and --target-sec reads TARGET_SEC (the environment of shared/peers/run_all.sh).",
 		Flags: slices.Concat([]cli.Flag{
 			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
-			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all; with --links-file also configurations (hier-NAME, NAME/ORDER) or configs (auto and every configuration)"},
+			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all; with a link matrix (--plan-links) also configurations (hier-NAME, NAME/ORDER) or configs (auto and every configuration)"},
 			&cli.StringFlag{Name: "op", Value: "allreduce", Usage: strings.Join(bench.OpNames(), ", ")},
 			&cli.StringFlag{Name: "b", Value: "4K", EnvVars: []string{"MIN_BYTES"}, Usage: "smallest size"},
 			&cli.StringFlag{Name: "e", Value: "64M", EnvVars: []string{"MAX_BYTES"}, Usage: "largest size"},
@@ -232,7 +236,6 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
 			&cli.IntFlag{Name: "servers", Usage: "ps: number of server ranks (0 = every rank)"},
 			&cli.StringFlag{Name: "segment", Value: "0", Usage: "pipelining segment size (0 = the algorithm's default)"},
-			linksFileFlag(),
 		}, netFlags(benchPoll), jobFlags(true), linksFlags()),
 		Action: func(c *cli.Context) error {
 			if c.Bool("links") {

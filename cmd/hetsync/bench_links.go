@@ -21,7 +21,7 @@ import (
 // linksFlags are bench's flags for measuring the links instead of the collectives.
 func linksFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "links", Usage: "measure the links instead: every host pair's latency and bandwidth, both directions (--format text, or json: the matrix --links-file reads)"},
+		&cli.BoolFlag{Name: "links", Usage: "measure the links instead: every host pair's latency and bandwidth, both directions (--format text, or json: the matrix --plan-links reads)"},
 	}
 }
 
@@ -60,6 +60,8 @@ func benchLinks(c *cli.Context) error {
 		return usageError{err}
 	}
 	out := c.App.Writer
+	// The job measures here, once, and plans nothing: Init need not measure too.
+	o.PlanLinks = hetsync.LinksOff
 	if o.Transport == "mem" {
 		return hetsync.InitLocal(c.Context, o.NP, func(ctx context.Context, comm *hetsync.Comm) error {
 			return measureLinks(ctx, comm.Endpoint(), o, out)

@@ -48,7 +48,7 @@ func TestBenchLinks(t *testing.T) {
 			}
 		})
 	}
-	t.Run("the JSON is a --links-file", func(t *testing.T) {
+	t.Run("the JSON is a --plan-links file", func(t *testing.T) {
 		code, out, stderr := runCLI(t, "bench", "--links", "--format", "json", "--transport", "mem", "--np", "3")
 		if code != 0 {
 			t.Fatalf("exit %d\nstderr:\n%s", code, stderr)
@@ -57,10 +57,10 @@ func TestBenchLinks(t *testing.T) {
 		if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		code, out, stderr = runCLI(t, "bench", "--transport", "mem", "--np", "3", "--links-file", path,
+		code, out, stderr = runCLI(t, "bench", "--transport", "mem", "--np", "3", "--plan-links", path,
 			"--collective", "auto", "-b", "4K", "-e", "4K", "-n", "1", "-w", "0", "--settle", "0")
 		if code != 0 || !strings.Contains(out, "predicted") {
-			t.Fatalf("bench --links-file on bench --links' output: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+			t.Fatalf("bench --plan-links on bench --links' output: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 		}
 	})
 	t.Run("bad format", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hetsync/hetsync"
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/bench"
 	"github.com/hetsync/hetsync/collective/topology"
@@ -17,23 +19,48 @@ import (
 // available (algorithm × hierarchy × order), for comparing auto with every hand-picked one.
 const configsKeyword = "configs"
 
-// linksFlag is bench's --links-file.
-func linksFileFlag() cli.Flag {
-	return &cli.StringFlag{Name: "links-file", Usage: "link matrix (JSON: hosts and α/β of every rank pair, as scripts/netns-topo.sh links prints) that auto, ring order, ps placement and the hier- configurations plan from; every rank reads it, so it must be the same file on every host"}
+// planLinksFlag is --plan-links of bench, train and launch (exported to the ranks as
+// HETSYNC_LINKS, read by hetsync.Init).
+func planLinksFlag() cli.Flag {
+	return &cli.StringFlag{Name: "plan-links", Usage: "where the link matrix that auto, ring order, ps placement and the hier- configurations plan from comes from: " +
+		"off; measure (every host pair's latency and bandwidth, when the job forms); or a matrix file (JSON, as bench --links --format json or scripts/netns-topo.sh links prints it), " +
+		"the same file on every host (default: measure when the ranks are on more than one host, else off)"}
 }
 
-// readLinks reads --links-file, nil when the flag is empty.
+// linksFile is --plan-links when it names a matrix file, else "".
+func (n netOptions) linksFile() string {
+	switch n.PlanLinks {
+	case "", hetsync.LinksOff, hetsync.LinksMeasure:
+		return ""
+	}
+	return n.PlanLinks
+}
+
+// mayMeasure reports whether the job may measure its links when it forms: the matrix, if
+// any, is known only then.
+func (n netOptions) mayMeasure() bool {
+	return n.PlanLinks == hetsync.LinksMeasure || (n.PlanLinks == "" && n.Transport == "p2p")
+}
+
+func (n netOptions) checkPlanLinks() error {
+	if n.Transport == "mem" && n.PlanLinks == hetsync.LinksMeasure {
+		return errors.New("--plan-links measure: --transport mem runs every rank in this process, with no links to measure")
+	}
+	return nil
+}
+
+// readLinks reads the matrix file --plan-links names, nil for a mode.
 func readLinks(path string) (*topology.Matrix, error) {
 	if path == "" {
 		return nil, nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--links-file: %w", err)
+		return nil, fmt.Errorf("--plan-links: %w", err)
 	}
 	m, err := topology.Unmarshal(b)
 	if err != nil {
-		return nil, fmt.Errorf("--links-file %s: %w", path, err)
+		return nil, fmt.Errorf("--plan-links %s: %w", path, err)
 	}
 	return m, nil
 }
@@ -50,21 +77,46 @@ func topoCollectives(name string) ([]string, bool) {
 	return nil, false
 }
 
-// checkLinks checks --links-file against the collectives and the world size (p = 0: unknown
-// yet).
+// checkLinks checks the matrix file against the collectives and the world size (p = 0:
+// unknown yet). Where the job may measure, configurations wait for requireLinks.
 func (o benchOptions) checkLinks(p int) error {
 	if o.Links == nil {
-		for _, name := range o.Collectives {
-			if !slices.Contains(collective.Algorithms(), name) {
-				return fmt.Errorf("--collective %s plans from the link matrix: give --links-file", name)
-			}
+		if o.mayMeasure() {
+			return nil
 		}
-		return nil
+		return o.requireLinks("")
 	}
 	if p != 0 && o.Links.P != p {
-		return fmt.Errorf("--links-file %s is a matrix of %d ranks for a job of %d", o.LinksFile, o.Links.P, p)
+		return fmt.Errorf("--plan-links %s is a matrix of %d ranks for a job of %d", o.linksFile(), o.Links.P, p)
 	}
 	return nil
+}
+
+// requireLinks fails when a collective plans from a link matrix and there is none; why says
+// why the job has none.
+func (o benchOptions) requireLinks(why string) error {
+	if o.Links != nil {
+		return nil
+	}
+	for _, name := range o.Collectives {
+		if !slices.Contains(collective.Algorithms(), name) {
+			return fmt.Errorf("--collective %s plans from the link matrix: give --plan-links measure or a matrix file%s", name, why)
+		}
+	}
+	return nil
+}
+
+// withJobLinks is o with the matrix the job formed with (measured, read, or none) and
+// --plan-links saying which, for the tables' notes.
+func (o benchOptions) withJobLinks(m *topology.Matrix) (benchOptions, error) {
+	o.Links = m
+	if o.PlanLinks == "" {
+		o.PlanLinks = hetsync.LinksOff
+		if m != nil {
+			o.PlanLinks = hetsync.LinksMeasure
+		}
+	}
+	return o, o.requireLinks(" (the job measured none: its ranks are on one host)")
 }
 
 // writePrediction writes, under a row of the text table, what the communicator runs for that

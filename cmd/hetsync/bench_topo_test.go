@@ -15,10 +15,11 @@ import (
 	"github.com/hetsync/hetsync/launcher"
 )
 
-// runInNetns runs one bench job with rank r in host hostOf[r]'s namespace of n, every rank
-// planning from the matrix the network promises, over plain TCP between the namespaces. It
-// returns rank 0's output; a failed rank fails the test.
-func runInNetns(t *testing.T, n *netns.Net, hostOf []int, args ...string) string {
+// runInNetns runs one bench job with rank r in host hostOf[r]'s namespace of n, over plain
+// TCP between the namespaces, every rank planning from the matrix the network promises, or,
+// with plan set, as --plan-links plan says ("-": the default). It returns rank 0's output; a
+// failed rank fails the test.
+func runInNetns(t *testing.T, n *netns.Net, hostOf []int, plan string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -30,11 +31,16 @@ func runInNetns(t *testing.T, n *netns.Net, hostOf []int, args ...string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	links := filepath.Join(t.TempDir(), "links.json")
-	if err := os.WriteFile(links, b, 0o644); err != nil {
-		t.Fatal(err)
+	if plan == "" {
+		plan = filepath.Join(t.TempDir(), "links.json")
+		if err := os.WriteFile(plan, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	args = append([]string{"bench", "--links-file", links, "--data-path", "tcp", "--security", "none", "--join-timeout", "60s"}, args...)
+	if plan != "-" {
+		args = append([]string{"--plan-links", plan}, args...)
+	}
+	args = append([]string{"bench", "--data-path", "tcp", "--security", "none", "--join-timeout", "60s"}, args...)
 	bin := hetsyncBinary(t)
 	p := len(hostOf)
 	outs := make([]bytes.Buffer, p)
@@ -85,7 +91,7 @@ func TestBenchAcrossNetnsTopologies(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s-%d-ranks", tc.spec.Topology, len(tc.hostOf)), func(t *testing.T) {
 			n := netns.ForTest(t, tc.spec)
-			out := runInNetns(t, n, tc.hostOf, "--collective", "auto,ring,hier-ring/grouped,hier-butterfly/interleaved",
+			out := runInNetns(t, n, tc.hostOf, "", "--collective", "auto,ring,hier-ring/grouped,hier-butterfly/interleaved",
 				"-b", "4K", "-e", "260K", "-f", "8", "-n", "2", "-w", "1", "-c", "1")
 			if got := strings.Count(out, "# Out of bounds values : 0 OK"); got != 4 {
 				t.Fatalf("%d of 4 tables checked OK:\n%s", got, out)
@@ -93,6 +99,29 @@ func TestBenchAcrossNetnsTopologies(t *testing.T) {
 			// Every row is followed by what ran and what the simulator predicted for it.
 			if got := strings.Count(out, ", predicted "); got != 4*3 {
 				t.Errorf("%d prediction lines, want one under each of 12 rows:\n%s", got, out)
+			}
+		})
+	}
+}
+
+// TestBenchPlansFromMeasuredLinks: on two racks joined by a thin link, a job across hosts
+// measures its links when it forms (by default, and when told to), and auto and the
+// configurations that need a matrix plan from the measured one: every row says what ran and
+// what the simulator predicted from the measured costs, and every result is checked.
+func TestBenchPlansFromMeasuredLinks(t *testing.T) {
+	n := netns.ForTest(t, netns.Spec{Topology: netns.Racks, Hosts: 4, RateMbit: 200})
+	for _, plan := range []string{"-", "measure"} {
+		t.Run(plan, func(t *testing.T) {
+			out := runInNetns(t, n, []int{0, 1, 2, 3, 1}, plan, "--collective", "auto,hier-ring/grouped",
+				"-b", "4K", "-e", "260K", "-f", "8", "-n", "2", "-w", "1", "-c", "1")
+			if got := strings.Count(out, "# Out of bounds values : 0 OK"); got != 2 {
+				t.Fatalf("%d of 2 tables checked OK:\n%s", got, out)
+			}
+			if got := strings.Count(out, "links=measure"); got != 2 {
+				t.Errorf("%d tables note links=measure, want 2:\n%s", got, out)
+			}
+			if got := strings.Count(out, ", predicted "); got != 2*3 {
+				t.Errorf("%d prediction lines, want one under each of 6 rows:\n%s", got, out)
 			}
 		})
 	}

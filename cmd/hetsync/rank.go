@@ -28,6 +28,9 @@ type netOptions struct {
 	Checksum bool
 	// Poll is how long a receiver polls its socket before it sleeps (transport.StreamOptions.Poll).
 	Poll time.Duration
+	// PlanLinks is where the link matrix comes from (--plan-links: off, measure or a file; ""
+	// for hetsync.Init's default).
+	PlanLinks string
 	// envErr is a malformed job setting in the environment, reported by validate.
 	envErr error
 }
@@ -41,6 +44,7 @@ func netFlags(poll time.Duration) []cli.Flag {
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
 		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
+		planLinksFlag(),
 	}
 }
 
@@ -51,6 +55,7 @@ func netOptionsFrom(c *cli.Context) netOptions {
 	n := netOptions{
 		Transport: c.String("transport"), DataPath: c.String("data-path"), Security: c.String("security"),
 		JoinTimeout: c.Duration("join-timeout"), Checksum: c.Bool("checksum"), Poll: c.Duration("poll"),
+		PlanLinks: c.String("plan-links"),
 	}
 	env, err := launcher.SettingsFromEnviron(os.Getenv)
 	if err != nil {
@@ -73,18 +78,25 @@ func netOptionsFrom(c *cli.Context) netOptions {
 	if fromEnv("checksum", env.Checksum) {
 		n.Checksum = true
 	}
+	if fromEnv("plan-links", env.Links != "") {
+		n.PlanLinks = env.Links
+	}
 	return n
 }
 
 // settings are the options as the variables a launcher passes to its ranks.
 func (n netOptions) settings() launcher.Settings {
-	return launcher.Settings{Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout, Poll: n.Poll, Checksum: n.Checksum}
+	return launcher.Settings{Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout, Poll: n.Poll, Checksum: n.Checksum, Links: n.PlanLinks}
 }
 
 // initOptions are the options as hetsync.Init's.
 func (n netOptions) initOptions() []hetsync.Option {
-	return []hetsync.Option{hetsync.WithSecurity(n.Security), hetsync.WithDataPath(n.DataPath),
+	opts := []hetsync.Option{hetsync.WithSecurity(n.Security), hetsync.WithDataPath(n.DataPath),
 		hetsync.WithJoinTimeout(n.JoinTimeout), hetsync.WithPoll(n.Poll), hetsync.WithChecksum(n.Checksum)}
+	if n.PlanLinks != "" {
+		opts = append(opts, hetsync.WithLinks(n.PlanLinks))
+	}
+	return opts
 }
 
 func (n netOptions) validate() error {
@@ -92,6 +104,9 @@ func (n netOptions) validate() error {
 		return n.envErr
 	}
 	if err := oneOf("transport", n.Transport, "p2p", "mem"); err != nil {
+		return err
+	}
+	if err := n.checkPlanLinks(); err != nil {
 		return err
 	}
 	if err := oneOf("data-path", n.DataPath, "auto", "stream", "tcp", "tls", "unix", "shm"); err != nil {
@@ -223,6 +238,10 @@ func writeJSONFile(path string, results []bench.Result) error {
 func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io.Writer) error {
 	setRankProcs(env.LocalSize)
 	return o.joinRank(ctx, func(c *hetsync.Comm) error {
+		o, err := o.withJobLinks(c.Links())
+		if err != nil {
+			return err
+		}
 		return runBenches(ctx, c.Endpoint(), o, out)
 	})
 }

@@ -13,7 +13,7 @@
 #   topo.sh rate LINK MBIT       re-shape one link while traffic runs: LINK is a host index
 #                                (its access link) or "uplinkR" (rack R's link to the core)
 #   topo.sh list                 the hosts of an existing network, as "up" prints them
-#   topo.sh links H0 H1 ...      the link matrix (JSON, as bench --links-file reads it) of ranks
+#   topo.sh links H0 H1 ...      the link matrix (JSON, as bench --plan-links reads it) of ranks
 #                                placed on hosts H0, H1, ... (one host index per rank), from the
 #                                rates the network was built with
 # TOPO:
