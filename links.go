@@ -2,8 +2,9 @@ package hetsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -83,13 +84,12 @@ func (c *config) planLinks(ctx context.Context, ep transport.Endpoint, env launc
 
 // readLinksFile reads a matrix file for a job of size ranks.
 func readLinksFile(path string, size int) (*topology.Matrix, error) {
-	b, err := os.ReadFile(path)
+	m, err := topology.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("matrix file: %w (want %s, %s or a matrix file)", err, LinksOff, LinksMeasure)
-	}
-	m, err := topology.Unmarshal(b)
-	if err != nil {
-		return nil, fmt.Errorf("matrix file %s: %w", path, err)
+		if pe := new(fs.PathError); errors.As(err, &pe) { // the file could not be read
+			return nil, fmt.Errorf("matrix file: %w (want %s, %s or a matrix file)", err, LinksOff, LinksMeasure)
+		}
+		return nil, fmt.Errorf("matrix file %w", err)
 	}
 	if m.P != size {
 		return nil, fmt.Errorf("matrix file %s: a matrix of %d ranks for a job of %d", path, m.P, size)

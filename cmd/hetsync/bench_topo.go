@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/urfave/cli/v2"
@@ -54,13 +53,9 @@ func readLinks(path string) (*topology.Matrix, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	m, err := topology.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--plan-links: %w", err)
-	}
-	m, err := topology.Unmarshal(b)
-	if err != nil {
-		return nil, fmt.Errorf("--plan-links %s: %w", path, err)
 	}
 	return m, nil
 }

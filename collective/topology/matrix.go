@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 )
 
@@ -134,4 +135,18 @@ func (m *Matrix) Sub(members []int) *Matrix {
 		}
 	}
 	return sub
+}
+
+// ReadFile reads and validates a matrix file written from Marshal (`hetsync bench --links
+// --format json`, `scripts/netns-topo.sh links`). Its errors name the file.
+func ReadFile(path string) (*Matrix, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Unmarshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
 }
