@@ -272,17 +272,23 @@ func TestInitErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := hetsync.Init(context.Background(), append([]hetsync.Option{envOf(tc.env)}, tc.opts...)...)
-			if err == nil {
-				c.Close()
-				t.Fatal("Init succeeded")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %q", err, w)
-				}
-			}
+			initFails(t, append([]hetsync.Option{envOf(tc.env)}, tc.opts...), tc.want)
 		})
+	}
+}
+
+// initFails checks that Init with opts fails with an error naming every string of want.
+func initFails(t *testing.T, opts []hetsync.Option, want []string) {
+	t.Helper()
+	c, err := hetsync.Init(context.Background(), opts...)
+	if err == nil {
+		c.Close()
+		t.Fatal("Init succeeded")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %q", err, w)
+		}
 	}
 }
 
