@@ -167,9 +167,7 @@ func TestSetRate(t *testing.T) {
 }
 
 func TestUpRejects(t *testing.T) {
-	if err := Available(); err != nil {
-		t.Skip(err)
-	}
+	RequireAvailable(t)
 	for _, spec := range []Spec{{Topology: "mesh"}, {Topology: Racks, Hosts: 2, Racks: 3}} {
 		if n, err := Up(context.Background(), spec); err == nil {
 			_ = n.Down(context.Background())

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// ForTest builds spec's network for t and removes it when t ends. Where networks cannot be
-// built it skips t, except under CI (CI=true runs as root with iproute2 installed by `make
-// test`), where a test that cannot run is a failure.
-func ForTest(t testing.TB, spec Spec) *Net {
+// RequireAvailable skips t where networks of namespaces cannot be built, except under CI
+// (CI=true runs as root with iproute2 installed by `make test`), where a test that cannot run
+// is a failure.
+func RequireAvailable(t testing.TB) {
 	t.Helper()
 	if err := Available(); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -19,6 +19,13 @@ func ForTest(t testing.TB, spec Spec) *Net {
 		}
 		t.Skipf("netns: %v: run as root for the tests across network namespaces", err)
 	}
+}
+
+// ForTest builds spec's network for t and removes it when t ends; see RequireAvailable for
+// where it cannot.
+func ForTest(t testing.TB, spec Spec) *Net {
+	t.Helper()
+	RequireAvailable(t)
 	n, err := Up(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
