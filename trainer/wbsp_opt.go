@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/hetsync/hetsync/collective/kv"
 )
@@ -49,6 +50,9 @@ type wbspOpt struct {
 	busy   bool
 	stop   bool
 	last   kv.Reply
+	// sent is the clock of the upload in flight; lastSent that of the upload whose reply is
+	// last. The steps since lastSent are in no reply yet but count toward the job's progress.
+	sent, lastSent uint64
 
 	// onDelta, when set (tests), sees every computed step delta (uploaded=false) and every
 	// uploaded vector (uploaded=true).
@@ -173,7 +177,7 @@ func (s *wbspOpt) received(w *Worker, r wbspUploaded) error {
 	if r.err != nil {
 		return fmt.Errorf("trainer: rank %d: wbsp-opt upload: %w", w.Rank, r.err)
 	}
-	s.last = r.rep
+	s.last, s.lastSent = r.rep, s.sent
 	s.stop = s.stop || r.rep.Stop
 	if r.rep.Fresh == 0 {
 		return nil
@@ -201,12 +205,24 @@ func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundSta
 	}
 	s.clock++
 	if s.busy {
-		select {
-		case r := <-s.done:
-			if err := s.received(w, r); err != nil {
+		if stopVote {
+			// Rank 0 votes to stop: the vote rides on the next upload, so wait for the one in
+			// flight instead of computing past the bound while it is out.
+			if err := s.received(w, <-s.done); err != nil {
 				return RoundStats{}, err
 			}
-		default:
+		} else {
+			select {
+			case r := <-s.done:
+				if err := s.received(w, r); err != nil {
+					return RoundStats{}, err
+				}
+			default:
+				// Still uploading. A step of a small model takes microseconds, far less than
+				// the scheduler's time slice, and this loop never blocks: yield, so that the
+				// uploader is not starved where goroutines outnumber cores.
+				runtime.Gosched()
+			}
 		}
 	}
 	stopNow := false
@@ -215,6 +231,7 @@ func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundSta
 		if s.onDelta != nil {
 			s.onDelta(true, up)
 		}
+		s.sent = s.clock
 		if s.stop {
 			// The last upload: what is still pending, synchronously.
 			rep, err := s.svc.PushPullIfNewer(ctx, up, s.pipe.global, s.clock, stopVote)
@@ -231,7 +248,12 @@ func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundSta
 		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
 		Compute: st.Compute, Comm: w.Now().Sub(t1), // bookkeeping, rebasing and the final flush
 	}
-	psProgress(w, &rs, s.last)
+	// The worker never waits for its uploads, so the last reply may be many steps old (an
+	// uploader starved of CPU on a busy host): its own steps since count too, else rank 0
+	// judges --max-rounds from a stale sum and runs far past it.
+	progress := s.last
+	progress.ClockSum += s.clock - s.lastSent
+	psProgress(w, &rs, progress)
 	rs.Stop = stopNow
 	return rs, nil
 }
