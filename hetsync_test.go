@@ -127,7 +127,7 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-const testSecret = "5ec2e7"
+const testSecret = "5ec2e75ec2e75ec2e75ec2e75ec2e75e"
 
 // launchers give rank r of p the variables each launcher sets (and what a user adds beside
 // them: the job secret, the rendezvous, a Kubernetes Job's size).

@@ -79,6 +79,9 @@ func AdoptRankEnv(getenv func(string) string, readFile func(string) ([]byte, err
 		return RankEnv{}, true, fmt.Errorf("%s and %s are set but no launcher's rank variable is (%s, OMPI_COMM_WORLD_RANK, RANK, SLURM_PROCID or JOB_COMPLETION_INDEX)",
 			secretFrom, EnvRendezvous, EnvRank)
 	}
+	if err := CheckSecret(secretFrom, secret); err != nil {
+		return RankEnv{}, true, err
+	}
 	e := RankEnv{Secret: secret}
 	ints := []struct {
 		name string

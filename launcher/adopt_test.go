@@ -14,13 +14,21 @@ import (
 )
 
 func TestAdoptRankEnv(t *testing.T) {
-	const secret = "00ff"
+	const secret = "00112233445566778899aabbccddeeff"
 	secretFile := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(secretFile, []byte("abcd\n"), 0o600); err != nil {
+	if err := os.WriteFile(secretFile, []byte("abcdabcdabcdabcdabcdabcdabcdabcd\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	emptyFile := filepath.Join(t.TempDir(), "empty")
-	if err := os.WriteFile(emptyFile, nil, 0o600); err != nil {
+	if err := os.WriteFile(emptyFile, []byte(" \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shortFile := filepath.Join(t.TempDir(), "short")
+	if err := os.WriteFile(shortFile, []byte("ab\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notHexFile := filepath.Join(t.TempDir(), "nothex")
+	if err := os.WriteFile(notHexFile, []byte("secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	slurm := map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "5", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
@@ -63,11 +71,14 @@ func TestAdoptRankEnv(t *testing.T) {
 		{"slurm without rendezvous", with(slurm, EnvRendezvous, ""), RankEnv{}, true, "started by Slurm but no rendezvous: set HETSYNC_RENDEZVOUS"},
 		{"slurm rank out of range", with(slurm, "SLURM_PROCID", "5"), RankEnv{}, true, "started by Slurm: SLURM_PROCID=5: rank must be in [0, 5)"},
 		{"slurm ntasks missing", with(slurm, "SLURM_NTASKS", ""), RankEnv{}, true, "SLURM_NTASKS is missing"},
-		{"openmpi with secret file", ompi, RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "10.0.0.1:29400", Secret: "abcd"}, true, ""},
+		{"openmpi with secret file", ompi, RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "10.0.0.1:29400", Secret: "abcdabcdabcdabcdabcdabcdabcdabcd"}, true, ""},
 		{"openmpi inside a slurm allocation", with(ompi, "SLURM_PROCID", "0", "SLURM_NTASKS", "1", "SLURM_LOCALID", "0"),
-			RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "10.0.0.1:29400", Secret: "abcd"}, true, ""},
+			RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "10.0.0.1:29400", Secret: "abcdabcdabcdabcdabcdabcdabcdabcd"}, true, ""},
 		{"openmpi secret file missing", with(ompi, EnvSecretFile, "/nonexistent/secret"), RankEnv{}, true, "HETSYNC_JOB_SECRET_FILE: open /nonexistent/secret"},
-		{"openmpi secret file empty", with(ompi, EnvSecretFile, emptyFile), RankEnv{}, true, "the file is empty"},
+		{"openmpi secret file empty", with(ompi, EnvSecretFile, emptyFile), RankEnv{}, true, "HETSYNC_JOB_SECRET_FILE " + emptyFile + ": the file is empty"},
+		{"openmpi secret file of one byte", with(ompi, EnvSecretFile, shortFile), RankEnv{}, true, "HETSYNC_JOB_SECRET_FILE " + shortFile + ": too short (2 hex digits)"},
+		{"openmpi secret file not hex", with(ompi, EnvSecretFile, notHexFile), RankEnv{}, true, "HETSYNC_JOB_SECRET_FILE " + notHexFile + ": not a hex string"},
+		{"torchrun secret of one byte", with(torch, EnvSecret, "ab"), RankEnv{}, true, "HETSYNC_JOB_SECRET: too short (2 hex digits)"},
 		{"openmpi rank not a number", with(ompi, "OMPI_COMM_WORLD_RANK", "x"), RankEnv{}, true, `OMPI_COMM_WORLD_RANK="x": not an integer`},
 		{"torchrun", torch, RankEnv{Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, Rendezvous: "10.0.0.1:29500", Secret: secret}, true, ""},
 		{"torchrun rendezvous override", with(torch, EnvRendezvous, "10.0.0.1:29600"),

@@ -73,8 +73,22 @@ func (e RankEnv) Validate() error {
 	if e.Secret == "" {
 		return fmt.Errorf("%s is empty: the launcher must give every rank the job secret", EnvSecret)
 	}
-	if _, err := hex.DecodeString(e.Secret); err != nil {
-		return fmt.Errorf("%s: not a hex string: %v", EnvSecret, err)
+	return CheckSecret(EnvSecret, e.Secret)
+}
+
+// MinSecretBytes is the shortest job secret a rank or a launcher accepts: every rank's
+// identity key is derived from the secret, so whoever guesses it can join the job as any rank.
+const MinSecretBytes = 16
+
+// CheckSecret checks a job secret (hex) that came from name (a variable or a file).
+func CheckSecret(name, secret string) error {
+	b, err := hex.DecodeString(secret)
+	if err != nil {
+		return fmt.Errorf("%s: not a hex string: %v", name, err)
+	}
+	if len(b) < MinSecretBytes {
+		return fmt.Errorf("%s: too short (%d hex digits): a job secret authenticates every rank and needs at least %d random bytes (%d hex digits; make one with openssl rand -hex 32)",
+			name, len(secret), MinSecretBytes, 2*MinSecretBytes)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 func TestRankEnvFromEnviron(t *testing.T) {
 	good := map[string]string{
 		EnvRank: "2", EnvWorldSize: "4", EnvLocalRank: "0", EnvLocalSize: "2",
-		EnvRendezvous: "127.0.0.1:29400", EnvSecret: "00ff",
+		EnvRendezvous: "127.0.0.1:29400", EnvSecret: "00112233445566778899aabbccddeeff",
 	}
 	with := func(k, v string) map[string]string {
 		m := map[string]string{}
@@ -27,7 +27,7 @@ func TestRankEnvFromEnviron(t *testing.T) {
 		errWant string // substring of the error; "" = no error
 	}{
 		{"not under a launcher", map[string]string{}, RankEnv{}, false, ""},
-		{"good", good, RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "127.0.0.1:29400", Secret: "00ff"}, true, ""},
+		{"good", good, RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "127.0.0.1:29400", Secret: "00112233445566778899aabbccddeeff"}, true, ""},
 		{"rank not a number", with(EnvRank, "two"), RankEnv{}, true, `HETSYNC_RANK="two": not an integer`},
 		{"size missing", with(EnvWorldSize, ""), RankEnv{}, true, "HETSYNC_WORLD_SIZE is missing"},
 		{"rank too big", with(EnvRank, "4"), RankEnv{}, true, "HETSYNC_RANK=4: rank must be in [0, 4)"},
@@ -40,6 +40,8 @@ func TestRankEnvFromEnviron(t *testing.T) {
 		{"rendezvous bad port", with(EnvRendezvous, "h:99999"), RankEnv{}, true, "port \"99999\""},
 		{"secret missing", with(EnvSecret, ""), RankEnv{}, true, "HETSYNC_JOB_SECRET is empty"},
 		{"secret not hex", with(EnvSecret, "xyz"), RankEnv{}, true, "HETSYNC_JOB_SECRET: not a hex string"},
+		{"secret of one byte", with(EnvSecret, "ab"), RankEnv{}, true, "HETSYNC_JOB_SECRET: too short (2 hex digits): a job secret authenticates every rank and needs at least 16 random bytes"},
+		{"secret of 15 bytes", with(EnvSecret, "00112233445566778899aabbccddee"), RankEnv{}, true, "HETSYNC_JOB_SECRET: too short (30 hex digits)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,7 +66,7 @@ func TestRankEnvFromEnviron(t *testing.T) {
 }
 
 func TestRankEnvRoundTrip(t *testing.T) {
-	e := RankEnv{Rank: 3, Size: 7, LocalRank: 1, LocalSize: 3, Rendezvous: "[::1]:1234", Secret: "abcdef",
+	e := RankEnv{Rank: 3, Size: 7, LocalRank: 1, LocalSize: 3, Rendezvous: "[::1]:1234", Secret: "00112233445566778899aabbccddeeff",
 		Settings: Settings{Collective: "butterfly", Security: "none", DataPath: "shm", JoinTimeout: 2 * time.Minute, Poll: time.Millisecond, Checksum: true, Links: "measure"}}
 	m := map[string]string{}
 	for _, kv := range rankEnviron([]string{"HETSYNC_RANK=9", "PATH=/bin", "RANK=9", "HETSYNC_SECURITY=tls", "MASTER_PORT=1"}, e) {

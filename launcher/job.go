@@ -77,8 +77,8 @@ func (j *Job) Validate() error {
 		return fmt.Errorf("grace period %v is negative", j.Grace)
 	}
 	if j.Secret != "" {
-		if _, err := hex.DecodeString(j.Secret); err != nil {
-			return fmt.Errorf("job secret: not a hex string: %v", err)
+		if err := CheckSecret("job secret", j.Secret); err != nil {
+			return err
 		}
 	}
 	if j.Rendezvous != "" {

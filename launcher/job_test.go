@@ -152,7 +152,7 @@ func TestJobEnvironmentAndPrefix(t *testing.T) {
 	const np = 3
 	out, errb := newSyncBuffer("", 0), newSyncBuffer("", 0)
 	job := helperJob(t, np, "env", out, errb)
-	job.Secret = "c0ffee"
+	job.Secret = "c0ffeec0ffeec0ffeec0ffeec0ffeec0"
 	if err := job.Run(context.Background()); err != nil {
 		t.Fatalf("Run: %v\nstderr:\n%s", err, errb.String())
 	}
@@ -165,7 +165,7 @@ func TestJobEnvironmentAndPrefix(t *testing.T) {
 		p := fmt.Sprintf("[%d] ", r)
 		for _, kv := range []string{
 			EnvRank + "=" + strconv.Itoa(r), EnvWorldSize + "=3", EnvLocalRank + "=" + strconv.Itoa(r),
-			EnvLocalSize + "=3", EnvSecret + "=c0ffee", "RANK=" + strconv.Itoa(r), "WORLD_SIZE=3",
+			EnvLocalSize + "=3", EnvSecret + "=c0ffeec0ffeec0ffeec0ffeec0ffeec0", "RANK=" + strconv.Itoa(r), "WORLD_SIZE=3",
 			"LOCAL_RANK=" + strconv.Itoa(r),
 		} {
 			if got[p+kv] == "" {
@@ -320,6 +320,7 @@ func TestJobValidate(t *testing.T) {
 		{"no ranks", Job{NP: 0, Command: []string{"true"}}, "-np 0"},
 		{"no command", Job{NP: 1}, "no command"},
 		{"bad secret", Job{NP: 1, Command: []string{"true"}, Secret: "zz"}, "job secret"},
+		{"short secret", Job{NP: 1, Command: []string{"true"}, Secret: "ab"}, "job secret: too short"},
 		{"bad rendezvous", Job{NP: 1, Command: []string{"true"}, Rendezvous: "nohost"}, "rendezvous"},
 		{"negative grace", Job{NP: 1, Command: []string{"true"}, Grace: -1}, "grace"},
 	}

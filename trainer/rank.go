@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hetsync/hetsync/kernels"
@@ -41,6 +43,9 @@ func (wl *Workload) Defaults() {
 func (wl *Workload) Validate(size int) error {
 	if wl.Model == "" {
 		return fmt.Errorf("trainer: --model is empty (want mlp or cnn)")
+	}
+	if !slices.Contains(nn.Models(), wl.Model) {
+		return fmt.Errorf("trainer: --model %q: unknown (known: %s)", wl.Model, strings.Join(nn.Models(), ", "))
 	}
 	if _, err := data.ParseSplit(wl.Shard); err != nil {
 		return fmt.Errorf("trainer: --shard: %w", err)

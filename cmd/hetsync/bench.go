@@ -167,14 +167,15 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	if err := o.checkLinks(o.NP); err != nil {
 		return o, err
 	}
-	if o.JoinTimeout < 0 {
-		return o, fmt.Errorf("--join-timeout %v: must not be negative", o.JoinTimeout)
-	}
 	if o.Transport == "mem" && o.NP == 0 {
 		return o, fmt.Errorf("--transport mem needs --np")
 	}
 	return o, nil
 }
+
+// benchWorkingSet is what a bench rank holds besides its floor: its send and receive buffers of
+// the largest size.
+func benchWorkingSet(cfg bench.Config) uint64 { return 2 * uint64(max(cfg.MaxBytes, 0)) }
 
 // checkWorld checks the options against the job's real size.
 func (o benchOptions) checkWorld(p int) error {
@@ -246,6 +247,9 @@ func benchCommand() *cli.Command {
 			}
 			o, err := benchOptionsFrom(c)
 			if err != nil {
+				return usageError{err}
+			}
+			if err := checkLocalRanks(c, o.NP, o.Transport, benchWorkingSet(o.Config)); err != nil {
 				return usageError{err}
 			}
 			if o.Transport == "mem" {

@@ -57,7 +57,7 @@ func runInNetns(t *testing.T, n *netns.Net, hostOf []int, plan string, args ...s
 			}
 		}
 		env := launcher.RankEnv{Rank: r, Size: p, LocalRank: local, LocalSize: size,
-			Rendezvous: n.Hosts[hostOf[0]].Addr + ":29471", Secret: "5ec7e75ec7e75ec7", Hostname: n.Hosts[h].Namespace}
+			Rendezvous: n.Hosts[hostOf[0]].Addr + ":29471", Secret: "5ec7e75ec7e75ec75ec7e75ec7e75ec7", Hostname: n.Hosts[h].Namespace}
 		cmd := n.Command(ctx, h, bin, args...)
 		cmd.Env = append(os.Environ(), env.Environ()...)
 		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]

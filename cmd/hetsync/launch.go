@@ -40,6 +40,11 @@ func launchCommand() *cli.Command {
 			if c.Duration("grace") < 0 {
 				return usagef("--grace %v: must not be negative", c.Duration("grace"))
 			}
+			if !hostsGiven(c) {
+				if err := checkHostHolds(c.Int("np"), launchRankBytes, availableMemory(), "this host"); err != nil {
+					return usageError{err}
+				}
+			}
 			settings, err := launchSettings(c)
 			if err != nil {
 				return usageError{err}

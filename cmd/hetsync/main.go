@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -62,5 +63,26 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   onUsageError,
 		Commands:       []*cli.Command{launchCommand(), benchCommand(), trainCommand(), experimentCommand(), reportCommand(), versionCommand()},
+		Action:         unknownCommand,
 	}
+}
+
+// unknownCommand runs when no command matched: without arguments it shows the help, with
+// some it is a usage error that lists the commands.
+func unknownCommand(c *cli.Context) error {
+	switch {
+	case c.NArg() == 0 || c.Args().Slice()[0] == "help" && c.NArg() == 1:
+		return cli.ShowAppHelp(c)
+	case c.Args().First() == "help" && c.App.Command(c.Args().Get(1)) != nil:
+		return cli.ShowCommandHelp(c, c.Args().Get(1))
+	}
+	name := c.Args().First()
+	if name == "help" {
+		name = c.Args().Get(1)
+	}
+	var names []string
+	for _, cmd := range c.App.VisibleCommands() {
+		names = append(names, cmd.Name)
+	}
+	return usagef("unknown command %q (commands: %s; hetsync COMMAND --help for its flags)", name, strings.Join(names, ", "))
 }

@@ -112,6 +112,9 @@ func (n netOptions) validate() error {
 	if err := oneOf("data-path", n.DataPath, "auto", "stream", "tcp", "tls", "unix", "shm"); err != nil {
 		return err
 	}
+	if n.JoinTimeout < 0 {
+		return fmt.Errorf("--join-timeout %v: must not be negative", n.JoinTimeout)
+	}
 	if n.Poll < 0 || n.Poll > time.Second {
 		return fmt.Errorf("--poll %v: must be in [0, 1s]", n.Poll)
 	}

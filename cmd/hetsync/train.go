@@ -79,6 +79,13 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if err := applySlowdownBase(c, &cfg); err != nil {
 		return o, err
 	}
+	// Defaults fills zeros in; a zero given on the command line is an error, not the default.
+	if c.IsSet("batch") && cfg.Batch < 1 {
+		return o, fmt.Errorf("--batch %d: must be at least 1", cfg.Batch)
+	}
+	if c.IsSet("lr") && !(cfg.LR > 0) {
+		return o, fmt.Errorf("--lr %v: must be positive", cfg.LR)
+	}
 	cfg.Defaults()
 	if err := reg.Configure(&cfg); err != nil {
 		return o, err
@@ -176,7 +183,13 @@ func trainCommand() *cli.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			if err := checkLocalRanks(c, o.NP, o.Transport, 0); err != nil {
+				return usageError{err}
+			}
 			if o.Transport == "mem" {
+				if err := prepareRunDir(o.outDir()); err != nil {
+					return usageError{err}
+				}
 				return trainMem(c.Context, o, c.App.Writer)
 			}
 			env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
@@ -206,6 +219,9 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize()}
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(c.Size()), out, errOut
+			if err := prepareRunDir(ropts.Out); err != nil {
+				return fmt.Errorf("rank 0: %w", err)
+			}
 		}
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return err
@@ -230,7 +246,14 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 func trainLaunchJob(c *cli.Context, o trainOptions) error {
 	var extra []string
 	if o.Out == "" {
-		extra = []string{"--out", o.outDir()}
+		o.Out = o.outDir()
+		extra = []string{"--out", o.Out}
+	}
+	// Rank 0 may run on another host: its own check is the one that counts there.
+	if !hostsGiven(c) {
+		if err := prepareRunDir(o.outDir()); err != nil {
+			return usageError{err}
+		}
 	}
 	return launchSelf(c, "train", o.NP, extra...)
 }

@@ -83,6 +83,15 @@ var reservedKeys = map[string]string{
 
 var runName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
+// reservedRunNames are the names a run cannot take, since it names the directory OUT/NAME: the
+// first two leave OUT, and the runner writes the others itself.
+var reservedRunNames = map[string]string{
+	".":      "OUT itself",
+	"..":     "the directory above OUT",
+	"report": "where the runner writes the report",
+	"logs":   "where the runner writes the runs' output",
+}
+
 // Load reads and parses an experiment file; see Parse.
 func Load(file string, flags map[string]FlagKind) (*Spec, error) {
 	data, err := os.ReadFile(file)
@@ -259,6 +268,9 @@ func (p *parser) run(n *yaml.Node) (RunSpec, error) {
 			r.Name, err = p.scalar(key, v)
 			if err == nil && !runName.MatchString(r.Name) {
 				err = p.errorf(v, "run name %q may hold only letters, digits, '.', '_' and '-' (it names a directory)", r.Name)
+			}
+			if what, reserved := reservedRunNames[r.Name]; err == nil && reserved {
+				err = p.errorf(v, "run name %q is reserved: OUT/%s is %s", r.Name, r.Name, what)
 			}
 		case "run-timeout":
 			r.Timeout, err = p.duration(key, v)

@@ -52,36 +52,58 @@ type EvalRecord struct {
 var roundKeys = []string{"rank", "round", "time_s", "samples", "compute_s", "comm_s", "wait_s",
 	"bytes_sent", "bytes_recv", "loss", "local_steps", "accuracy"}
 
-// Validate reports negative counters and Extra keys that are empty, duplicated or reserved.
+// Validate reports negative counters, times that are negative or not finite, and Extra keys
+// that are empty, duplicated or reserved.
 func (r *RoundRecord) Validate() error {
+	if err := r.check(); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
+
+func (r *RoundRecord) check() error {
 	switch {
 	case r.Rank < 0:
-		return fmt.Errorf("metrics: rank %d < 0", r.Rank)
+		return fmt.Errorf("rank %d < 0", r.Rank)
 	case r.Round < 0:
-		return fmt.Errorf("metrics: rank %d: round %d < 0", r.Rank, r.Round)
+		return fmt.Errorf("rank %d: round %d < 0", r.Rank, r.Round)
 	case r.Samples < 0 || r.BytesSent < 0 || r.BytesRecv < 0 || r.LocalSteps < 0:
-		return fmt.Errorf("metrics: rank %d round %d: negative counter", r.Rank, r.Round)
+		return fmt.Errorf("rank %d round %d: negative counter", r.Rank, r.Round)
 	}
 	for _, d := range [...]struct {
 		name string
 		v    float64
 	}{{"time_s", r.TimeS}, {"compute_s", r.ComputeS}, {"comm_s", r.CommS}, {"wait_s", r.WaitS}} {
 		if !(d.v >= 0) || math.IsInf(d.v, 0) {
-			return fmt.Errorf("metrics: rank %d round %d: %s = %v, want a finite duration ≥ 0", r.Rank, r.Round, d.name, d.v)
+			return fmt.Errorf("rank %d round %d: %s = %v, want a finite duration ≥ 0", r.Rank, r.Round, d.name, d.v)
 		}
 	}
 	for i, f := range r.Extra {
 		if f.Key == "" || !plainKey(f.Key) {
-			return fmt.Errorf("metrics: rank %d round %d: extra field %q: keys are [a-z0-9_]+", r.Rank, r.Round, f.Key)
+			return fmt.Errorf("rank %d round %d: extra field %q: keys are [a-z0-9_]+", r.Rank, r.Round, f.Key)
 		}
 		if slices.Contains(roundKeys, f.Key) {
-			return fmt.Errorf("metrics: rank %d round %d: extra field %q collides with a fixed field", r.Rank, r.Round, f.Key)
+			return fmt.Errorf("rank %d round %d: extra field %q collides with a fixed field", r.Rank, r.Round, f.Key)
 		}
 		for _, g := range r.Extra[:i] {
 			if g.Key == f.Key {
-				return fmt.Errorf("metrics: rank %d round %d: extra field %q given twice", r.Rank, r.Round, f.Key)
+				return fmt.Errorf("rank %d round %d: extra field %q given twice", r.Rank, r.Round, f.Key)
 			}
 		}
+	}
+	return nil
+}
+
+// check reports an evaluation with a negative round, a time that is negative or not finite,
+// or an accuracy outside [0, 1].
+func (e *EvalRecord) check() error {
+	switch {
+	case e.Round < 0:
+		return fmt.Errorf("evaluation of round %d: round < 0", e.Round)
+	case !(e.TimeS >= 0) || math.IsInf(e.TimeS, 0):
+		return fmt.Errorf("evaluation of round %d: time_s = %v, want a finite time ≥ 0", e.Round, e.TimeS)
+	case !(e.Accuracy >= 0 && e.Accuracy <= 1):
+		return fmt.Errorf("evaluation of round %d: accuracy = %v, want a fraction in [0, 1]", e.Round, e.Accuracy)
 	}
 	return nil
 }
@@ -291,12 +313,16 @@ func (w *Writer) WriteRaw(line []byte) error {
 	return err
 }
 
-// ReadRounds parses metrics.jsonl; errors name the line. name is used in errors (a file name).
+// ReadRounds parses metrics.jsonl; a line that is not JSON or not a valid record (RoundRecord.Validate)
+// is an error naming the line. name is used in errors (a file name).
 func ReadRounds(r io.Reader, name string) ([]RoundRecord, error) {
 	var out []RoundRecord
 	err := readLines(r, name, func(line []byte) error {
 		var rec RoundRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
+			return err
+		}
+		if err := rec.check(); err != nil {
 			return err
 		}
 		out = append(out, rec)
@@ -305,12 +331,16 @@ func ReadRounds(r io.Reader, name string) ([]RoundRecord, error) {
 	return out, err
 }
 
-// ReadEvals parses eval.jsonl; errors name the line.
+// ReadEvals parses eval.jsonl; a line that is not JSON or not a valid evaluation (a negative
+// round or time, an accuracy outside [0, 1]) is an error naming the line.
 func ReadEvals(r io.Reader, name string) ([]EvalRecord, error) {
 	var out []EvalRecord
 	err := readLines(r, name, func(line []byte) error {
 		var rec EvalRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
+			return err
+		}
+		if err := rec.check(); err != nil {
 			return err
 		}
 		out = append(out, rec)

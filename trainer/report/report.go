@@ -248,6 +248,9 @@ func Write(out string, dirs []string, baseline string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkOut(out); err != nil {
+		return nil, err
+	}
 	rep, err := Build(runs, baseline)
 	if err != nil {
 		return nil, err
@@ -271,6 +274,16 @@ func Write(out string, dirs []string, baseline string) (*Report, error) {
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	return rep, nil
+}
+
+// checkOut refuses to write the report into a run directory (one of the runs reported on, or
+// any other), where its summary.json would replace the run's own.
+func checkOut(out string) error {
+	if _, err := os.Stat(filepath.Join(out, metrics.ConfigFile)); err == nil {
+		return fmt.Errorf("report: --out %s is a run directory (it holds %s): the report's %s would replace the run's; choose another directory",
+			out, metrics.ConfigFile, SummaryFile)
+	}
+	return nil
 }
 
 // writeFigures draws the figures and returns their file names, in a fixed order: accuracy

@@ -87,12 +87,37 @@ func LoadRun(dir string) (Run, error) {
 	if setup.Ranks == 0 {
 		setup.Ranks = len(setup.Slowdown)
 	}
+	if err := checkRanks(dir, setup.Ranks, rounds); err != nil {
+		return Run{}, err
+	}
 	s := metrics.Summarize(json.RawMessage(cfg), rounds, evals)
 	if setup.Ranks == 0 {
 		setup.Ranks = s.Ranks
 	}
 	name := filepath.Base(filepath.Clean(dir))
 	return Run{Name: name, Dir: dir, Setup: setup, Summary: s, Evals: evals, seedKey: seedKey(name, cfg)}, nil
+}
+
+// checkRanks refuses records of ranks the run did not have: the report draws a series per
+// rank, so a rank far beyond the job's size (a corrupt or hand-edited file) would cost time
+// and memory in proportion to it. The job's size is config.json's, or without one the number
+// of distinct ranks in the records.
+func checkRanks(dir string, ranks int, rounds []metrics.RoundRecord) error {
+	limit := ranks
+	if limit <= 0 {
+		seen := map[int]struct{}{}
+		for _, r := range rounds {
+			seen[r.Rank] = struct{}{}
+		}
+		limit = len(seen)
+	}
+	for _, r := range rounds {
+		if r.Rank >= limit {
+			return fmt.Errorf("report: run %s: %s has a record of rank %d (round %d) but the run had %d ranks",
+				dir, metrics.MetricsFile, r.Rank, r.Round, limit)
+		}
+	}
+	return nil
 }
 
 // LoadRuns loads every directory; run names (directory base names) must be distinct.

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bad command lines found by probing the command: each fails up front, before any rank
+// starts, with exit status 2 and the flag or command it is about.
+func TestBadInputFailsUpFront(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "run")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run, "config.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mem := []string{"train", "--transport", "mem", "-np", "2", "--max-rounds", "1"}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"nosuchcmd"}, []string{`unknown command "nosuchcmd"`, "launch, bench, train, experiment, report, version"}},
+		{[]string{"help", "nosuchcmd"}, []string{`unknown command "nosuchcmd"`}},
+		{append(mem, "--model", "nosuch"), []string{`--model "nosuch"`, "cnn, mlp"}},
+		{append(mem, "--join-timeout", "-1s"), []string{"--join-timeout -1s"}},
+		{[]string{"launch", "-np", "2", "--join-timeout", "-1s", "true"}, []string{"--join-timeout -1s"}},
+		{[]string{"bench", "-np", "2", "--join-timeout", "-1s"}, []string{"--join-timeout -1s"}},
+		{append(mem, "--batch", "0"), []string{"--batch 0"}},
+		{append(mem, "--batch", "-3"), []string{"--batch -3"}},
+		{append(mem, "--lr", "0"), []string{"--lr 0"}},
+		{append(mem, "--out", file), []string{"--out " + file, "is a file"}},
+		{append(mem, "--out", filepath.Join(file, "sub")), []string{"--out " + filepath.Join(file, "sub"), "not a directory"}},
+		{append(mem, "--out", run), []string{"--out " + run, "already holds a run"}},
+		{[]string{"train", "-np", "2", "--max-rounds", "1", "--out", run}, []string{"--out " + run, "already holds a run"}},
+		{[]string{"bench", "-np", "100000"}, []string{"--np 100000", "this host cannot hold"}},
+		{[]string{"bench", "-np", "100000", "--transport", "mem"}, []string{"--np 100000", "--transport mem", "cannot hold"}},
+		{[]string{"train", "-np", "100000", "--max-rounds", "1"}, []string{"--np 100000", "this host cannot hold"}},
+		{[]string{"train", "-np", "100000", "--max-rounds", "1", "--transport", "mem"}, []string{"--np 100000", "cannot hold"}},
+		{[]string{"launch", "-np", "10000000", "true"}, []string{"--np 10000000", "this host cannot hold"}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, stderr := runCLI(t, tc.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2; stderr %q", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q does not say %q", stderr, w)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(run, "metrics.jsonl")); err == nil {
+		t.Errorf("a refused --out %s was written to", run)
+	}
+}
+
+func TestPrepareRunDir(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, want string
+	}{
+		{"new, with parents", filepath.Join(dir, "a", "b", "c"), ""},
+		{"existing empty", empty, ""},
+		{"under /proc", "/proc/hetsync-no-such-dir", "cannot create"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := prepareRunDir(tc.path)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("prepareRunDir(%s): %v", tc.path, err)
+			case tc.want == "":
+				ents, err := os.ReadDir(tc.path)
+				if err != nil || len(ents) != 0 {
+					t.Errorf("%s after the check: %v, %d entries left", tc.path, err, len(ents))
+				}
+			case err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--out "+tc.path):
+				t.Errorf("prepareRunDir(%s) = %v, want an error naming --out and %q", tc.path, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckHostHolds(t *testing.T) {
+	tests := []struct {
+		np             int
+		perRank, avail uint64
+		refused        bool
+	}{
+		{1, 1 << 20, 1 << 30, false},
+		{1024, 1 << 20, 1 << 30, false},
+		{1025, 1 << 20, 1 << 30, true},
+		{9, 1 << 30, 8 << 30, true},
+		{100000, 32 << 20, 0, false}, // memory unknown: nothing refused
+		{0, 1 << 20, 1 << 20, false},
+	}
+	for _, tc := range tests {
+		err := checkHostHolds(tc.np, tc.perRank, tc.avail, "this host")
+		if (err != nil) != tc.refused {
+			t.Errorf("checkHostHolds(%d, %d, %d) = %v, refused want %v", tc.np, tc.perRank, tc.avail, err, tc.refused)
+		}
+	}
+}
+
+func TestAvailableMemoryReadsTheHost(t *testing.T) {
+	dir := t.TempDir()
+	meminfo := filepath.Join(dir, "meminfo")
+	if err := os.WriteFile(meminfo, []byte("MemTotal:  2048 kB\nMemFree:  10 kB\nMemAvailable:    1024 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := memAvailable(meminfo); got != 1<<20 {
+		t.Errorf("memAvailable = %d, want %d", got, 1<<20)
+	}
+	for name, v := range map[string]string{"memory.max": "3000\n", "memory.current": "1000\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cgroupHeadroom(dir); got != 2000 {
+		t.Errorf("cgroupHeadroom = %d, want 2000", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte("max\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := cgroupHeadroom(dir); got != 0 {
+		t.Errorf("cgroupHeadroom without a limit = %d, want 0", got)
+	}
+}

@@ -1,0 +1,80 @@
+package report
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A report does not trust the files of a run: records a trainer cannot write are errors that
+// name the file and line, found before anything is drawn.
+func TestLoadRunRefusesBadRecords(t *testing.T) {
+	good := `{"rank":0,"round":0,"time_s":1,"samples":64,"compute_s":0.5,"comm_s":0.1,"wait_s":0.1}`
+	tests := []struct {
+		name, metrics, evals string
+		want                 []string
+	}{
+		{"negative rank", `{"rank":-1,"round":0,"time_s":1}`, "", []string{"metrics.jsonl:1", "rank -1 < 0"}},
+		{"rank beyond the job", good + "\n" + `{"rank":999999,"round":0,"time_s":1}`, "", []string{"metrics.jsonl", "rank 999999", "had 2 ranks"}},
+		{"rank 2^40", `{"rank":1099511627776,"round":0,"time_s":1}`, "", []string{"rank 1099511627776", "had 2 ranks"}},
+		{"negative compute time", `{"rank":1,"round":3,"time_s":1,"compute_s":-2}`, "", []string{"metrics.jsonl:1", "rank 1 round 3: compute_s = -2"}},
+		{"negative wall time", `{"rank":0,"round":0,"time_s":-5}`, "", []string{"metrics.jsonl:1", "time_s = -5"}},
+		{"negative samples", `{"rank":0,"round":0,"time_s":1,"samples":-64}`, "", []string{"metrics.jsonl:1", "negative counter"}},
+		{"negative round", `{"rank":0,"round":-1,"time_s":1}`, "", []string{"metrics.jsonl:1", "round -1 < 0"}},
+		{"negative evaluation time", good, `{"time_s":-1,"round":0,"accuracy":0.5}`, []string{"eval.jsonl:1", "time_s = -1"}},
+		{"accuracy above 1", good, "{\"time_s\":1,\"round\":0,\"accuracy\":0.5}\n{\"time_s\":2,\"round\":1,\"accuracy\":7}", []string{"eval.jsonl:2", "accuracy = 7"}},
+		{"negative accuracy", good, `{"time_s":1,"round":0,"accuracy":-0.1}`, []string{"eval.jsonl:1", "accuracy = -0.1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFakeRun(t, t.TempDir(), fakeRun{name: "r", strategy: "ssgd", shard: "iid",
+				compute: []float64{1, 1}, comm: []float64{0, 0}, wait: []float64{0, 0}, elapsed: 2})
+			write(t, filepath.Join(dir, "metrics.jsonl"), tc.metrics+"\n")
+			write(t, filepath.Join(dir, "eval.jsonl"), tc.evals+"\n")
+			_, err := LoadRun(dir)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// Without config.json's rank count, the ranks in the records are the job: a rank beyond
+// their number is still refused.
+func TestLoadRunBoundsRanksWithoutTheirCount(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "config.json"), `{"strategy":"ssgd"}`)
+	write(t, filepath.Join(dir, "metrics.jsonl"), `{"rank":0,"round":0,"time_s":1}`+"\n"+`{"rank":1,"round":0,"time_s":1}`+"\n")
+	if _, err := LoadRun(dir); err != nil {
+		t.Fatalf("ranks 0 and 1: %v", err)
+	}
+	write(t, filepath.Join(dir, "metrics.jsonl"), `{"rank":0,"round":0,"time_s":1}`+"\n"+`{"rank":5,"round":0,"time_s":1}`+"\n")
+	if _, err := LoadRun(dir); err == nil || !strings.Contains(err.Error(), "rank 5") {
+		t.Errorf("ranks 0 and 5 without a rank count: err = %v, want one naming rank 5", err)
+	}
+}
+
+// report R --out R, or --out any run directory, would replace that run's summary.json.
+func TestWriteRefusesARunDirectory(t *testing.T) {
+	dirs := writeFakeRuns(t)
+	summary := filepath.Join(dirs[1], "summary.json")
+	write(t, summary, "the run's own summary\n")
+	for _, out := range []string{dirs[1], dirs[1] + "/"} {
+		_, err := Write(out, dirs[:2], "")
+		if err == nil || !strings.Contains(err.Error(), "--out "+out+" is a run directory") {
+			t.Errorf("Write(%s): err = %v, want one saying --out is a run directory", out, err)
+		}
+	}
+	if b, err := os.ReadFile(summary); err != nil || string(b) != "the run's own summary\n" {
+		t.Errorf("the run's summary.json after the refused reports: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[1], MarkdownFile)); err == nil {
+		t.Errorf("a refused report wrote %s into the run directory", MarkdownFile)
+	}
+}
