@@ -37,6 +37,8 @@ type Options struct {
 	// instead, sooner or later. A call that runs out of time fails with a *TimeoutError and
 	// leaves the communicator unusable.
 	Timeout time.Duration
+	// Watch says what the Comm reports while its calls run: stalls, a timeline (watchdog.go).
+	Watch Watch
 }
 
 // Validate checks the options against a job of p ranks.
@@ -143,6 +145,7 @@ type Comm struct {
 	sendSig, recvSig     chan struct{}
 	senderDone           chan error
 	cancelCall           context.CancelFunc
+	watch                watchdog // stall reports and the endpoint's activity record (watchdog.go)
 
 	// point-to-point messages, in order per peer and direction (see p2p.go)
 	p2pMu            sync.Mutex
@@ -185,6 +188,7 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		p2pRecv:    make([]p2pLane, p),
 	}
 	c.dctx.init()
+	c.initWatch()
 	return c, nil
 }
 
@@ -424,7 +428,9 @@ func (c *Comm) run(ctx context.Context, kind collKind, buf, aux Buffer, op Reduc
 }
 
 // exec runs collective call seq; the caller has the turn.
-func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int) error {
+func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int) (err error) {
+	c.callStarted(seq, kind)
+	defer func() { c.callEnded(seq, kind, len(buf.Bytes), err) }()
 	if c.broken != nil {
 		return fmt.Errorf("%s: %v #%d (%s): communicator unusable after an earlier failure: %w",
 			c.who, kind, seq, c.algName, c.broken)
@@ -432,8 +438,9 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	if err := ctx.Err(); err != nil {
 		// The peers expect this rank in collective seq: tell them it is not coming.
 		c.broken = err
-		c.abort(seq)
-		return fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
+		err = fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
+		c.abort(seq, err)
+		return err
 	}
 	ctx, release, limit := c.limit(ctx)
 	defer release()
@@ -451,7 +458,7 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	if err := c.execute(ctx, s, buf, aux, op, h); err != nil {
 		err = c.callErr(ctx, kind, seq, limit, err)
 		c.broken = err
-		c.abort(seq)
+		c.abort(seq, err)
 		return err
 	}
 	if op == Avg && c.Size() > 1 {
@@ -470,13 +477,16 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	return nil
 }
 
-// abort tells every peer that this rank gave up on collective seq (best effort, bounded time).
-func (c *Comm) abort(seq uint64) {
+// abort tells every peer that this rank gave up on collective seq because of err, and why
+// (abort.go), best effort and in bounded time.
+func (c *Comm) abort(seq uint64, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	h := transport.Header{Channel: transport.ChanCollective, Seq: seq, Op: abortOp}
+	first, reason := c.abortReason(err)
 	for r := 0; r < c.Size(); r++ {
 		if r != c.Rank() {
+			c.tellAbortReason(ctx, r, seq, first, []byte(reason))
 			_ = c.ep.Send(ctx, r, h, nil)
 		}
 	}

@@ -154,4 +154,18 @@
 // once with that cause. A call whose context has no deadline runs under the Comm's reusable
 // context, re-armed per call, which watches the caller's context once per burst of calls: the
 // limit costs no allocation.
+//
+// # Aborts, stalls and the timeline
+//
+// A rank that gives up on a call sends every peer its reason before the abort frame: the job
+// rank that gave up first and that rank's own error, passed on unchanged by ranks that give up
+// because of an abort (abort.go). Every rank's *PeerAbortedError therefore names the rank that
+// failed first and why (a frozen peer it detected, its context, a mismatch), not the neighbour
+// that told it.
+//
+// Options.Watch: a call that has waited longer than StallAfter (default 5 s) is logged, with
+// the peers it waits for and what each last did as its heartbeats said (transport.Liveness),
+// and logged again every StallAfter. Every call also writes the endpoint's activity record,
+// which the heartbeats carry. With a Timeline, each call, message and wait is written as a
+// Chrome trace event (trace.go); without one a call pays a nil check per message.
 package collective

@@ -142,9 +142,11 @@ func (c *Comm) sendStep(ctx context.Context, st *step, buf, aux Buffer, h transp
 	}
 	h.Segment = st.tag
 	c.sendPeer.Store(int32(st.peer))
+	t0 := c.traceNow()
 	if err := c.ep.Send(ctx, st.peer, h, src[st.lo*es:st.hi*es]); err != nil {
 		return fmt.Errorf("sending [%d,%d) to rank %d: %w", st.lo, st.hi, st.peer, err)
 	}
+	c.traceMessage(false, st.peer, (st.hi-st.lo)*es, t0)
 	c.sendPeer.Store(-1)
 	return nil
 }
@@ -183,9 +185,11 @@ func (c *Comm) recvLoop(ctx context.Context, s *schedule, buf Buffer, op ReduceO
 // and the endpoint's reader fills the next segment meanwhile), else from temp.
 func (c *Comm) recvStep(ctx context.Context, st *step, buf Buffer, temp []byte, op ReduceOp, h transport.Header) error {
 	c.recvPeer.Store(int32(st.peer))
+	t0 := c.traceNow()
 	err := c.receive(ctx, st, buf, temp, op, h)
 	if err == nil {
 		c.recvPeer.Store(-1) // on error it names the peer the call was waiting for
+		c.traceMessage(true, st.peer, (st.hi-st.lo)*buf.DType.Size(), t0)
 	}
 	return err
 }
@@ -294,24 +298,11 @@ func (c *Comm) recvExact(ctx context.Context, from int, want transport.Header, b
 	return c.checkRecv(from, want, got, n, len(buf))
 }
 
-// PeerAbortedError says that a peer gave up on a call (its own error says why: a mismatch it
-// saw, a timeout, its context, a failed link) and told this rank so instead of letting it wait.
-// It is not a mismatch: nobody need have called the wrong collective.
-type PeerAbortedError struct {
-	Rank, Peer int
-	Seq        uint64 // the sequence number of the call the peer gave up on
-}
-
-func (e *PeerAbortedError) Error() string {
-	return fmt.Sprintf("rank %d gave up on call #%d and told rank %d to stop waiting (rank %d's own error says why)",
-		e.Peer, e.Seq, e.Rank, e.Peer)
-}
-
 // checkRecv checks a received message: not a peer's abort notice, the expected header, the
 // expected length.
 func (c *Comm) checkRecv(from int, want, got transport.Header, n, size int) error {
 	if got.Op == abortOp {
-		return &PeerAbortedError{Rank: c.Rank(), Peer: from, Seq: got.Seq}
+		return c.peerAborted(from, got.Seq)
 	}
 	if err := transport.CheckHeader(c.Rank(), from, want, got); err != nil {
 		return err

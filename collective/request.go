@@ -88,7 +88,7 @@ func (c *Comm) passTurn() {
 		if c.broken == nil {
 			c.broken = next.abandoned
 		}
-		c.abort(next.seq)
+		c.abort(next.seq, next.abandoned)
 	}
 }
 

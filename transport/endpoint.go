@@ -19,6 +19,7 @@ const (
 	ChanPS         Channel = 2 // asynchronous parameter-server traffic
 	ChanState      Channel = 3 // ESync's state service
 	ChanTopology   Channel = 4 // link measurement (collective/topology.Measure)
+	ChanAbort      Channel = 5 // why a rank gave up on a collective, sent before its abort notice
 	ChanUser       Channel = 16
 	// ChanSubComm and every channel above it carry the collectives of sub-communicators
 	// (collective.Comm.Split), one channel each, agreed by their members.

@@ -66,6 +66,10 @@ type Config struct {
 	// transport.DefaultStreamOptions() without payload checksums (TLS already protects the
 	// stream path; tcp and unix are for trusted networks); set Checksum to have them.
 	Stream transport.StreamOptions
+	// PeerTimeout is how long a peer may send no heartbeat on the control path before this
+	// rank fails it (transport.UnresponsiveError): its pending and later receives fail naming
+	// it. 0 means DefaultPeerTimeout, a negative value no heartbeats (HETSYNC_PEER_TIMEOUT).
+	PeerTimeout time.Duration
 	// Logger receives reports that are not errors of Join itself (refused direct-path hellos,
 	// refused rendezvous registrations). Default: slog.Default().
 	Logger *slog.Logger

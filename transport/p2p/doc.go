@@ -119,6 +119,20 @@
 // accepted once per rank, and only during Join, because listeners close once every lower rank
 // is connected.
 //
+// # Heartbeats (/hetsync/heartbeat/1)
+//
+// Once the job is formed, every rank keeps one libp2p stream to every other rank and writes a
+// 48-byte heartbeat on it every PeerTimeout/8 (at most every second): what its collectives
+// last did (transport.Activity) and the timestamps that give the control path's round trip.
+// They travel on the libp2p connections, apart from the data connections, so a peer that is
+// busy moving a large message still answers, and a rank that has nothing to receive from a
+// frozen peer still notices it. A peer that sends nothing for Config.PeerTimeout (default
+// 8 s: SIGSTOP, a paused VM) or whose stream ends without a goodbye (SIGKILL, a lost host) is
+// failed: every pending and later Recv from it returns a *transport.UnresponsiveError naming
+// it, and its data connection is closed. A rank that closes its endpoint says goodbye first,
+// so that ranks finishing at different times do not fail each other. This works the same
+// under every launcher, since each rank watches its peers itself.
+//
 // Join is bounded by Config.JoinTimeout (and its context). Endpoint.Close closes the framed
 // endpoint, every data connection and the libp2p host.
 package p2p

@@ -72,6 +72,7 @@ type joiner struct {
 	h     host.Host
 	acc   *acceptor
 	proof *proofFile
+	hb    *heartbeats // nil when off
 	mu    sync.Mutex
 	conns []io.ReadWriteCloser // dialed by this rank
 }
@@ -88,8 +89,14 @@ func (j *joiner) teardown() {
 		}
 	}
 	j.mu.Unlock()
+	if j.hb != nil {
+		j.hb.close()
+	}
 	if j.h != nil {
 		j.h.Close()
+	}
+	if j.hb != nil {
+		j.hb.wait()
 	}
 	j.proof.remove()
 }
@@ -124,6 +131,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
 	}
 	h := j.h
+	j.hb = newHeartbeats(cfg, h, ids)
 	var rs *rendezvousServer
 	if cfg.Rank == 0 {
 		bound0, err := boundTCP(h)
@@ -259,9 +267,12 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
 	}
-	pf := j.proof
-	j.proof = nil // the endpoint owns it now
-	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, local: local, proof: pf}, nil
+	pf, hb := j.proof, j.hb
+	j.proof, j.hb = nil, nil // the endpoint owns them now
+	if hb != nil {
+		hb.start(ep.(transport.PeerFailer).FailPeer)
+	}
+	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, local: local, proof: pf, hb: hb}, nil
 }
 
 // connect dials every higher rank and waits for every lower one, all at once.
@@ -337,6 +348,8 @@ type endpoint struct {
 	conns []io.ReadWriteCloser
 	local []locality // this rank's verdict on every rank's host
 	proof *proofFile
+	hb    *heartbeats // nil when off (heartbeat.go)
+	act   transport.Activity
 	once  sync.Once
 	err   error
 }
@@ -369,6 +382,9 @@ func checkPairs(cfg Config, peers []peerInfo, local []locality) error {
 // Close closes the framed endpoint, every data connection and the libp2p host.
 func (e *endpoint) Close() error {
 	e.once.Do(func() {
+		if e.hb != nil {
+			e.hb.close()
+		}
 		e.err = e.Endpoint.Close()
 		for _, c := range e.conns {
 			if c != nil {
@@ -377,6 +393,9 @@ func (e *endpoint) Close() error {
 		}
 		if err := e.host.Close(); err != nil && e.err == nil {
 			e.err = fmt.Errorf("rank %d: closing the libp2p host: %w", e.Rank(), err)
+		}
+		if e.hb != nil {
+			e.hb.wait()
 		}
 		e.proof.remove()
 	})

@@ -1,0 +1,114 @@
+package transport
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Activity is what this rank's callers last did on its endpoint, as its heartbeats tell the
+// peers: the sequence number and kind of the last call started, when, and whether it has
+// completed. Every communicator over one endpoint writes the same record (the last writer
+// wins, which is what "this rank last did" means). The transport carries Op opaquely: it is
+// the caller's own code for the kind of call. Lock-free, so that a collective pays a few atomic
+// stores per call for it.
+type Activity struct {
+	seq   atomic.Uint64
+	op    atomic.Uint32 // caller's code, 0 before the first call
+	done  atomic.Bool
+	since atomic.Int64 // unix nanoseconds when the call started or completed
+}
+
+// Start records that call seq of kind op started at now.
+func (a *Activity) Start(seq uint64, op uint8, now time.Time) {
+	a.done.Store(false)
+	a.seq.Store(seq)
+	a.op.Store(uint32(op))
+	a.since.Store(now.UnixNano())
+}
+
+// Done records that call seq completed at now.
+func (a *Activity) Done(seq uint64, now time.Time) {
+	if a.seq.Load() == seq {
+		a.since.Store(now.UnixNano())
+		a.done.Store(true)
+	}
+}
+
+// Load is the record: the last call's sequence number, kind code (0 before any call),
+// whether it completed, and when it started or completed.
+func (a *Activity) Load() (seq uint64, op uint8, done bool, since time.Time) {
+	ns := a.since.Load()
+	if ns != 0 {
+		since = time.Unix(0, ns)
+	}
+	return a.seq.Load(), uint8(a.op.Load()), a.done.Load(), since
+}
+
+// PeerState is what this rank knows of a peer from its heartbeats.
+type PeerState struct {
+	// Heard is when the peer's last heartbeat arrived (zero before the first).
+	Heard time.Time
+	// Seq, Op and Done are the peer's Activity as its last heartbeat reported it; At is when
+	// that activity started (or completed), estimated on this rank's clock from the age the
+	// peer reported. Op is 0 when the peer had made no call.
+	Seq  uint64
+	Op   uint8
+	Done bool
+	At   time.Time
+	// Left says that the peer closed its endpoint and said goodbye.
+	Left bool
+	// Failed is the error this rank failed the peer with (unresponsive, died), nil otherwise.
+	Failed error
+	// RTT is the round trip of the last heartbeat the peer answered, 0 before the first.
+	RTT time.Duration
+}
+
+// Liveness is implemented by endpoints that exchange heartbeats with their peers (the p2p
+// transport): a peer that stops answering is failed with an *UnresponsiveError, and what each
+// peer last did can be asked.
+type Liveness interface {
+	// Activity is the record this rank's heartbeats report; callers write it.
+	Activity() *Activity
+	// Peer is what this rank knows of rank peer.
+	Peer(peer int) PeerState
+}
+
+// UnresponsiveError says that a peer stopped answering heartbeats on the control path, or that
+// its control connection ended without a goodbye: the process is frozen (SIGSTOP, a paused
+// VM, a host that stopped scheduling it) or dead.
+type UnresponsiveError struct {
+	Rank, Peer int
+	// Silent is how long the peer had been silent, 0 when its connection ended instead.
+	Silent time.Duration
+	// Limit is the configured peer timeout.
+	Limit time.Duration
+	// Closed is the error that ended the control connection, nil for a silent peer.
+	Closed error
+}
+
+func (e *UnresponsiveError) Error() string {
+	if e.Closed != nil {
+		return fmt.Sprintf("rank %d: rank %d is dead: its control connection ended without a goodbye (%v)", e.Rank, e.Peer, e.Closed)
+	}
+	return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, HETSYNC_PEER_TIMEOUT): the process is frozen or dead",
+		e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit)
+}
+
+// PeerFailer is implemented by endpoints that can fail a peer from outside the data path: its
+// pending and later receives and sends fail with err.
+type PeerFailer interface {
+	FailPeer(peer int, err error)
+}
+
+// FailPeer fails every pending and later Recv from peer with err (messages already queued
+// stay deliverable) and closes the connection, so that a Send blocked on it returns and the
+// peer, should it wake, sees the link gone.
+func (e *streamEndpoint) FailPeer(peer int, err error) {
+	if peer < 0 || peer >= e.size || peer == e.rank {
+		return
+	}
+	p := e.peers[peer]
+	p.fail(err)
+	p.conn.Close()
+}

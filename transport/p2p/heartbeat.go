@@ -1,0 +1,351 @@
+package p2p
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/hetsync/hetsync/transport"
+)
+
+// heartbeatProto carries the heartbeats: one stream from every rank to every other, on the
+// libp2p connections (the control path), apart from the data connections, so that a peer
+// busy moving a large message is not taken for a silent one, and a frozen peer is seen
+// even by a rank that has nothing to receive from it.
+const heartbeatProto = protocol.ID("/hetsync/heartbeat/1")
+
+// DefaultPeerTimeout is how long a peer may send no heartbeat before it is failed, when
+// Config.PeerTimeout is 0. Heartbeats go out every PeerTimeout/8 (at most every second), so
+// that a few lost to a loaded host do not fail a live peer, and a frozen one is failed on
+// every rank within PeerTimeout and a check interval (under 10 s).
+const DefaultPeerTimeout = 8 * time.Second
+
+// A heartbeat is 48 bytes, integers big-endian:
+//
+//	off size field
+//	  0    4 magic "HBT1"
+//	  4    1 flags: bit 0 goodbye (the sender is closing its endpoint), bit 1 its call is done
+//	  5    1 the sender's Activity op code
+//	  6    2 reserved, 0
+//	  8    8 the sender's Activity sequence number
+//	 16    8 age of that activity, ns
+//	 24    8 send time, ns on the sender's clock since its heartbeats started
+//	 32    8 echo: the send time of the last heartbeat the sender got from the receiver
+//	 40    8 hold: ns between the sender getting that heartbeat and sending this one
+//
+// Echo and hold give the receiver the round trip of the control path without synchronized
+// clocks (its send time, echoed, against its own clock, less the time the peer held it).
+const (
+	heartbeatLen        = 48
+	heartbeatMagic      = "HBT1"
+	beatGoodbye    byte = 1
+	beatDone       byte = 2
+)
+
+// heartbeats is one rank's side of the liveness protocol: a sender per peer, a reader per
+// incoming stream, and a monitor that fails a peer silent for longer than the timeout.
+type heartbeats struct {
+	rank, size        int
+	interval, timeout time.Duration
+	h                 host.Host
+	ids               []peer.ID
+	log               *slog.Logger
+	epoch             time.Time
+	act               transport.Activity
+
+	mu      sync.Mutex
+	peers   []beatPeer
+	fail    func(peer int, err error) // set by start; nil while joining
+	stopped bool
+
+	stop    chan struct{}
+	cancel  context.CancelFunc
+	ctx     context.Context
+	wg      sync.WaitGroup // senders and monitor
+	readers sync.WaitGroup
+}
+
+type beatPeer struct {
+	transport.PeerState
+	echo   uint64    // the peer's last send time
+	echoAt time.Time // when it arrived
+}
+
+// newHeartbeats prepares the protocol for cfg; it sends nothing until start. With a negative
+// PeerTimeout it stays off (nil).
+func newHeartbeats(cfg Config, h host.Host, ids []peer.ID) *heartbeats {
+	timeout := cfg.PeerTimeout
+	if timeout < 0 {
+		return nil
+	}
+	if timeout == 0 {
+		timeout = DefaultPeerTimeout
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hb := &heartbeats{rank: cfg.Rank, size: cfg.Size, timeout: timeout,
+		interval: min(time.Second, max(timeout/8, 10*time.Millisecond)),
+		h:        h, ids: ids, log: cfg.Logger, epoch: time.Now(),
+		peers: make([]beatPeer, cfg.Size), stop: make(chan struct{}), ctx: ctx, cancel: cancel}
+	h.SetStreamHandler(heartbeatProto, hb.handle)
+	return hb
+}
+
+// start begins sending and monitoring once the job is formed; fail is called once for a peer
+// found frozen or dead.
+func (hb *heartbeats) start(fail func(peer int, err error)) {
+	now := time.Now()
+	hb.mu.Lock()
+	hb.fail = fail
+	var failed []int
+	for r := range hb.peers {
+		if hb.peers[r].Heard.IsZero() {
+			// Silence is counted from now: peers start sending as their own join ends.
+			hb.peers[r].Heard = now
+		}
+		if hb.peers[r].Failed != nil {
+			failed = append(failed, r)
+		}
+	}
+	hb.mu.Unlock()
+	for _, r := range failed {
+		fail(r, hb.Peer(r).Failed)
+	}
+	for r := range hb.size {
+		if r != hb.rank {
+			hb.wg.Add(1)
+			go hb.send(r)
+		}
+	}
+	hb.wg.Add(1)
+	go hb.monitor()
+}
+
+// close says goodbye to every peer and stops; the readers end when the host closes (wait).
+func (hb *heartbeats) close() {
+	hb.mu.Lock()
+	if hb.stopped {
+		hb.mu.Unlock()
+		return
+	}
+	hb.stopped = true
+	hb.mu.Unlock()
+	close(hb.stop)
+	hb.wg.Wait()
+	hb.cancel()
+	hb.h.RemoveStreamHandler(heartbeatProto)
+}
+
+// wait waits for the readers, after the host has closed.
+func (hb *heartbeats) wait() { hb.readers.Wait() }
+
+func (hb *heartbeats) isStopped() bool {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.stopped
+}
+
+// Peer is what this rank knows of rank r.
+func (hb *heartbeats) Peer(r int) transport.PeerState {
+	if r < 0 || r >= hb.size {
+		return transport.PeerState{}
+	}
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.peers[r].PeerState
+}
+
+// send keeps one stream to peer r and writes a heartbeat on it every interval; on stop it
+// writes a goodbye.
+func (hb *heartbeats) send(r int) {
+	defer hb.wg.Done()
+	var s network.Stream
+	t := time.NewTicker(hb.interval)
+	defer t.Stop()
+	var b [heartbeatLen]byte
+	for {
+		stopping := false
+		select {
+		case <-hb.stop:
+			stopping = true
+		default:
+		}
+		if s == nil && !stopping {
+			ctx, cancel := context.WithTimeout(hb.ctx, hb.timeout)
+			ns, err := hb.h.NewStream(network.WithAllowLimitedConn(ctx, "heartbeat"), hb.ids[r], heartbeatProto)
+			cancel()
+			if err == nil {
+				s = ns
+			} else if !hb.isStopped() {
+				hb.log.Debug("hetsync heartbeat: cannot open a stream", "rank", hb.rank, "peer", r, "err", err)
+			}
+		}
+		if s != nil {
+			hb.encode(b[:], r, stopping)
+			_ = s.SetWriteDeadline(time.Now().Add(hb.timeout))
+			if _, err := s.Write(b[:]); err != nil {
+				_ = s.Reset()
+				s = nil
+			} else if stopping {
+				_ = s.Close()
+			}
+		}
+		if stopping {
+			return
+		}
+		select {
+		case <-hb.stop:
+		case <-t.C:
+		}
+	}
+}
+
+// encode fills b with this rank's heartbeat to peer r.
+func (hb *heartbeats) encode(b []byte, r int, goodbye bool) {
+	now := time.Now()
+	seq, op, done, since := hb.act.Load()
+	copy(b, heartbeatMagic)
+	b[4] = 0
+	if goodbye {
+		b[4] |= beatGoodbye
+	}
+	if done {
+		b[4] |= beatDone
+	}
+	b[5], b[6], b[7] = op, 0, 0
+	binary.BigEndian.PutUint64(b[8:], seq)
+	var age time.Duration
+	if !since.IsZero() {
+		age = max(0, now.Sub(since))
+	}
+	binary.BigEndian.PutUint64(b[16:], uint64(age))
+	binary.BigEndian.PutUint64(b[24:], uint64(now.Sub(hb.epoch)))
+	hb.mu.Lock()
+	p := hb.peers[r]
+	hb.mu.Unlock()
+	var hold time.Duration
+	if p.echo != 0 {
+		hold = now.Sub(p.echoAt)
+	}
+	binary.BigEndian.PutUint64(b[32:], p.echo)
+	binary.BigEndian.PutUint64(b[40:], uint64(hold))
+}
+
+// handle reads the heartbeats of one peer. A stream that ends without a goodbye while this
+// rank is running means the peer died.
+func (hb *heartbeats) handle(s network.Stream) {
+	r := rankOf(hb.ids, s.Conn().RemotePeer())
+	hb.mu.Lock()
+	if r < 0 || r == hb.rank || hb.stopped {
+		hb.mu.Unlock()
+		_ = s.Reset()
+		return
+	}
+	hb.readers.Add(1)
+	hb.mu.Unlock()
+	defer hb.readers.Done()
+	var b [heartbeatLen]byte
+	for {
+		_ = s.SetReadDeadline(time.Time{})
+		if _, err := io.ReadFull(s, b[:]); err != nil {
+			_ = s.Reset()
+			if errors.Is(err, io.EOF) && hb.Peer(r).Left {
+				return
+			}
+			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Limit: hb.timeout, Closed: err})
+			return
+		}
+		if string(b[:4]) != heartbeatMagic {
+			_ = s.Reset()
+			hb.log.Warn("hetsync heartbeat: garbled heartbeat, stream closed", "rank", hb.rank, "peer", r)
+			return
+		}
+		hb.received(r, b[:])
+	}
+}
+
+// received records heartbeat b from peer r.
+func (hb *heartbeats) received(r int, b []byte) {
+	now := time.Now()
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	p := &hb.peers[r]
+	p.Heard = now
+	p.Left = p.Left || b[4]&beatGoodbye != 0
+	p.Done = b[4]&beatDone != 0
+	p.Op = b[5]
+	p.Seq = binary.BigEndian.Uint64(b[8:])
+	p.At = now.Add(-time.Duration(binary.BigEndian.Uint64(b[16:])))
+	p.echo, p.echoAt = binary.BigEndian.Uint64(b[24:]), now
+	if echo := binary.BigEndian.Uint64(b[32:]); echo != 0 {
+		rtt := now.Sub(hb.epoch) - time.Duration(echo) - time.Duration(binary.BigEndian.Uint64(b[40:]))
+		p.RTT = max(rtt, 0)
+	}
+}
+
+// died fails peer r with err, once, unless it said goodbye or this rank is closing.
+func (hb *heartbeats) died(r int, err error) {
+	hb.mu.Lock()
+	p := &hb.peers[r]
+	if hb.stopped || p.Left || p.Failed != nil {
+		hb.mu.Unlock()
+		return
+	}
+	p.Failed = err
+	fail := hb.fail
+	hb.mu.Unlock()
+	if fail == nil {
+		// Still joining: the join reports its own failure; start fails the peer if it succeeds.
+		return
+	}
+	hb.log.Error("hetsync: peer failed", "rank", hb.rank, "peer", r, "err", err)
+	fail(r, err)
+}
+
+// monitor fails every peer silent for longer than the timeout.
+func (hb *heartbeats) monitor() {
+	defer hb.wg.Done()
+	t := time.NewTicker(hb.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-hb.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		for r := range hb.size {
+			if r == hb.rank {
+				continue
+			}
+			p := hb.Peer(r)
+			if silent := now.Sub(p.Heard); !p.Left && p.Failed == nil && silent > hb.timeout {
+				hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: hb.timeout})
+			}
+		}
+	}
+}
+
+// Activity is the record this rank's heartbeats report (transport.Liveness).
+func (e *endpoint) Activity() *transport.Activity {
+	if e.hb != nil {
+		return &e.hb.act
+	}
+	return &e.act
+}
+
+// Peer is what this rank knows of rank r from its heartbeats (transport.Liveness).
+func (e *endpoint) Peer(r int) transport.PeerState {
+	if e.hb != nil {
+		return e.hb.Peer(r)
+	}
+	return transport.PeerState{}
+}

@@ -1,0 +1,72 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hetsync/hetsync/transport"
+)
+
+// A rank that sends no heartbeats (here: its heartbeats are off, as a frozen process's are
+// silent) is failed by every peer within the timeout: a pending Recv from it returns an
+// *UnresponsiveError naming it, while the live peers keep each other.
+func TestSilentPeerFailsRecv(t *testing.T) {
+	for _, size := range []int{2, 3, 5} {
+		const timeout = time.Second
+		silent := size - 1
+		eps := startJob(t, Config{Size: size, Secret: "hb " + t.Name(), Security: SecurityNone, DataPath: DataPathTCP, PeerTimeout: timeout}, func(r int, c *Config) {
+			if r == silent {
+				c.PeerTimeout = -1
+			}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		start := time.Now()
+		buf := make([]byte, 8)
+		_, err := eps[0].Recv(ctx, silent, transport.Header{Channel: transport.ChanCollective}, buf)
+		cancel()
+		var ue *transport.UnresponsiveError
+		if !errors.As(err, &ue) || ue.Peer != silent || ue.Rank != 0 {
+			t.Fatalf("size %d: recv from the silent rank %d: %v, want an *UnresponsiveError naming it", size, silent, err)
+		}
+		if took := time.Since(start); took > 4*timeout {
+			t.Errorf("size %d: the silent rank was failed after %v, limit %v", size, took, timeout)
+		}
+		for r := 0; r < silent; r++ {
+			for p := 0; p < silent; p++ {
+				if st := eps[r].(transport.Liveness).Peer(p); p != r && (st.Failed != nil || st.Heard.IsZero()) {
+					t.Errorf("size %d: rank %d on live rank %d: %+v", size, r, p, st)
+				}
+			}
+		}
+		closeAll(eps)
+	}
+}
+
+// Heartbeats carry what the sender's callers last did and measure the control path's round
+// trip; a rank that closes says goodbye and is not failed afterwards.
+func TestHeartbeatsReportActivityAndGoodbye(t *testing.T) {
+	const timeout = 800 * time.Millisecond
+	eps := startJob(t, Config{Size: 3, Secret: "hb " + t.Name(), Security: SecurityNone, DataPath: DataPathTCP, PeerTimeout: timeout}, nil)
+	defer closeAll(eps)
+	eps[1].(transport.Liveness).Activity().Start(42, 3, time.Now())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := eps[0].(transport.Liveness).Peer(1)
+		if st.Seq == 42 && st.Op == 3 && !st.Done && st.RTT > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 0 never heard rank 1's activity and round trip: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := eps[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * timeout)
+	if st := eps[0].(transport.Liveness).Peer(2); !st.Left || st.Failed != nil {
+		t.Errorf("rank 0 on rank 2 after its Close: %+v, want it left and not failed", st)
+	}
+}
