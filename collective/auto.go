@@ -3,6 +3,8 @@ package collective
 import (
 	"math"
 	"sync"
+
+	"github.com/hetsync/hetsync/collective/topology"
 )
 
 // auto picks an algorithm per call from the simulator: for each candidate it builds the
@@ -68,6 +70,25 @@ func newAuto(opts Options) *auto {
 		a.net = a.lay.model()
 	}
 	return a
+}
+
+// matrix is the link matrix auto plans from, nil without one.
+func (a *auto) matrix() *topology.Matrix {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lay == nil {
+		return nil
+	}
+	return a.lay.m
+}
+
+// setMatrix makes auto plan from m from now on (a re-plan): every earlier decision is dropped.
+func (a *auto) setMatrix(m *topology.Matrix) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lay = newLayout(m)
+	a.net = a.lay.model()
+	clear(a.choice)
 }
 
 // model is the network auto replays on.

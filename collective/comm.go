@@ -39,6 +39,9 @@ type Options struct {
 	Timeout time.Duration
 	// Watch says what the Comm reports while its calls run: stalls, a timeline (watchdog.go).
 	Watch Watch
+	// Replan tunes how auto re-plans when the network changes under the job (see
+	// ReplanOptions); the zero value re-plans with the defaults.
+	Replan ReplanOptions
 }
 
 // Validate checks the options against a job of p ranks.
@@ -56,6 +59,9 @@ func (o Options) Validate(p int) error {
 		return fmt.Errorf("collective: Servers is only meaningful with Algorithm \"ps\", not %q", o.Algorithm)
 	}
 	if err := validateLinks(o.Links, p); err != nil {
+		return err
+	}
+	if err := o.Replan.Validate(); err != nil {
 		return err
 	}
 	if o.Codec > transport.CodecBF16 {
@@ -131,6 +137,7 @@ type Comm struct {
 	opts     Options
 	algName  string
 	alg      algorithm
+	replan   *replanner // nil when the Comm does not re-plan
 
 	turns turns
 	// Everything below belongs to the call that has the turn (see turns).
@@ -187,6 +194,7 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		p2pSend:    make([]p2pLane, p),
 		p2pRecv:    make([]p2pLane, p),
 	}
+	c.replan = newReplanner(opts, alg, p, ep.Rank())
 	c.dctx.init()
 	c.initWatch()
 	return c, nil
@@ -379,10 +387,15 @@ func (c *Comm) schedule(kind collKind, n, root int, dt DType) *schedule {
 	}
 	s := buildSchedule(c.alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.opts.SegmentBytes)
 	c.cache[key] = s
-	if need := (s.maxTemp*dt.Size() + 7) / 8; need > len(c.temp) && c.borrow == nil {
+	c.growTemp(s, dt.Size())
+	return s
+}
+
+// growTemp makes the pooled receive buffer large enough for schedule s.
+func (c *Comm) growTemp(s *schedule, elemSize int) {
+	if need := (s.maxTemp*elemSize + 7) / 8; need > len(c.temp) && c.borrow == nil {
 		c.temp = make([]uint64, need)
 	}
-	return s
 }
 
 // buildSchedule is the pure function from a call to one rank's schedule.
@@ -455,8 +468,14 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	}
 	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
 		Op: c.signature(kind, buf.DType, op, n, root)}
-	if err := c.execute(ctx, s, buf, aux, op, h); err != nil {
+	start := c.replan.clock()
+	err = c.execute(ctx, s, buf, aux, op, h)
+	if err != nil {
 		err = c.callErr(ctx, kind, seq, limit, err)
+	} else {
+		err = c.replanAfter(ctx, seq, kind, n, buf.DType, start)
+	}
+	if err != nil {
 		c.broken = err
 		c.abort(seq, err)
 		return err

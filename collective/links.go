@@ -20,9 +20,16 @@ func validateLinks(m *topology.Matrix, p int) error {
 	return nil
 }
 
-// Links is the link matrix the communicator plans from, nil when it has none. It is shared,
-// not copied: callers must not modify it.
-func (c *Comm) Links() *topology.Matrix { return c.opts.Links }
+// Links is the link matrix the communicator plans from, nil when it has none: Options.Links,
+// or the matrix of auto's latest re-plan. It is shared, not copied: callers must not modify it.
+func (c *Comm) Links() *topology.Matrix {
+	if a, ok := c.alg.(*auto); ok {
+		if m := a.matrix(); m != nil {
+			return m
+		}
+	}
+	return c.opts.Links
+}
 
 // Choice is how a communicator runs an allreduce of a given size: Algorithm is the
 // configuration's name as Options.Algorithm takes it ("hier-ring/grouped", "butterfly/rank";
