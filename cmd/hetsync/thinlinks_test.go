@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/internal/netns"
+	"github.com/hetsync/hetsync/trainer/experiment"
 )
 
 // thinLinks starts scripts/thin-links.sh on the short experiment file: 2 namespace hosts
@@ -181,5 +182,28 @@ func checkThinRun(t *testing.T, dir, sync, collective string) {
 	}
 	if beta := links.Links[0][2].Beta; beta < 0.99*8/20e6 || beta > 1.01*8/20e6 {
 		t.Errorf("%s: links.json: rank 0 to 2 at %g s/B, want 20 Mbit/s (%g)", dir, beta, 8/20e6)
+	}
+}
+
+// TestThinLinkFilesLaunch: every thin-link experiment file starts its runs through an
+// executable launch command that exists, so a moved script breaks this test, not the
+// experiment part-way.
+func TestThinLinkFilesLaunch(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "experiments", "thin-links*.yaml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("thin-link experiment files: %v, %v", files, err)
+	}
+	for _, f := range files {
+		spec, err := experiment.Load(f, trainFlagKinds())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(spec.Launch) == 0 {
+			t.Errorf("%s: no launch command", f)
+			continue
+		}
+		if st, err := os.Stat(spec.Launch[0]); err != nil || st.Mode()&0o111 == 0 {
+			t.Errorf("%s: launch command %s is not an executable file (%v)", f, spec.Launch[0], err)
+		}
 	}
 }
