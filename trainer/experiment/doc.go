@@ -7,6 +7,7 @@
 //	description: free text      # optional
 //	run-timeout: 3m             # optional per-run limit (default 10m)
 //	baseline: ssgd              # optional run name for the report's speedups
+//	launch: [../scripts/netns-ranks.sh]  # optional: the command each run is started under
 //	common:                     # flags of `hetsync train` shared by every run
 //	  np: 4
 //	  transport: mem
@@ -34,6 +35,14 @@
 // running hetsync binary), its output going to OUT/logs/NAME.log. A run that fails or
 // passes its timeout is reported and the experiment goes on; at the end the report over the
 // runs that finished is written to OUT/report/, and the experiment fails if any run did.
+//
+// With launch, each run executes `LAUNCH... EXE train … --out=OUT/NAME` instead: the launch
+// command starts the run's ranks where the file wants them (scripts/netns-ranks.sh starts
+// them as adopted ranks in the hosts of a network of namespaces) and exits with the job's
+// status. It finds what it needs in its arguments, where every flag is written --key=value
+// (--np=8, --out=DIR), and it must stop the ranks when it receives SIGTERM: the runner stops
+// a run by signalling the process group it started. A relative launch program with a '/' is
+// found relative to the experiment file, so the file runs from any directory.
 //
 // This package must never import the launcher or a transport, run training in its own
 // process, or overwrite a finished run (the trainer refuses an existing run directory).

@@ -80,7 +80,7 @@ func ShellQuote(args []string) string {
 func (rn *Runner) Commands(spec *Spec) [][]string {
 	out := make([][]string, len(spec.Runs))
 	for i, r := range spec.Runs {
-		out[i] = append([]string{rn.Exe}, spec.TrainArgs(r, filepath.Join(rn.Out, r.Name))...)
+		out[i] = spec.Command(rn.Exe, r, filepath.Join(rn.Out, r.Name))
 	}
 	return out
 }
@@ -121,7 +121,7 @@ func (rn *Runner) Run(ctx context.Context, spec *Spec) (Result, error) {
 			continue
 		}
 		rr := RunResult{Name: r.Name, Dir: filepath.Join(rn.Out, r.Name), Log: filepath.Join(logs, r.Name+".log")}
-		rr.Args = append([]string{rn.Exe}, spec.TrainArgs(r, rr.Dir)...)
+		rr.Args = spec.Command(rn.Exe, r, rr.Dir)
 		fmt.Fprintf(progress, "[%d/%d] %s: %s\n", i+1, len(spec.Runs), r.Name, ShellQuote(rr.Args))
 		start := time.Now()
 		rr.Err = rn.runOne(ctx, rr, spec.RunTimeout(r))

@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -23,8 +24,14 @@ type Spec struct {
 	Description string
 	Timeout     time.Duration
 	Baseline    string
-	Common      []Setting
-	Runs        []RunSpec
+	// Launch, when not empty, is the command every run's train command line is started
+	// under (LAUNCH... EXE train ... --out=DIR): a program that starts the run's ranks
+	// somewhere other than this process's own launcher would, such as in the hosts of a
+	// network of namespaces. A relative path with a '/' in Launch[0] is relative to the
+	// file's directory.
+	Launch []string
+	Common []Setting
+	Runs   []RunSpec
 }
 
 // RunSpec is one run of an experiment: its own settings over the common ones.
@@ -182,6 +189,37 @@ func (p *parser) scalar(key string, v *yaml.Node) (string, error) {
 	return v.Value, nil
 }
 
+// command reads a command line given as a list of words (or one word): no shell splits it. A
+// relative program path with a '/' is made relative to the file's directory, so the file
+// works from any working directory.
+func (p *parser) command(key string, v *yaml.Node) ([]string, error) {
+	var words []string
+	switch {
+	case v.Kind == yaml.ScalarNode && v.Tag != "!!null":
+		words = []string{v.Value}
+	case v.Kind == yaml.SequenceNode:
+		for _, e := range v.Content {
+			e = resolve(e)
+			if e.Kind != yaml.ScalarNode || e.Tag == "!!null" {
+				return nil, p.errorf(e, "key %q: every word of the command must be a single value, not %s", key, kindName(e))
+			}
+			words = append(words, e.Value)
+		}
+	default:
+		return nil, p.errorf(v, "key %q must be a command: a list of words, not %s", key, kindName(v))
+	}
+	if len(words) == 0 || words[0] == "" {
+		return nil, p.errorf(v, "key %q: the command is empty", key)
+	}
+	if strings.Contains(words[0], "/") && !filepath.IsAbs(words[0]) {
+		words[0] = filepath.Join(filepath.Dir(p.file), words[0])
+		if !strings.Contains(words[0], "/") {
+			words[0] = "./" + words[0] // still a path, not a name to look up on PATH
+		}
+	}
+	return words, nil
+}
+
 func (p *parser) duration(key string, v *yaml.Node) (time.Duration, error) {
 	s, err := p.scalar(key, v)
 	if err != nil {
@@ -194,7 +232,7 @@ func (p *parser) duration(key string, v *yaml.Node) (time.Duration, error) {
 	return d, nil
 }
 
-var topKeys = []string{"name", "description", "run-timeout", "baseline", "common", "runs"}
+var topKeys = []string{"name", "description", "run-timeout", "baseline", "launch", "common", "runs"}
 
 func (p *parser) spec(root *yaml.Node) (*Spec, error) {
 	s := &Spec{File: p.file, Timeout: DefaultTimeout}
@@ -213,6 +251,8 @@ func (p *parser) spec(root *yaml.Node) (*Spec, error) {
 			s.Timeout, err = p.duration(key, v)
 		case "baseline":
 			s.Baseline, err = p.scalar(key, v)
+		case "launch":
+			s.Launch, err = p.command(key, v)
 		case "common":
 			s.Common, err = p.settings(v, "common")
 		case "runs":
@@ -377,6 +417,12 @@ func (s *Spec) Merged(r RunSpec) []Setting {
 		}
 	}
 	return out
+}
+
+// Command is r's whole command line: the file's Launch command, if any, then exe and
+// TrainArgs.
+func (s *Spec) Command(exe string, r RunSpec, outDir string) []string {
+	return slices.Concat(s.Launch, []string{exe}, s.TrainArgs(r, outDir))
 }
 
 // TrainArgs is the command line after the executable: train, the merged flags and --out.
