@@ -154,6 +154,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		}
 	}
 	j.acc = newAcceptor(cfg, tag, token, ids, h)
+	sweepLeftovers(cfg.Logger, shm.DefaultDir, os.TempDir(), staleAge)
 	if j.proof, err = newProofFile(shm.DefaultDir, tag, cfg.Rank); err != nil {
 		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
 	}
