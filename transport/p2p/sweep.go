@@ -42,7 +42,7 @@ func sweepLeftovers(log *slog.Logger, shmDir, sockDir string, minAge time.Durati
 
 func report(log *slog.Logger, what string, removed []string, err error) {
 	if len(removed) > 0 {
-		log.Info("hetsync: removed stale "+what+" of killed ranks", "count", len(removed), "first", removed[0])
+		log.Debug("hetsync: removed stale "+what+" of killed ranks", "count", len(removed), "first", removed[0])
 	}
 	if err != nil {
 		log.Warn("hetsync: sweeping stale "+what, "err", err)
