@@ -7,6 +7,7 @@ require (
 	github.com/libp2p/go-libp2p v0.51.0
 	github.com/multiformats/go-multiaddr v0.16.1
 	github.com/urfave/cli/v2 v2.27.7
+	go.uber.org/fx v1.24.0
 	golang.org/x/crypto v0.54.0
 	golang.org/x/image v0.44.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -86,7 +87,6 @@ require (
 	github.com/wlynxg/anet v0.0.5 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	go.uber.org/dig v1.19.0 // indirect
-	go.uber.org/fx v1.24.0 // indirect
 	go.uber.org/mock v0.6.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect

@@ -82,8 +82,12 @@ func (j *Job) Validate() error {
 		}
 	}
 	if j.Rendezvous != "" {
-		if _, _, err := net.SplitHostPort(j.Rendezvous); err != nil {
-			return fmt.Errorf("rendezvous %q: want host:port: %v", j.Rendezvous, err)
+		host, port, err := net.SplitHostPort(j.Rendezvous)
+		if err != nil {
+			return fmt.Errorf("--rendezvous %q: want host:port: %v", j.Rendezvous, err)
+		}
+		if p, err := strconv.Atoi(port); host == "" || err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("--rendezvous %q: want host:port with a host and a port in [1, 65535]", j.Rendezvous)
 		}
 	}
 	if j.Timeout < 0 {

@@ -322,6 +322,10 @@ func TestJobValidate(t *testing.T) {
 		{"bad secret", Job{NP: 1, Command: []string{"true"}, Secret: "zz"}, "job secret"},
 		{"short secret", Job{NP: 1, Command: []string{"true"}, Secret: "ab"}, "job secret: too short"},
 		{"bad rendezvous", Job{NP: 1, Command: []string{"true"}, Rendezvous: "nohost"}, "rendezvous"},
+		{"rendezvous without a port", Job{NP: 1, Command: []string{"true"}, Rendezvous: "127.0.0.1:"}, `--rendezvous "127.0.0.1:"`},
+		{"rendezvous port 0", Job{NP: 1, Command: []string{"true"}, Rendezvous: "127.0.0.1:0"}, "a port in [1, 65535]"},
+		{"rendezvous port too big", Job{NP: 1, Command: []string{"true"}, Rendezvous: "h:65536"}, "a port in [1, 65535]"},
+		{"rendezvous without a host", Job{NP: 1, Command: []string{"true"}, Rendezvous: ":29400"}, "with a host"},
 		{"negative grace", Job{NP: 1, Command: []string{"true"}, Grace: -1}, "grace"},
 	}
 	for _, tc := range tests {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,6 +46,8 @@ func TestBadInputFailsUpFront(t *testing.T) {
 		{[]string{"train", "-np", "100000", "--max-rounds", "1"}, []string{"--np 100000", "this host cannot hold"}},
 		{[]string{"train", "-np", "100000", "--max-rounds", "1", "--transport", "mem"}, []string{"--np 100000", "cannot hold"}},
 		{[]string{"launch", "-np", "10000000", "true"}, []string{"--np 10000000", "this host cannot hold"}},
+		{[]string{"bench", "-np", "2", "--rendezvous", "127.0.0.1:"}, []string{`--rendezvous "127.0.0.1:"`}},
+		{[]string{"launch", "-np", "2", "--rendezvous", "127.0.0.1:0", "true"}, []string{`--rendezvous "127.0.0.1:0"`}},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -138,5 +141,30 @@ func TestAvailableMemoryReadsTheHost(t *testing.T) {
 	}
 	if got := cgroupHeadroom(dir); got != 0 {
 		t.Errorf("cgroupHeadroom without a limit = %d, want 0", got)
+	}
+}
+
+// A rendezvous port that another program holds is an error saying so, from rank 0, without
+// libp2p's own log lines before it.
+func TestBusyRendezvousPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	code, _, stderr := runBinary(t, "bench", "-np", "2", "--rendezvous", addr, "-b", "4", "-e", "4", "-n", "1", "-w", "0")
+	if code == 0 {
+		t.Fatalf("bench at a taken rendezvous port succeeded:\n%s", stderr)
+	}
+	want := "rank 0: the rendezvous address " + addr + ": port " + port + " is already in use on this host"
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, stderr)
+	}
+	for _, internal := range []string{"level=", "system=fx", "OnStart hook"} {
+		if strings.Contains(stderr, internal) {
+			t.Errorf("stderr has libp2p's internal log (%q):\n%s", internal, stderr)
+		}
 	}
 }

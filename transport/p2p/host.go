@@ -1,8 +1,10 @@
 package p2p
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"syscall"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/connmgr"
@@ -14,7 +16,22 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
 )
+
+// checkPortFree reports a TCP port already taken on ip as an error that says so, before
+// libp2p is asked to listen there (its own error lists every address it tried).
+func checkPortFree(ip net.IP, port int) error {
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip, Port: port})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("port %d is already in use on this host (another job's rendezvous, or another program): give a free port, or no rendezvous address to get one", port)
+	}
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
 
 // tcpMultiaddr turns ip:port into /ip4|ip6/IP/tcp/PORT.
 func tcpMultiaddr(ip net.IP, port int) (ma.Multiaddr, error) {
@@ -40,6 +57,9 @@ func newHost(sk crypto.PrivKey, listen ma.Multiaddr, security string, gater conn
 		libp2p.DisableMetrics(),
 		libp2p.DisableIdentifyAddressDiscovery(),
 		libp2p.UserAgent("hetsync"),
+		// libp2p's dependency injection logs a failed start (a taken port) on its own before
+		// returning the error; the error is reported once, with the rank, by the caller.
+		libp2p.WithFxOption(fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger })),
 	}
 	switch security {
 	case SecurityNone:

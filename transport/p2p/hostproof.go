@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hetsync/hetsync/transport/shm"
 )
 
 // A rank proves where it runs instead of trusting a host name: containers, network namespaces
@@ -35,10 +37,13 @@ type hostProof struct {
 	NetNS string `json:"netns,omitempty"` // the target of /proc/self/ns/net, e.g. "net:[4026531840]"; "" when unknown
 }
 
-// proofFile is a rank's own proof and the file behind it, removed by remove.
+// proofFile is a rank's own proof and the file behind it, removed by remove. The file stays
+// open, locked with shm.HoldLock, so that a sweep by another job's rank never takes it while
+// this rank lives.
 type proofFile struct {
 	proof hostProof
 	path  string
+	held  *os.File
 }
 
 // newProofFile writes this rank's proof file into dir. A directory that cannot take the file
@@ -60,16 +65,17 @@ func newProofFile(dir string, tag jobTag, rank int) (*proofFile, error) {
 	if err != nil {
 		return pf, nil
 	}
-	_, werr := f.Write(token)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	werr := shm.HoldLock(int(f.Fd()))
+	if werr == nil {
+		_, werr = f.Write(token)
 	}
 	if werr != nil {
+		f.Close()
 		os.Remove(path)
 		return pf, nil
 	}
 	sum := sha256.Sum256(token)
-	pf.proof.File, pf.proof.Hash, pf.path = name, sum[:], path
+	pf.proof.File, pf.proof.Hash, pf.path, pf.held = name, sum[:], path, f
 	return pf, nil
 }
 
@@ -78,7 +84,8 @@ func newProofFile(dir string, tag jobTag, rank int) (*proofFile, error) {
 func (pf *proofFile) remove() {
 	if pf != nil && pf.path != "" {
 		os.Remove(pf.path)
-		pf.path = ""
+		pf.held.Close()
+		pf.path, pf.held = "", nil
 	}
 }
 

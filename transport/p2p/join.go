@@ -125,6 +125,11 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: listen address %s: %w", cfg.Rank, cfg.Host, err)
 	}
+	if port != 0 {
+		if err := checkPortFree(hostIP, port); err != nil {
+			return nil, fmt.Errorf("rank 0: the rendezvous address %s: %w", cfg.Rendezvous, err)
+		}
+	}
 	gater := newMemberGater(ids)
 	j.h, err = newHost(sk, listen, cfg.Security, gater)
 	if err != nil {
@@ -162,6 +167,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		}
 	}
 	j.acc = newAcceptor(cfg, tag, token, ids, h)
+	sweepLeftovers(cfg.Logger, shm.DefaultDir, os.TempDir(), staleAge)
 	if j.proof, err = newProofFile(shm.DefaultDir, tag, cfg.Rank); err != nil {
 		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
 	}
@@ -206,8 +212,10 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 
 	var peers []peerInfo
 	if cfg.Rank == 0 {
+		// The rendezvous handler stays: a registration after the job formed gets an answer
+		// saying so (a second process with a running rank's number), not a failed protocol
+		// negotiation.
 		peers, err = rs.serve(ctx, self)
-		h.RemoveStreamHandler(rendezvousProto)
 	} else {
 		addr0, aerr := tcpMultiaddr(rdv.IP, rdv.Port)
 		if aerr != nil {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -96,6 +97,9 @@ type rendezvousServer struct {
 	ids  []peer.ID
 	regs chan registration
 	done chan struct{} // closed when serve returns: handlers stop delivering
+	// formed is set when serve sent the table: a registration after that comes from a process
+	// that claims the rank of a running one.
+	formed atomic.Bool
 
 	registered func(rank int) // test hook, may be nil
 }
@@ -121,7 +125,12 @@ func (rs *rendezvousServer) handle(s network.Stream) {
 	select {
 	case rs.regs <- reg:
 	case <-rs.done:
-		_ = writeMsg(s, peerTable{Error: "rank 0 is no longer accepting registrations"})
+		msg := "rank 0 is no longer accepting registrations"
+		if rs.formed.Load() {
+			msg = fmt.Sprintf("the job has already formed: all %d ranks joined, rank %d among them, and it is running (is this process a second rank %d, or a rank of a job that was restarted?)",
+				rs.cfg.Size, info.Rank, info.Rank)
+		}
+		_ = writeMsg(s, peerTable{Error: msg})
 		_ = s.Close()
 	}
 }
@@ -216,6 +225,7 @@ func (rs *rendezvousServer) serve(ctx context.Context, self peerInfo) ([]peerInf
 	if firstErr != nil {
 		return nil, firstErr
 	}
+	rs.formed.Store(true)
 	return peers, nil
 }
 

@@ -9,7 +9,9 @@
 // other side (Open) is told the file's name over an authenticated channel, checks the name,
 // the owner and the header, and maps it too. Either side then unlinks the file (Unlink): once
 // both have mapped it the name is no longer needed, and no file outlives the job even if a
-// process dies.
+// process dies. A process killed between Create and the unlink leaves its file behind:
+// SweepStale removes such files, and only those, because a creator holds a shared flock on its
+// file for as long as it has it open or mapped, which the kernel drops when the process dies.
 //
 // Layout (all integers little-endian, offsets in bytes):
 //

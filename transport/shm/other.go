@@ -39,3 +39,14 @@ func (p *Pipe) Close() error                       { return nil }
 func (p *Pipe) Peer() string                       { return "" }
 func (p *Pipe) Buffered() int                      { return 0 }
 func (p *Pipe) WaitReadable() (bool, error)        { return false, errNotLinux }
+
+// SweepStale does nothing: no segment is made on this system.
+func SweepStale(dir string, minAge time.Duration) ([]string, error) { return nil, nil }
+
+// SweepUnheld does nothing on this system.
+func SweepUnheld(dir string, minAge time.Duration, match func(string) bool) ([]string, error) {
+	return nil, nil
+}
+
+// HoldLock does nothing on this system.
+func HoldLock(fd int) error { return nil }

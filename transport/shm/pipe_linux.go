@@ -80,6 +80,7 @@ type Pipe struct {
 	watchDone    chan struct{}
 	closeOnce    sync.Once
 	closeErr     error
+	release      func() // drops the segment's lock when its file was never unlinked
 }
 
 // Pipe turns the segment into this side's end of the pipe. link is a connection to the same
@@ -102,7 +103,7 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 	p := &Pipe{peer: s.opts.Peer, spin: s.opts.Spin, yields: s.opts.Yields, mem: s.mem, link: link,
 		rbell: make(chan struct{}, 1), wbell: make(chan struct{}, 1),
 		rtimer: time.NewTimer(time.Hour), wtimer: time.NewTimer(time.Hour),
-		ringR: [1]byte{bellRead}, ringW: [1]byte{bellWrite}, watchDone: make(chan struct{})}
+		ringR: [1]byte{bellRead}, ringW: [1]byte{bellWrite}, watchDone: make(chan struct{}), release: s.release}
 	p.rtimer.Stop()
 	p.wtimer.Stop()
 	r0, r1 := newRing(s.mem, 0, s.ringSize), newRing(s.mem, 1, s.ringSize)
@@ -493,6 +494,7 @@ func (p *Pipe) Close() error {
 		}
 		p.mem = nil
 		p.ops.Unlock()
+		p.release()
 	})
 	return p.closeErr
 }

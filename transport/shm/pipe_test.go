@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv("HETSYNC_SHM_CHILD"); name != "" {
 		os.Exit(child(name))
 	}
+	if dir := os.Getenv(sweepChildEnv); dir != "" {
+		os.Exit(sweepChild(dir))
+	}
 	os.Exit(m.Run())
 }
 

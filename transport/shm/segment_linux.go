@@ -23,7 +23,11 @@ type Segment struct {
 	ringSize int
 	creator  bool
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// lock is the creator's descriptor of the file, with a shared flock on it. The kernel keeps
+	// the lock while the descriptor or the mapping lives and drops it when the process dies,
+	// so SweepStale, which removes only files nobody holds, never takes a live job's. -1: none.
+	lock     int
 	unlinked bool
 	handed   bool // the mapping belongs to a Pipe now
 }
@@ -46,7 +50,17 @@ func Create(opts Options) (*Segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm segment for %s: creating %s: %w", opts.Peer, path, err)
 	}
-	defer syscall.Close(fd)
+	if err := HoldLock(fd); err != nil {
+		syscall.Close(fd)
+		os.Remove(path)
+		return nil, fmt.Errorf("shm segment for %s: locking %s: %w", opts.Peer, path, err)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			syscall.Close(fd)
+		}
+	}()
 	size := dataOff + 2*opts.RingSize
 	// Reserve the pages now: on a full tmpfs a sparse file would fail later with SIGBUS on
 	// first touch instead of an error here.
@@ -68,7 +82,8 @@ func Create(opts Options) (*Segment, error) {
 	copy(mem, magic)
 	binary.LittleEndian.PutUint32(mem[8:], version)
 	binary.LittleEndian.PutUint32(mem[12:], uint32(opts.RingSize))
-	return &Segment{opts: opts, path: path, mem: mem, ringSize: opts.RingSize, creator: true}, nil
+	keep = true
+	return &Segment{opts: opts, path: path, mem: mem, ringSize: opts.RingSize, creator: true, lock: fd}, nil
 }
 
 // validName reports whether name is one Create could have made: the prefix and 32 hex digits,
@@ -133,7 +148,7 @@ func Open(name string, opts Options) (*Segment, error) {
 		syscall.Munmap(mem)
 		return nil, fmt.Errorf("shm segment from %s: %s is not a valid segment: %s", opts.Peer, path, bad)
 	}
-	return &Segment{opts: opts, path: path, mem: mem, ringSize: ring}, nil
+	return &Segment{opts: opts, path: path, mem: mem, ringSize: ring, lock: -1}, nil
 }
 
 // Name is the file name (without directory) to give the peer.
@@ -154,10 +169,27 @@ func (s *Segment) Unlink() error {
 		return nil
 	}
 	s.unlinked = true
-	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	err := os.Remove(s.path)
+	s.releaseLocked()
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("shm segment for %s: %w", s.opts.Peer, err)
 	}
 	return nil
+}
+
+// releaseLocked closes the creator's locked descriptor; s.mu must be held.
+func (s *Segment) releaseLocked() {
+	if s.lock >= 0 {
+		syscall.Close(s.lock)
+		s.lock = -1
+	}
+}
+
+// release closes the creator's locked descriptor, if Unlink has not.
+func (s *Segment) release() {
+	s.mu.Lock()
+	s.releaseLocked()
+	s.mu.Unlock()
 }
 
 // Close unmaps a segment that did not become a Pipe, and unlinks it if this side created it.
@@ -174,6 +206,7 @@ func (s *Segment) Close() error {
 	if s.creator {
 		err = s.Unlink()
 	}
+	s.release()
 	if merr := syscall.Munmap(s.mem); merr != nil && err == nil {
 		err = fmt.Errorf("shm segment for %s: unmapping %s: %w", s.opts.Peer, s.path, merr)
 	}
