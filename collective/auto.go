@@ -175,6 +175,26 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 	return best
 }
 
+// pin makes the configuration named name the decision for b's calls when its predicted time
+// is at most limit, and reports whether it did.
+func (a *auto) pin(kind collKind, b *builder, name string, limit float64) (autoChoice, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.candidates(kind) {
+		if c.name != name {
+			continue
+		}
+		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
+		if err != nil || t > limit {
+			return autoChoice{}, false
+		}
+		ch := autoChoice{name: c.name, alg: c.alg, predicted: t}
+		a.choice[autoKey{kind: kind, p: b.p, n: b.n, elem: b.elemSize, segsz: b.seg * b.elemSize}] = ch
+		return ch, true
+	}
+	return autoChoice{}, false
+}
+
 func (a *auto) pick(kind collKind, b *builder) algorithm { return a.decide(kind, b).alg }
 
 func (a *auto) allReduce(b *builder)     { a.pick(kindAllReduce, b).allReduce(b) }
