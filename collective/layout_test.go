@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hetsync/hetsync/collective/topology"
@@ -456,5 +457,50 @@ func TestGroupsByTheLargestJump(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAutoPrefersTheSimplerOfNearTies: auto's choice is predicted within autoTieMargin of the
+// fastest candidate, and when a flat candidate is that close it runs a flat one, with no more
+// messages than any other flat candidate that close.
+func TestAutoPrefersTheSimplerOfNearTies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for p := 1; p <= 9; p++ {
+		for pname, host := range placements(p, 4, rng) {
+			for _, bytes := range []int{64 << 10, 1 << 20, 16 << 20} {
+				m := rackMatrix(host, make([]int, p), nil) // uniform: one rack
+				a := newAuto(Options{Links: m})
+				b := newBuilder(p, 0, bytes/4, 4, DefaultSegmentBytes)
+				got := a.decide(kindAllReduce, b)
+				fastest, flat, flatMsgs := math.Inf(1), math.Inf(1), math.MaxInt
+				for _, c := range a.candidates(kindAllReduce) {
+					tc, err := simulateKind(c.alg, kindAllReduce, p, b.n, 4, DefaultSegmentBytes, a.model())
+					if err != nil {
+						t.Fatal(err)
+					}
+					fastest = math.Min(fastest, tc)
+					if !strings.HasPrefix(c.name, hierPrefix) {
+						flat = math.Min(flat, tc)
+					}
+				}
+				for _, c := range a.candidates(kindAllReduce) {
+					tc, _ := simulateKind(c.alg, kindAllReduce, p, b.n, 4, DefaultSegmentBytes, a.model())
+					if !strings.HasPrefix(c.name, hierPrefix) && tc <= (1+autoTieMargin)*fastest {
+						flatMsgs = min(flatMsgs, messages(c.alg, kindAllReduce, b))
+					}
+				}
+				what := fmt.Sprintf("p=%d %s %d B: chose %s (%.3g s, fastest %.3g s)", p, pname, bytes, got.name, got.predicted, fastest)
+				if got.predicted > (1+autoTieMargin)*fastest {
+					t.Errorf("%s: more than %g over the fastest", what, autoTieMargin)
+				}
+				if flat <= (1+autoTieMargin)*fastest {
+					if strings.HasPrefix(got.name, hierPrefix) {
+						t.Errorf("%s: a flat candidate is within the margin (%.3g s)", what, flat)
+					} else if n := messages(got.alg, kindAllReduce, b); n > flatMsgs {
+						t.Errorf("%s: %d messages, a flat candidate within the margin sends %d", what, n, flatMsgs)
+					}
+				}
+			}
+		}
 	}
 }

@@ -18,9 +18,11 @@ import (
 // the time its plan predicted (no extra traffic); every Every judged calls the ranks vote (an
 // allreduce of two numbers), and when some rank saw Calls judged calls in a row off plan,
 // every rank measures the links again (topology.Measure) and plans from the new matrix, all
-// at the same call. A re-measure that leaves the plan of those calls as it was makes the
+// at the same call (the job's communicator only: a sub-communicator keeps the plan of its part
+// of the job's matrix). A re-measure that leaves the plan of those calls as it was makes the
 // next one wait twice as many votes, so that calls the model predicts badly for another
-// reason (a busy CPU) do not measure the links over and over. It applies to auto with a link
+// reason (a busy CPU) do not measure the links over and over. The vote and a re-measure run
+// within the time limit of the call after which they happen. It applies to auto with a link
 // matrix only: a named configuration runs as it was named.
 //
 // The links themselves are measured, not taken from the calls' own timings: a send returns
