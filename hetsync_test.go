@@ -262,6 +262,7 @@ func TestInitErrors(t *testing.T) {
 		{"unknown algorithm", with(good, "HETSYNC_COLLECTIVE", "tree"), nil, []string{"HETSYNC_COLLECTIVE", "rank 1", "tree"}},
 		{"bad join timeout", with(good, "HETSYNC_JOIN_TIMEOUT", "forever"), nil, []string{`HETSYNC_JOIN_TIMEOUT="forever"`}},
 		{"bad checksum", with(good, "HETSYNC_CHECKSUM", "maybe"), nil, []string{`HETSYNC_CHECKSUM="maybe"`}},
+		{"bad re-plan settings", with(good, "HETSYNC_REPLAN", "calls=-2"), nil, []string{"HETSYNC_REPLAN", "rank 1", "calls=-2"}},
 		{"negative join timeout", good, []hetsync.Option{hetsync.WithJoinTimeout(-time.Second)}, []string{"WithJoinTimeout(-1s)", "negative"}},
 		{"rank out of range", with(good, "HETSYNC_RANK", "2"), nil, []string{"HETSYNC_RANK=2"}},
 		{"mpirun without a secret", mpirunNoSecret, nil, []string{"Open MPI", "one of 4 ranks", "HETSYNC_JOB_SECRET"}},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hetsync/hetsync/collective"
@@ -87,7 +88,8 @@ func WithChecksum(on bool) Option {
 }
 
 // WithCollectiveOptions sets the communicator's options beyond the algorithm (segment size,
-// parameter-server ranks, wire codec). Its Algorithm, when set, counts as WithAlgorithm.
+// parameter-server ranks, wire codec, re-planning). Its Algorithm, when set, counts as
+// WithAlgorithm; its Replan, when not the zero value, wins over HETSYNC_REPLAN.
 func WithCollectiveOptions(o collective.Options) Option {
 	return func(c *config) {
 		c.coll = o
@@ -153,6 +155,13 @@ func (c *config) resolve(env launcher.Settings) resolved {
 func (c *config) collectiveOptions(r resolved, rank, size int) (collective.Options, error) {
 	o := c.coll
 	o.Algorithm = r.Algorithm
+	if v := strings.TrimSpace(c.getenv(collective.EnvReplan)); v != "" && o.Replan == (collective.ReplanOptions{}) {
+		replan, err := collective.ParseReplanOptions(v)
+		if err != nil {
+			return o, fmt.Errorf("rank %d: %s: %w", rank, collective.EnvReplan, err)
+		}
+		o.Replan = replan
+	}
 	if err := o.Validate(size); err != nil {
 		return o, fmt.Errorf("rank %d: algorithm %q from %s: %w", rank, r.Algorithm, r.algFrom, err)
 	}

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/hetsync/hetsync/collective/topology"
@@ -9,7 +10,8 @@ import (
 
 // auto picks an algorithm per call from the simulator: for each candidate it builds the
 // schedules of all p ranks for this (collective, n, dtype), replays them on the network
-// model, and runs the fastest. Ties go to the earlier candidate. Every rank computes the same
+// model, and runs the fastest, or a simpler candidate predicted within autoTieMargin of it
+// (see decide). Every rank computes the same
 // choice from the same inputs (the same matrix, the same candidate order), and the decision is
 // cached per (collective, n, element size).
 //
@@ -158,21 +160,79 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 		return c
 	}
 	cands := a.candidates(kind)
-	best := autoChoice{name: cands[len(cands)-1].name, alg: cands[len(cands)-1].alg, predicted: math.Inf(1)}
-	for _, c := range cands {
+	times := make([]float64, len(cands))
+	fastest := math.Inf(1)
+	for i, c := range cands {
 		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
 		if err != nil {
+			t = math.Inf(1)
+		}
+		times[i] = t
+		fastest = math.Min(fastest, t)
+	}
+	// Among the candidates within autoTieMargin of the fastest, the simplest: flat before
+	// hierarchical, then the fewest messages, then the earlier. A prediction a few per cent
+	// ahead is within the model's error, and a simpler schedule has fewer steps for the
+	// network and the scheduler to get wrong.
+	pick, msgs := len(cands)-1, -1
+	for i, c := range cands {
+		if !(times[i] <= (1+autoTieMargin)*fastest) {
 			continue
 		}
-		if t < best.predicted {
-			best = autoChoice{name: c.name, alg: c.alg, predicted: t}
+		n := messages(c.alg, kind, b)
+		if msgs < 0 || simpler(c, n, cands[pick], msgs) {
+			pick, msgs = i, n
 		}
 	}
+	best := autoChoice{name: cands[pick].name, alg: cands[pick].alg, predicted: times[pick]}
 	if len(a.choice) >= maxCachedSchedules {
 		clear(a.choice)
 	}
 	a.choice[key] = best
 	return best
+}
+
+// autoTieMargin is how much slower than the fastest candidate a simpler one may be predicted
+// and still be chosen.
+const autoTieMargin = 0.03
+
+// simpler reports whether candidate a, sending na messages, is simpler than b, sending nb: flat
+// before hierarchical, then fewer messages.
+func simpler(a autoCandidate, na int, b autoCandidate, nb int) bool {
+	ha, hb := strings.HasPrefix(a.name, hierPrefix), strings.HasPrefix(b.name, hierPrefix)
+	if ha != hb {
+		return hb
+	}
+	return na < nb
+}
+
+// messages is how many messages all ranks send in alg's schedules for b's call.
+func messages(alg algorithm, kind collKind, b *builder) int {
+	n := 0
+	for _, s := range buildAll(alg, kind, b.p, b.n, 0, b.elemSize, b.seg*b.elemSize) {
+		n += len(s.sends)
+	}
+	return n
+}
+
+// pin makes the configuration named name the decision for b's calls when its predicted time
+// is at most limit, and reports whether it did.
+func (a *auto) pin(kind collKind, b *builder, name string, limit float64) (autoChoice, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.candidates(kind) {
+		if c.name != name {
+			continue
+		}
+		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
+		if err != nil || t > limit {
+			return autoChoice{}, false
+		}
+		ch := autoChoice{name: c.name, alg: c.alg, predicted: t}
+		a.choice[autoKey{kind: kind, p: b.p, n: b.n, elem: b.elemSize, segsz: b.seg * b.elemSize}] = ch
+		return ch, true
+	}
+	return autoChoice{}, false
 }
 
 func (a *auto) pick(kind collKind, b *builder) algorithm { return a.decide(kind, b).alg }

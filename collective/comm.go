@@ -194,7 +194,11 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		p2pSend:    make([]p2pLane, p),
 		p2pRecv:    make([]p2pLane, p),
 	}
-	c.replan = newReplanner(opts, alg, p, ep.Rank())
+	if ep == base {
+		// Re-measuring needs the job's own endpoint: a sub-communicator's carries only the
+		// collectives' channel, so it keeps the plan of its part of the job's matrix.
+		c.replan = newReplanner(opts, alg, p, ep.Rank())
+	}
 	c.dctx.init()
 	c.initWatch()
 	return c, nil

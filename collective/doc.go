@@ -56,8 +56,9 @@
 //	12, 64 MiB     102     231        105            102     102   (ring)
 //
 // auto: for each call shape (collective, n, element size) it replays every candidate's
-// schedules with AutoAlpha and AutoBeta and takes the fastest (ties to the earlier of recursive
-// doubling [allreduce only], butterfly, binary-blocks, ring). In effect: recursive doubling for
+// schedules with AutoAlpha and AutoBeta and takes the fastest, or of the candidates predicted
+// within 3 % of it the one with the fewest messages (then the earlier of recursive doubling
+// [allreduce only], butterfly, binary-blocks, ring). In effect: recursive doubling for
 // small messages, butterfly for powers of two, ring (or binary-blocks when its blocks are
 // balanced) for other p. ps is never chosen automatically.
 //
@@ -65,8 +66,8 @@
 //
 // With Options.Links (a topology.Matrix: which ranks share a host, α and β of every rank
 // pair) the communicator plans from the network instead of from one α-β pair:
-//   - the layout groups hosts into well-connected groups (links within 2× of the fastest one
-//     between hosts) and orders ranks grouped (a host's ranks adjacent, a group's hosts
+//   - the layout groups hosts into well-connected groups (the links below the largest jump, of
+//     more than 2×, between consecutive link speeds) and orders ranks grouped (a host's ranks adjacent, a group's hosts
 //     adjacent: a ring crosses each thin link between groups once each way) or interleaved
 //     (dealt round-robin over the groups: a butterfly's last, smallest exchanges cross them);
 //   - "ring" runs in the grouped order for any placement; "ps" puts its servers on the best

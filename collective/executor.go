@@ -143,11 +143,9 @@ func (c *Comm) sendStep(ctx context.Context, st *step, buf, aux Buffer, h transp
 	h.Segment = st.tag
 	c.sendPeer.Store(int32(st.peer))
 	t0 := c.traceNow()
-	start := c.replan.clock()
 	if err := c.ep.Send(ctx, st.peer, h, src[st.lo*es:st.hi*es]); err != nil {
 		return fmt.Errorf("sending [%d,%d) to rank %d: %w", st.lo, st.hi, st.peer, err)
 	}
-	c.replan.sent(st.peer, (st.hi-st.lo)*es, start)
 	c.traceMessage(false, st.peer, (st.hi-st.lo)*es, t0)
 	c.sendPeer.Store(-1)
 	return nil

@@ -37,23 +37,30 @@ func BenchmarkSmallAllReduce(b *testing.B) {
 					eps = transport.NewMemJob(1)
 				}
 				j := newJob(b, eps, Options{Algorithm: "ring"})
-				bufs := make([][]float32, len(eps))
-				for r := range bufs {
-					bufs[r] = make([]float32, n)
-				}
-				call := func(c *Comm) error { return c.AllReduce(limit.ctx, F32(bufs[c.Rank()]), Sum) }
-				j.mustRun(b, "warm-up", call)
-				b.ReportAllocs()
-				b.ResetTimer()
-				j.mustRun(b, "ring", func(c *Comm) error {
-					for i := 0; i < b.N; i++ {
-						if err := call(c); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
+				j.benchAllReduce(b, limit.ctx, n)
 			})
 		}
 	}
+}
+
+// benchAllReduce times b.N float32 Sum allreduces of n elements on every rank of j, after one
+// untimed call.
+func (j *job) benchAllReduce(b *testing.B, ctx context.Context, n int) {
+	bufs := make([][]float32, len(j.comms))
+	for r := range bufs {
+		bufs[r] = make([]float32, n)
+	}
+	call := func(c *Comm) error { return c.AllReduce(ctx, F32(bufs[c.Rank()]), Sum) }
+	j.mustRun(b, "warm-up", call)
+	b.ReportAllocs()
+	b.ResetTimer()
+	j.mustRun(b, "allreduce", func(c *Comm) error {
+		for i := 0; i < b.N; i++ {
+			if err := call(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	b.StopTimer()
 }

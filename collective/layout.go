@@ -18,10 +18,9 @@ type layout struct {
 	hostBeta [][]float64 // fastest link between two hosts' ranks, each direction
 }
 
-// groupSlack is how much slower than the fastest link between two hosts a link may be and
-// still join its hosts into one group: links within a rack differ by measurement noise, the
-// uplinks between racks by integer factors.
-const groupSlack = 2.0
+// minGroupJump is the smallest factor between two consecutive link speeds that separates two
+// tiers of the network (hosts of one rack, racks); see groupCut.
+const minGroupJump = 2.0
 
 func newLayout(m *topology.Matrix) *layout {
 	l := &layout{m: m, hosts: m.RanksOf()}
@@ -40,16 +39,9 @@ func newLayout(m *topology.Matrix) *layout {
 			}
 		}
 	}
-	best := math.Inf(1)
-	for h := range nh {
-		for g := range nh {
-			if h != g {
-				best = math.Min(best, l.hostBeta[h][g])
-			}
-		}
-	}
-	// Groups are the connected components of the links within groupSlack of the best one,
-	// each ordered by a nearest-neighbour walk from its lowest host.
+	cut := groupCut(l.hostLinks())
+	// Groups are the connected components of the links at or below the cut, each ordered by a
+	// nearest-neighbour walk from its lowest host.
 	group := make([]int, nh)
 	for h := range group {
 		group[h] = -1
@@ -67,7 +59,7 @@ func newLayout(m *topology.Matrix) *layout {
 			stack = stack[:len(stack)-1]
 			comp = append(comp, x)
 			for y := range nh {
-				if group[y] < 0 && l.linkBeta(x, y) <= groupSlack*best {
+				if group[y] < 0 && l.linkBeta(x, y) <= cut {
 					group[y] = id
 					stack = append(stack, y)
 				}
@@ -95,6 +87,47 @@ func newLayout(m *topology.Matrix) *layout {
 		l.groups = append(l.groups, comps[i])
 	}
 	return l
+}
+
+// hostLinks lists linkBeta of every pair of hosts.
+func (l *layout) hostLinks() []float64 {
+	var out []float64
+	for h := range l.hosts {
+		for g := h + 1; g < len(l.hosts); g++ {
+			out = append(out, l.linkBeta(h, g))
+		}
+	}
+	return out
+}
+
+// groupCut is the slowest cost per byte of a link inside a group: the links sorted by cost,
+// the cut goes in the largest jump between consecutive ones, when that jump is more than
+// minGroupJump; otherwise every link is one tier and the cut takes them all. The largest jump,
+// not a fixed factor over the fastest link, so that the noise of a measurement inside a tier
+// (a rack's hosts read 2× apart) does not split the tier, while the step to the next tier
+// (an uplink 10× slower) does. With three tiers or more the cut goes in the largest step, the
+// first of equal ones (groups are then the tightest clusters, and the model's per-pair costs
+// keep the rest).
+func groupCut(links []float64) float64 {
+	if len(links) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), links...)
+	sort.Float64s(s)
+	cut, jump := s[len(s)-1], minGroupJump
+	for i := 1; i < len(s); i++ {
+		ratio := 1.0
+		switch {
+		case s[i-1] > 0:
+			ratio = s[i] / s[i-1]
+		case s[i] > 0:
+			ratio = math.Inf(1) // a free link, then a costly one
+		}
+		if ratio > jump {
+			cut, jump = s[i-1], ratio
+		}
+	}
+	return cut
 }
 
 // linkBeta is the slower direction of the fastest link between two hosts.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hetsync/hetsync/collective/topology"
@@ -383,6 +385,122 @@ func TestModelSharesLinks(t *testing.T) {
 		want := float64(tc.flowsThere) * 4 * n * tc.beta
 		if got < want || got > want*1.05 {
 			t.Errorf("%s: %.3fs, want %.3fs", tc.name, got, want)
+		}
+	}
+}
+
+// TestGroupsByTheLargestJump groups hosts on networks of one, two and three tiers, with every
+// link's cost per byte off by up to ±noise (a measurement's error, the same in both
+// directions or not): the groups are those of the largest step between tiers, whatever the
+// noise inside a tier, and one group when there is no step of more than minGroupJump.
+func TestGroupsByTheLargestJump(t *testing.T) {
+	tiers := func(tier ...[]int) func(h, g int) int {
+		// tier[k][h] is host h's group at level k; two hosts' link is in the first level
+		// where they share a group (0: the fastest), or len(tier) when they share none.
+		return func(h, g int) int {
+			for k, of := range tier {
+				if of[h] == of[g] {
+					return k
+				}
+			}
+			return len(tier)
+		}
+	}
+	tests := []struct {
+		name   string
+		hosts  int
+		level  func(h, g int) int
+		cost   []float64 // cost per byte of each level
+		noise  float64
+		groups [][]int
+	}{
+		{"one tier", 5, tiers(), []float64{1e-8}, 0, [][]int{{0, 1, 2, 3, 4}}},
+		{"one tier, noisy", 6, tiers(), []float64{1e-8}, 0.3, [][]int{{0, 1, 2, 3, 4, 5}}},
+		{"two hosts", 2, tiers(), []float64{1e-8}, 0.3, [][]int{{0, 1}}},
+		{"two racks", 4, tiers([]int{0, 0, 1, 1}), []float64{1e-8, 1e-7}, 0, [][]int{{0, 1}, {2, 3}}},
+		{"two racks, noise of 2.3x inside", 6, tiers([]int{0, 1, 0, 1, 0, 1}), []float64{1e-8, 1e-7}, 0.4,
+			[][]int{{0, 2, 4}, {1, 3, 5}}},
+		{"three racks of 1, 2, 3 hosts", 6, tiers([]int{0, 1, 1, 2, 2, 2}), []float64{1e-8, 4e-8}, 0.2,
+			[][]int{{0}, {1, 2}, {3, 4, 5}}},
+		{"slow host", 5, func(h, g int) int {
+			if h == 3 || g == 3 {
+				return 1
+			}
+			return 0
+		}, []float64{1e-8, 1e-7}, 0.2, [][]int{{0, 1, 2, 4}, {3}}},
+		{"three tiers, the rack step larger", 8, tiers([]int{0, 0, 1, 1, 2, 2, 3, 3}, []int{0, 0, 0, 0, 1, 1, 1, 1}),
+			[]float64{1e-9, 2e-8, 8e-8}, 0.2, [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
+		{"three tiers, the site step larger", 8, tiers([]int{0, 0, 1, 1, 2, 2, 3, 3}, []int{0, 0, 0, 0, 1, 1, 1, 1}),
+			[]float64{1e-9, 3e-9, 1e-7}, 0.2, [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}},
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for try := range 20 {
+				m := topology.Uniform(tc.hosts, testAlpha, 0)
+				for h := range tc.hosts {
+					for g := range tc.hosts {
+						if h != g {
+							m.Links[h][g].Beta = tc.cost[tc.level(h, g)] * (1 + tc.noise*(2*rng.Float64()-1))
+						}
+					}
+				}
+				l := newLayout(m)
+				got := make([][]int, len(l.groups))
+				for i, g := range l.groups {
+					got[i] = append([]int(nil), g...)
+					slices.Sort(got[i])
+				}
+				slices.SortFunc(got, func(a, b []int) int { return a[0] - b[0] })
+				if fmt.Sprint(got) != fmt.Sprint(tc.groups) {
+					t.Fatalf("try %d: groups %v, want %v", try, got, tc.groups)
+				}
+			}
+		})
+	}
+}
+
+// TestAutoPrefersTheSimplerOfNearTies: auto's choice is predicted within autoTieMargin of the
+// fastest candidate, and when a flat candidate is that close it runs a flat one, with no more
+// messages than any other flat candidate that close.
+func TestAutoPrefersTheSimplerOfNearTies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for p := 1; p <= 9; p++ {
+		for pname, host := range placements(p, 4, rng) {
+			for _, bytes := range []int{64 << 10, 1 << 20, 16 << 20} {
+				m := rackMatrix(host, make([]int, p), nil) // uniform: one rack
+				a := newAuto(Options{Links: m})
+				b := newBuilder(p, 0, bytes/4, 4, DefaultSegmentBytes)
+				got := a.decide(kindAllReduce, b)
+				fastest, flat, flatMsgs := math.Inf(1), math.Inf(1), math.MaxInt
+				for _, c := range a.candidates(kindAllReduce) {
+					tc, err := simulateKind(c.alg, kindAllReduce, p, b.n, 4, DefaultSegmentBytes, a.model())
+					if err != nil {
+						t.Fatal(err)
+					}
+					fastest = math.Min(fastest, tc)
+					if !strings.HasPrefix(c.name, hierPrefix) {
+						flat = math.Min(flat, tc)
+					}
+				}
+				for _, c := range a.candidates(kindAllReduce) {
+					tc, _ := simulateKind(c.alg, kindAllReduce, p, b.n, 4, DefaultSegmentBytes, a.model())
+					if !strings.HasPrefix(c.name, hierPrefix) && tc <= (1+autoTieMargin)*fastest {
+						flatMsgs = min(flatMsgs, messages(c.alg, kindAllReduce, b))
+					}
+				}
+				what := fmt.Sprintf("p=%d %s %d B: chose %s (%.3g s, fastest %.3g s)", p, pname, bytes, got.name, got.predicted, fastest)
+				if got.predicted > (1+autoTieMargin)*fastest {
+					t.Errorf("%s: more than %g over the fastest", what, autoTieMargin)
+				}
+				if flat <= (1+autoTieMargin)*fastest {
+					if strings.HasPrefix(got.name, hierPrefix) {
+						t.Errorf("%s: a flat candidate is within the margin (%.3g s)", what, flat)
+					} else if n := messages(got.alg, kindAllReduce, b); n > flatMsgs {
+						t.Errorf("%s: %d messages, a flat candidate within the margin sends %d", what, n, flatMsgs)
+					}
+				}
+			}
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,18 +14,26 @@ import (
 )
 
 // ReplanOptions tune how auto follows a network that changes under a running job (a link
-// that slows down, a congested uplink). Each rank times the sends of every call to each peer
-// (no extra traffic) and compares each call's time with the time its plan predicted; every
-// Every judged calls the ranks vote, and when some rank saw Calls judged calls in a row off
-// plan and a link off the matrix, every rank puts the timed links into the matrix and plans
-// again from it, all at the same call. It applies to auto with a link matrix only: a named
-// configuration runs as it was named.
+// that slows down, a congested uplink). Each rank compares the time of every judged call with
+// the time its plan predicted (no extra traffic); every Every judged calls the ranks vote (an
+// allreduce of two numbers), and when some rank saw Calls judged calls in a row off plan,
+// every rank measures the links again (topology.Measure) and plans from the new matrix, all
+// at the same call (the job's communicator only: a sub-communicator keeps the plan of its part
+// of the job's matrix). A re-measure that leaves the plan of those calls as it was makes the
+// next one wait twice as many votes, so that calls the model predicts badly for another
+// reason (a busy CPU) do not measure the links over and over. The vote and a re-measure run
+// within the time limit of the call after which they happen. It applies to auto with a link
+// matrix only: a named configuration runs as it was named.
+//
+// The links themselves are measured, not taken from the calls' own timings: a send returns
+// once its bytes are in the socket buffers, which hold megabytes, so timed sends read a
+// shaped 200 Mbit/s link (40 ns/B) at 3 to 6 ns/B in allreduces of 1 MiB; and a receive waits
+// for the slowest link upstream of it, not for its own.
 type ReplanOptions struct {
 	// Off keeps the plan of the matrix the communicator started with.
 	Off bool
 	// Threshold is how far off is off: a call that took more than (1+Threshold) times its
-	// predicted time or less than 1/(1+Threshold) of it, a link whose timed cost per byte is
-	// that far from the matrix's. 0 means DefaultReplanThreshold.
+	// predicted time or less than 1/(1+Threshold) of it. 0 means DefaultReplanThreshold.
 	Threshold float64
 	// Calls is how many judged calls in a row a rank must see off plan before it votes for a
 	// new plan. 0 means DefaultReplanCalls.
@@ -40,7 +47,8 @@ type ReplanOptions struct {
 const EnvReplan = "HETSYNC_REPLAN"
 
 // Defaults of ReplanOptions. A re-plan comes at most DefaultReplanCalls+DefaultReplanEvery-1
-// judged calls after the calls go off plan.
+// judged calls after the calls go off plan (unless an earlier re-measure of the same calls
+// changed nothing, see ReplanOptions).
 const (
 	DefaultReplanThreshold = 1.0
 	DefaultReplanCalls     = 3
@@ -49,16 +57,18 @@ const (
 
 // Calls that are judged: allreduce, reduce-scatter and allgather run by auto whose predicted
 // time is at least replanMinPredicted (shorter calls are dominated by per-message overheads
-// the model leaves out). A link's cost per byte is the median of the last replanSamples sends
-// of at least replanSampleBytes to that peer since the last vote, and counts from
-// replanMinSamples on: a send that fits in the socket buffer times a copy, not the link, and
-// one the scheduler held up on a busy machine times the machine, and the median drops both.
-const (
-	replanMinPredicted = 2e-3
-	replanSampleBytes  = 64 << 10
-	replanSamples      = 15
-	replanMinSamples   = 4
-)
+// the model leaves out).
+const replanMinPredicted = 2e-3
+
+// replanGain is how much faster, on a re-measured matrix, a new plan must be than the one
+// running for a re-plan to switch to it.
+const replanGain = 0.1
+
+// replanMeasure are the probes of a re-measure: as long as Init's, so that fast links are
+// read to better than the factors between them.
+func replanMeasure() topology.MeasureOptions {
+	return topology.MeasureOptions{MaxLargeBytes: 8 << 20, MinLargeTime: 20 * time.Millisecond}
+}
 
 func (o ReplanOptions) withDefaults() ReplanOptions {
 	if o.Threshold == 0 {
@@ -129,8 +139,10 @@ type Replan struct {
 	Seq uint64
 	// Streak is the longest run of judged calls off plan that a rank had seen at the vote.
 	Streak int
-	// Links is how many rank pairs got a new cost per byte.
-	Links int
+	// From and To are what the calls before the vote ran and what they run now.
+	From, To string
+	// Measure is how long measuring the links took.
+	Measure time.Duration
 }
 
 // Replans lists the re-plans so far, oldest first.
@@ -146,23 +158,26 @@ func (c *Comm) Replans() []Replan {
 // replanner is a Comm's re-planning state. Everything but history belongs to the call that
 // has the turn.
 type replanner struct {
-	opts ReplanOptions
-	a    *auto
-	// samples[q] holds the cost per byte of the latest sends to peer q since the last vote,
-	// taken[q] how many were taken (the latest replanSamples are kept); timing is false while
-	// the vote itself runs.
-	samples        [][replanSamples]float64
-	taken          []int
-	scratch        []float64
-	timing         bool
-	streak, judged int
-	predicted      map[schedKey]float64
-	flags, costs   []float64 // vote buffers: [flag, streak] and a p×p matrix of costs per byte
-	flagSched      *schedule
-	costSched      *schedule
+	opts   ReplanOptions
+	a      *auto
+	streak int // judged calls off plan in a row, this rank's own
+	judged int // judged calls since the last vote, the same on every rank
+	last   schedKey
+	// judges are the predicted time and the back-off of each kind of call: wait is how many
+	// votes the call must still let pass before it may ask again, skip how many the next
+	// re-measure that changes nothing makes it wait. Both change only on what the ranks
+	// agreed, so they are the same on every rank.
+	judges    map[schedKey]*callJudge
+	flags     []float64 // the vote: [asks, longest streak]
+	flagSched *schedule
 
 	mu      sync.Mutex
 	history []Replan
+}
+
+type callJudge struct {
+	predicted  float64
+	wait, skip int
 }
 
 // newReplanner is the re-planner of a communicator of p ranks running alg, nil when it does
@@ -172,15 +187,11 @@ func newReplanner(opts Options, alg algorithm, p, rank int) *replanner {
 	if !ok || a.lay == nil || opts.Replan.Off || p < 2 {
 		return nil
 	}
-	elem := Float64.Size()
 	return &replanner{
 		opts: opts.Replan.withDefaults(), a: a,
-		samples: make([][replanSamples]float64, p), taken: make([]int, p), scratch: make([]float64, 0, replanSamples),
-		timing:    true,
-		predicted: make(map[schedKey]float64),
-		flags:     make([]float64, 2), costs: make([]float64, p*p),
-		flagSched: buildSchedule(recursiveDoubling{}, kindAllReduce, p, rank, 2, 0, elem, opts.SegmentBytes),
-		costSched: buildSchedule(recursiveDoubling{}, kindAllReduce, p, rank, p*p, 0, elem, opts.SegmentBytes),
+		judges:    make(map[schedKey]*callJudge),
+		flags:     make([]float64, 2),
+		flagSched: buildSchedule(recursiveDoubling{}, kindAllReduce, p, rank, 2, 0, Float64.Size(), opts.SegmentBytes),
 	}
 }
 
@@ -192,43 +203,28 @@ func (r *replanner) clock() time.Time {
 	return time.Now()
 }
 
-// sent records a send of b bytes to peer that started at start.
-func (r *replanner) sent(peer, b int, start time.Time) {
-	if r == nil || !r.timing || b < replanSampleBytes {
-		return
-	}
-	r.samples[peer][r.taken[peer]%replanSamples] = time.Since(start).Seconds() / float64(b)
-	r.taken[peer]++
-}
-
-// estimate is the timed cost per byte to peer, 0 when too few sends were timed.
-func (r *replanner) estimate(peer int) float64 {
-	k := min(r.taken[peer], replanSamples)
-	if k < replanMinSamples {
-		return 0
-	}
-	x := append(r.scratch[:0], r.samples[peer][:k]...)
-	slices.Sort(x)
-	return x[k/2]
-}
-
-// predict is the predicted time of a call auto runs, 0 for a call it does not plan.
-func (r *replanner) predict(c *Comm, kind collKind, n int, dt DType) float64 {
-	switch kind {
+// judge is the judge of a call auto plans, nil for one it does not.
+func (r *replanner) judge(c *Comm, key schedKey) *callJudge {
+	switch key.kind {
 	case kindAllReduce, kindReduceScatter, kindAllGather:
 	default:
-		return 0
+		return nil
 	}
-	if n == 0 {
-		return 0
+	if key.n == 0 {
+		return nil
 	}
-	key := schedKey{kind: kind, n: n, elemSize: dt.Size()}
-	if t, ok := r.predicted[key]; ok {
-		return t
+	j, ok := r.judges[key]
+	if !ok {
+		if len(r.judges) >= maxCachedSchedules {
+			clear(r.judges)
+		}
+		j = &callJudge{predicted: r.a.decide(key.kind, newBuilder(c.Size(), c.Rank(), key.n, key.elemSize, c.opts.SegmentBytes)).predicted, skip: 1}
+		r.judges[key] = j
 	}
-	t := r.a.decide(kind, newBuilder(c.Size(), c.Rank(), n, dt.Size(), c.opts.SegmentBytes)).predicted
-	r.predicted[key] = t
-	return t
+	if j.predicted < replanMinPredicted {
+		return nil
+	}
+	return j
 }
 
 // replanAfter judges call seq, which started at start, and at every Every-th judged call runs
@@ -239,12 +235,16 @@ func (c *Comm) replanAfter(ctx context.Context, seq uint64, kind collKind, n int
 	if r == nil {
 		return nil
 	}
-	pred := r.predict(c, kind, n, dt)
-	if pred < replanMinPredicted {
+	key := schedKey{kind: kind, n: n, elemSize: dt.Size()}
+	j := r.judge(c, key)
+	if j == nil {
 		return nil
 	}
+	if key != r.last {
+		r.last, r.streak = key, 0
+	}
 	took := time.Since(start).Seconds()
-	if off := 1 + r.opts.Threshold; took > off*pred || took*off < pred {
+	if off := 1 + r.opts.Threshold; took > off*j.predicted || took*off < j.predicted {
 		r.streak++
 	} else {
 		r.streak = 0
@@ -253,100 +253,64 @@ func (c *Comm) replanAfter(ctx context.Context, seq uint64, kind collKind, n int
 		return nil
 	}
 	r.judged = 0
-	err := c.vote(ctx, seq)
-	clear(r.taken)
-	if err != nil {
-		return fmt.Errorf("%s: re-planning vote after %v #%d: %w", c.who, kind, seq, err)
+	if err := c.vote(ctx, seq, key, j); err != nil {
+		return fmt.Errorf("%s: re-planning after %v #%d: %w", c.who, kind, seq, err)
 	}
 	return nil
 }
 
-// vote asks every rank whether to re-plan and, when one asks for it, gathers every rank's
-// timed links and re-plans. It is an allreduce of two numbers (Max: does some rank ask, the
-// longest streak); only a re-plan gathers the p×p costs.
-func (c *Comm) vote(ctx context.Context, seq uint64) error {
+// vote asks every rank whether to re-plan and, when one asks for it, measures the links and
+// re-plans from them. The calls of key, which the latest judged call made, ask.
+func (c *Comm) vote(ctx context.Context, seq uint64, key schedKey, j *callJudge) error {
 	r := c.replan
-	r.timing = false
-	defer func() { r.timing = true }()
-	costs := r.costs
-	clear(costs)
-	m := r.a.matrix()
-	p, me := c.Size(), c.Rank()
-	linkOff := false
-	for q := range p {
-		beta := r.estimate(q)
-		if q == me || beta == 0 {
-			continue
-		}
-		if old := m.Links[me][q].Beta; beta > (1+r.opts.Threshold)*old || beta*(1+r.opts.Threshold) < old {
-			costs[me*p+q] = beta
-			linkOff = true
-		}
-	}
 	r.flags[0], r.flags[1] = 0, float64(r.streak)
-	if r.streak >= r.opts.Calls && linkOff {
+	if r.streak >= r.opts.Calls && j.wait == 0 {
 		r.flags[0] = 1
 	}
-	if err := c.voteRound(ctx, seq, r.flagSched, r.flags, 1); err != nil {
-		return err
+	j.wait = max(0, j.wait-1)
+	c.growTemp(r.flagSched, Float64.Size())
+	h := transport.Header{Channel: transport.ChanCollective, Seq: seq,
+		Op: c.signature(kindAllReduce, Float64, Max, len(r.flags), -1)}
+	// The vote runs under the call's sequence number with an op signature no user call has
+	// (their roots are not negative): the peers' vote messages come after their messages of
+	// call seq on the channel, so neither can be taken for the other.
+	if err := c.execute(ctx, r.flagSched, F64(r.flags), Buffer{}, Max, h); err != nil {
+		return fmt.Errorf("voting: %w", err)
 	}
 	if r.flags[0] == 0 {
 		return nil
 	}
-	if err := c.voteRound(ctx, seq, r.costSched, costs, 2); err != nil {
-		return err
+	began := time.Now()
+	measured, err := topology.Measure(ctx, c.ep, replanMeasure())
+	if err != nil {
+		return fmt.Errorf("measuring the links: %w", err)
 	}
-	next, changed := withCosts(m, costs)
+	took := time.Since(began)
+	old := r.a.matrix()
+	next := &topology.Matrix{P: old.P, Host: old.Host, Links: measured.Links}
+	b := newBuilder(c.Size(), c.Rank(), key.n, key.elemSize, c.opts.SegmentBytes)
+	from := r.a.decide(key.kind, b).name
 	r.a.setMatrix(next)
 	clear(c.cache)
-	clear(r.predicted)
+	to := r.a.decide(key.kind, b)
+	if to.name != from {
+		// Keep the plan unless the new one gains more than replanGain on the new matrix:
+		// between near ties a re-measure's noise would switch back and forth.
+		if kept, ok := r.a.pin(key.kind, b, from, to.predicted/(1-replanGain)); ok {
+			to = kept
+		}
+	}
+	// Every judge predicts from the new matrix now; the asking call keeps its back-off,
+	// doubled when the new matrix left its plan as it was.
+	wait, skip := 0, 1
+	if to.name == from {
+		wait, skip = j.skip, 2*j.skip
+	}
+	clear(r.judges)
+	r.judges[key] = &callJudge{predicted: to.predicted, wait: wait, skip: skip}
 	r.streak = 0
 	r.mu.Lock()
-	r.history = append(r.history, Replan{Seq: seq, Streak: int(r.flags[1]), Links: changed})
+	r.history = append(r.history, Replan{Seq: seq, Streak: int(r.flags[1]), From: from, To: to.name, Measure: took})
 	r.mu.Unlock()
 	return nil
-}
-
-// voteRound runs one allreduce (Max) of v on the call's sequence number under an op signature
-// of its own, which no user call has (their roots are not negative): the peers' vote messages
-// come after their messages of call seq on the channel, so they cannot be taken for them.
-func (c *Comm) voteRound(ctx context.Context, seq uint64, s *schedule, v []float64, round int) error {
-	c.growTemp(s, Float64.Size())
-	buf := F64(v)
-	h := transport.Header{Channel: transport.ChanCollective, Seq: seq,
-		Op: c.signature(kindAllReduce, Float64, Max, len(v), -round)}
-	return c.execute(ctx, s, buf, Buffer{}, Max, h)
-}
-
-// withCosts is m with the voted costs per byte: every rank pair of a host pair some rank
-// timed takes the fastest timing of that host pair (the one least slowed by ranks sharing the
-// hosts' links), the others keep m's. It returns how many rank pairs changed.
-func withCosts(m *topology.Matrix, costs []float64) (*topology.Matrix, int) {
-	p := m.P
-	nh := m.Hosts()
-	hostCost := make([]float64, nh*nh)
-	for from := range p {
-		for to := range p {
-			v := costs[from*p+to]
-			if v <= 0 {
-				continue
-			}
-			i := m.Host[from]*nh + m.Host[to]
-			if hostCost[i] == 0 || v < hostCost[i] {
-				hostCost[i] = v
-			}
-		}
-	}
-	next := &topology.Matrix{P: p, Host: append([]int(nil), m.Host...), Links: make([][]topology.Link, p)}
-	changed := 0
-	for from := range p {
-		next.Links[from] = append([]topology.Link(nil), m.Links[from]...)
-		for to := range p {
-			if v := hostCost[m.Host[from]*nh+m.Host[to]]; v > 0 && from != to {
-				next.Links[from][to].Beta = v
-				changed++
-			}
-		}
-	}
-	return next, changed
 }

@@ -63,9 +63,9 @@ func (e shapedEndpoint) Send(ctx context.Context, to int, h transport.Header, pa
 
 // TestReplanFollowsAThrottledLink runs allreduces on a uniform network, then slows the links
 // between two racks eightfold: every result stays exact, the ranks re-plan together within
-// Calls+Every-1 calls of the change, and Every calls later the plan is, on the network as it
-// now is, within 1.2× of the best configuration's predicted time. Before the change no call
-// re-plans.
+// Calls+Every-1 calls of the change (Every more for each re-measure before it that changed
+// nothing), and the new plan is, on the network as it now is, within 1.2× of the best
+// configuration's predicted time. Before the change no re-plan changes the plan.
 func TestReplanFollowsAThrottledLink(t *testing.T) {
 	const n = 1 << 17 // float64: 1 MiB
 	tests := []struct {
@@ -117,28 +117,37 @@ func TestReplanFollowsAThrottledLink(t *testing.T) {
 			}
 			const before = DefaultReplanEvery
 			calls("on the uniform network", before)
-			if got := j.comms[0].Replans(); len(got) != 0 {
-				t.Fatalf("re-planned on the network the matrix describes: %+v", got)
+			// On a busy machine the calls may run off plan before anything changed: a
+			// re-measure then finds the network the matrix describes and keeps the plan, and
+			// makes the next ask of these calls wait one more vote.
+			early := j.comms[0].Replans()
+			for _, rp := range early {
+				if rp.From != rp.To {
+					t.Errorf("re-planned on the network the matrix describes: %+v", early)
+				}
 			}
 			old, _ := j.comms[0].AllReduceChoice(n, Float64)
 			net.crossing.Store(8)
-			bound := DefaultReplanCalls + DefaultReplanEvery - 1
-			// The first re-plan puts the links the old plan used into the matrix; a plan that
-			// then runs on links nobody has timed since the change gets one more vote to fix it.
-			settle := bound + DefaultReplanEvery
-			calls("after the uplink slowed down", settle)
-			first := j.comms[0].Replans()
+			bound := DefaultReplanCalls + DefaultReplanEvery - 1 + len(early)*DefaultReplanEvery
+			calls("after the uplink slowed down", bound)
+			// Each rank times its own measurement; the rest is the same everywhere.
+			agreed := func(rs []Replan) []Replan {
+				out := slices.Clone(rs)
+				for i := range out {
+					out[i].Measure = 0
+				}
+				return out
+			}
+			all := j.comms[0].Replans()
 			for r, c := range j.comms {
-				if got := c.Replans(); !slices.Equal(got, first) {
-					t.Fatalf("rank %d re-planned %+v, rank 0 %+v", r, got, first)
+				if got := c.Replans(); !slices.Equal(agreed(got), agreed(all)) {
+					t.Fatalf("rank %d re-planned %+v, rank 0 %+v", r, got, all)
 				}
 			}
-			if len(first) == 0 {
-				t.Fatalf("no re-plan within %d calls of the change (ran %s)", settle, old.Algorithm)
+			if len(all) == len(early) {
+				t.Fatalf("no re-plan within %d calls of the change (ran %s)", bound, old.Algorithm)
 			}
-			if after := int(first[0].Seq) - (before - 1); after > bound {
-				t.Errorf("re-planned %d calls after the change, want at most %d", after, bound)
-			}
+			first := all[len(early):]
 			now, _ := j.comms[0].AllReduceChoice(n, Float64)
 			truth := net.matrix()
 			best := newAuto(Options{Links: truth}).decide(kindAllReduce, newBuilder(p, 0, n, 8, DefaultSegmentBytes))
@@ -230,5 +239,25 @@ func TestReplanOnlyForAutoWithLinks(t *testing.T) {
 		if _, err := New(eps[0], Options{Links: m, Replan: ReplanOptions{Every: -1}}); err == nil || !strings.Contains(err.Error(), "Replan") {
 			t.Errorf("p=%d: a negative Every: %v, want an error naming Replan", p, err)
 		}
+	}
+}
+
+// BenchmarkReplanVote measures what re-planning costs calls that run on plan: a 256 KiB
+// float32 allreduce on 4 ranks over TCP loopback with re-planning off and on. The matrix
+// promises 100 MB/s links, so that every call is judged (its predicted time is above
+// replanMinPredicted), and the threshold is so wide that no call is off plan: with it on,
+// every call is timed and every Every-th call adds the vote, an allreduce of two float64s.
+//
+//	go test -run '^$' -bench ReplanVote ./collective/
+func BenchmarkReplanVote(b *testing.B) {
+	const p, n = 4, 64 << 10
+	for _, replan := range []ReplanOptions{{Off: true}, {Threshold: 1e9}} {
+		b.Run("replan="+replan.String(), func(b *testing.B) {
+			j := newJob(b, tcpEndpoints(b, p), Options{Links: topology.Uniform(p, 20e-6, 1/100e6), Replan: replan})
+			j.benchAllReduce(b, context.Background(), n)
+			if got := j.comms[0].Replans(); len(got) != 0 {
+				b.Fatalf("re-planned %+v", got)
+			}
+		})
 	}
 }

@@ -32,6 +32,8 @@ type benchOptions struct {
 	// Links is the matrix the collectives plan from: --plan-links's file, or, once the job has
 	// formed, what it measured.
 	Links *topology.Matrix
+	// Replan is --replan (else HETSYNC_REPLAN): how auto follows links that change.
+	Replan collective.ReplanOptions
 }
 
 // preferredOrder is the order of "--collective all"; registered algorithms not listed here
@@ -164,6 +166,9 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	if o.Links, err = readLinks(o.linksFile()); err != nil {
 		return o, err
 	}
+	if o.Replan, err = replanFrom(c); err != nil {
+		return o, err
+	}
 	if err := o.checkLinks(o.NP); err != nil {
 		return o, err
 	}
@@ -206,6 +211,9 @@ func (o benchOptions) notes() []string {
 	if o.PlanLinks != "" {
 		n = append(n, "links="+o.PlanLinks)
 	}
+	if o.Replan != (collective.ReplanOptions{}) {
+		n = append(n, "replan="+o.Replan.String())
+	}
 	return n
 }
 
@@ -237,6 +245,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
 			&cli.IntFlag{Name: "servers", Usage: "ps: number of server ranks (0 = every rank)"},
 			&cli.StringFlag{Name: "segment", Value: "0", Usage: "pipelining segment size (0 = the algorithm's default)"},
+			replanFlag(),
 		}, netFlags(benchPoll), jobFlags(true), linksFlags()),
 		Action: func(c *cli.Context) error {
 			if c.Bool("links") {

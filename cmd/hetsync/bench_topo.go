@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -114,13 +116,42 @@ func (o benchOptions) withJobLinks(m *topology.Matrix) (benchOptions, error) {
 	return o, o.requireLinks(" (the job measured none: its ranks are on one host)")
 }
 
+// replanFlag is bench's --replan.
+func replanFlag() cli.Flag {
+	return &cli.StringFlag{Name: "replan", Usage: "how auto follows links that change under the job: off; on; or threshold=X,calls=N,every=N " +
+		"(measure the links again and re-plan when calls take more than 1+X times their predicted time, or less than 1/(1+X), calls=N in a row, the ranks voting every N judged calls; default: " + collective.EnvReplan + ", else " +
+		collective.ReplanOptions{}.String() + ")"}
+}
+
+// replanFrom reads --replan, else HETSYNC_REPLAN.
+func replanFrom(c *cli.Context) (collective.ReplanOptions, error) {
+	v, from := c.String("replan"), "--replan"
+	if !c.IsSet("replan") {
+		v, from = os.Getenv(collective.EnvReplan), collective.EnvReplan
+	}
+	o, err := collective.ParseReplanOptions(strings.TrimSpace(v))
+	if err != nil {
+		return o, fmt.Errorf("%s: %w", from, err)
+	}
+	return o, nil
+}
+
 // writePrediction writes, under a row of the text table, what the communicator runs for that
-// size and the time the simulator predicted beside the time measured: a comment line, so the
-// nccl-tests columns stay as they are.
-func writePrediction(w io.Writer, format bench.Format, comm *collective.Comm, r bench.Row, dt collective.DType) error {
+// size and the time the simulator predicted beside the time measured, and every re-plan since
+// the last row (*seen counts those written): comment lines, so the nccl-tests columns stay as
+// they are.
+func writePrediction(w io.Writer, format bench.Format, comm *collective.Comm, r bench.Row, dt collective.DType, seen *int) error {
 	if format != bench.Text || comm.Links() == nil {
 		return nil
 	}
+	replans := comm.Replans()
+	for _, rp := range replans[min(*seen, len(replans)):] {
+		if _, err := fmt.Fprintf(w, "#  re-planned after call #%d: %d calls off plan in a row, links measured in %.0f ms, %s -> %s\n",
+			rp.Seq, rp.Streak, float64(rp.Measure.Microseconds())/1e3, rp.From, rp.To); err != nil {
+			return err
+		}
+	}
+	*seen = len(replans)
 	ch, err := comm.AllReduceChoice(r.Count, dt)
 	if err != nil {
 		return err

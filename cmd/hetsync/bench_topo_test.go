@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/internal/netns"
 	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/transport"
 )
 
 // runInNetns runs one bench job with rank r in host hostOf[r]'s namespace of n, over plain
@@ -20,6 +25,13 @@ import (
 // with plan set, as --plan-links plan says ("-": the default). It returns rank 0's output; a
 // failed rank fails the test.
 func runInNetns(t *testing.T, n *netns.Net, hostOf []int, plan string, args ...string) string {
+	t.Helper()
+	return runInNetnsWatched(t, n, hostOf, plan, nil, args...)
+}
+
+// runInNetnsWatched is runInNetns calling watch, when not nil, with every line rank 0 writes
+// as it writes it.
+func runInNetnsWatched(t *testing.T, n *netns.Net, hostOf []int, plan string, watch func(line string), args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -61,6 +73,9 @@ func runInNetns(t *testing.T, n *netns.Net, hostOf []int, plan string, args ...s
 		cmd := n.Command(ctx, h, bin, args...)
 		cmd.Env = append(os.Environ(), env.Environ()...)
 		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
+		if r == 0 && watch != nil {
+			cmd.Stdout = io.MultiWriter(&outs[r], &lineWriter{watch: watch})
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -124,5 +139,110 @@ func TestBenchPlansFromMeasuredLinks(t *testing.T) {
 				t.Errorf("%d prediction lines, want one under each of 6 rows:\n%s", got, out)
 			}
 		})
+	}
+}
+
+// lineWriter calls watch with every whole line written to it.
+type lineWriter struct {
+	watch func(string)
+	part  []byte
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.part = append(w.part, b...)
+	for {
+		i := bytes.IndexByte(w.part, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		w.watch(string(w.part[:i]))
+		w.part = w.part[i+1:]
+	}
+}
+
+// TestBenchReplansWhenTheUplinkSlowsDown runs auto on two racks whose uplink is as fast as
+// their access links (200 Mbit/s), and throttles the uplink to 20 Mbit/s once the first size
+// is done: every call of the second size is checked against the reference, the ranks re-plan
+// within its 18 calls, and what auto runs then is, on the throttled network, within 1.2x of
+// the best configuration's predicted time.
+func TestBenchReplansWhenTheUplinkSlowsDown(t *testing.T) {
+	n := netns.ForTest(t, netns.Spec{Topology: netns.Racks, Hosts: 4, RateMbit: 200, Ratio: 1})
+	hostOf := []int{0, 1, 2, 3, 0, 2}
+	const slow = 20
+	var throttled atomic.Bool
+	var lines strings.Builder // rank 0's output, as the watch saw it
+	watch := func(line string) {
+		lines.WriteString(line + "\n")
+		if strings.Contains(line, "65536 B: runs") && throttled.CompareAndSwap(false, true) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := n.SetRate(ctx, 0, true, slow); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	const checked = 16
+	runInNetnsWatched(t, n, hostOf, "", watch, "--collective", "auto", "--settle", "0",
+		"-b", "64K", "-e", "1M", "-f", "16", "-w", "0", "-n", "2", "-c", strconv.Itoa(checked))
+	out := lines.String()
+	if !throttled.Load() {
+		t.Fatalf("the first size printed no prediction line to throttle after:\n%s", out)
+	}
+	if got := strings.Count(out, "# Out of bounds values : 0 OK"); got != 1 {
+		t.Fatalf("the table did not check OK:\n%s", out)
+	}
+	rows := strings.SplitAfter(out, "65536 B: runs")
+	var seq uint64
+	var streak int
+	var ms float64
+	var from, now string
+	i := strings.LastIndex(rows[1], "#  re-planned")
+	if i < 0 {
+		t.Fatalf("no re-plan after the uplink slowed down:\n%s", out)
+	}
+	if _, err := fmt.Sscanf(rows[1][i:], "#  re-planned after call #%d: %d calls off plan in a row, links measured in %f ms, %s -> %s",
+		&seq, &streak, &ms, &from, &now); err != nil {
+		t.Fatalf("reading the re-plan (%v):\n%s", err, out)
+	}
+	for _, line := range strings.Split(rows[1], "\n") {
+		if _, name, ok := strings.Cut(line, "1048576 B: runs "); ok {
+			if ran, _, _ := strings.Cut(name, ","); ran != now {
+				t.Errorf("re-planned to %s, runs %s:\n%s", now, ran, out)
+			}
+		}
+	}
+	// The throttled network as its shaping now promises it: the links between the racks ten
+	// times slower.
+	m, err := n.Links(context.Background(), hostOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range m.P {
+		for q := range m.P {
+			if n.Hosts[hostOf[r]].Rack != n.Hosts[hostOf[q]].Rack {
+				m.Links[r][q].Beta *= 200 / slow
+			}
+		}
+	}
+	predict := func(alg string) collective.Choice {
+		t.Helper()
+		eps := transport.NewMemJob(m.P)
+		defer transport.CloseAll(eps)
+		c, err := collective.New(eps[0], collective.Options{Algorithm: alg, Links: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := c.AllReduceChoice(1<<20/4, collective.Float32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	best, got := predict("auto"), predict(now)
+	t.Logf("re-planned after call #%d (%d calls off plan, links measured in %.0f ms), %s -> %s: %v on the throttled network, best %s %v",
+		seq, streak, ms, from, now, got.Predicted, best.Algorithm, best.Predicted)
+	if float64(got.Predicted) > 1.2*float64(best.Predicted) {
+		t.Errorf("after the re-plan auto runs %s, predicted %v on the throttled network: more than 1.2x the best, %s at %v:\n%s",
+			now, got.Predicted, best.Algorithm, best.Predicted, out)
 	}
 }

@@ -52,6 +52,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"bench", "--np", "2", "--codec", "lz4"}, `--codec "lz4"`},
 		{[]string{"bench", "--np", "2", "--collective", "ps", "--servers", "3"}, "--servers 3"},
 		{[]string{"bench", "--np", "2", "--collective", "ring", "--servers", "1"}, "--servers 1: only the ps collective"},
+		{[]string{"bench", "--np", "2", "--replan", "every=x"}, "--replan: "},
 		{[]string{"bench", "--np", "2", "--segment", "big"}, "--segment"},
 		{[]string{"bench", "--np", "-1"}, "--np -1"},
 		{[]string{"bench", "--transport", "mem"}, "--transport mem needs --np"},

@@ -171,7 +171,7 @@ func runBenches(ctx context.Context, ep transport.Endpoint, o benchOptions, out 
 		return fmt.Errorf("communicator for the results: %w", err)
 	}
 	for _, name := range o.Collectives {
-		opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec, Links: o.Links}
+		opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec, Links: o.Links, Replan: o.Replan}
 		if name == "ps" {
 			opts.Servers = o.Servers
 		}
@@ -186,6 +186,7 @@ func runBenches(ctx context.Context, ep transport.Endpoint, o benchOptions, out 
 				return err
 			}
 		}
+		replans := 0 // re-plans written so far
 		runner := &bench.Runner{Comm: comm, Gather: gather, Config: o.Config, OnRow: func(r bench.Row) error {
 			if !rank0 {
 				return nil
@@ -193,7 +194,7 @@ func runBenches(ctx context.Context, ep transport.Endpoint, o benchOptions, out 
 			if err := tab.Row(r); err != nil || o.Config.Op != bench.AllReduce {
 				return err
 			}
-			return writePrediction(out, o.Format, comm, r, collective.Float32)
+			return writePrediction(out, o.Format, comm, r, collective.Float32, &replans)
 		}}
 		rows, err := runner.Run(ctx)
 		if err != nil {

@@ -15,15 +15,19 @@ import (
 type MeasureOptions struct {
 	// SmallBytes is the latency probe's size (default 8 bytes).
 	SmallBytes int
-	// LargeBytes is the bandwidth probe's first size (default 256 KiB). It grows fourfold, up to
-	// MaxLargeBytes (default 1 MiB), until a transfer outlasts a round trip by MinLargeTime
-	// (default 1 ms), so that a fast link's β is not lost in the noise of its α and a slow
-	// link is not held up by megabytes.
+	// LargeBytes is the bandwidth probe's first size (default 256 KiB). Until the fastest of
+	// LargeReps probes outlasts a round trip by MinLargeTime (default 20 ms), the link's β is
+	// estimated from it and the probe sized to last MinLargeTime at that rate with a quarter
+	// to spare, at least twice as large, up to MaxLargeBytes (default 8 MiB); when the probes
+	// are too fast to estimate from, it grows fourfold. A
+	// shaped link lets a burst of up to 10 ms of its traffic through at once (a token
+	// bucket): a probe much shorter than 20 ms reads the burst, not the rate (a 1 MiB probe
+	// read a 1 Gbit/s link 2.3× too fast), while a slow link is not held up by megabytes.
 	LargeBytes, MaxLargeBytes int
 	MinLargeTime              time.Duration
 	// SmallReps and LargeReps are the timed probes per size (defaults 7 and 3): α is half the
 	// median round trip, β the fastest large transfer less the fastest round trip, per byte.
-	// One untimed probe of each size comes first.
+	// One untimed small probe comes first.
 	SmallReps, LargeReps int
 }
 
@@ -35,11 +39,11 @@ func (o MeasureOptions) withDefaults() (MeasureOptions, error) {
 	}
 	def(&o.SmallBytes, 8)
 	def(&o.LargeBytes, 256<<10)
-	def(&o.MaxLargeBytes, 1<<20)
+	def(&o.MaxLargeBytes, 8<<20)
 	def(&o.SmallReps, 7)
 	def(&o.LargeReps, 3)
 	if o.MinLargeTime == 0 {
-		o.MinLargeTime = time.Millisecond
+		o.MinLargeTime = 20 * time.Millisecond
 	}
 	switch {
 	case o.SmallBytes < 1 || o.SmallReps < 1 || o.LargeReps < 1 || o.MinLargeTime < 0:
@@ -266,22 +270,26 @@ func (m *measurer) lead(ctx context.Context, peer int) (Link, error) {
 	// a busy host only ever adds time (on a shaped link the tokens saved while idle are
 	// bounded by its burst).
 	rtt, fastest := rtts[len(rtts)/2], rtts[0]
+	// The probe grows until the fastest of LargeReps probes lasts MinLargeTime: one probe
+	// that a busy host slowed down does not stop the growth, and one that a token bucket's
+	// burst sped up makes the next size larger.
 	large := m.opts.LargeBytes
+	var t time.Duration
 	for {
-		t, err := probe(opAck, large)
+		ts, err := timed(opAck, large, m.opts.LargeReps)
 		if err != nil {
 			return Link{}, err
 		}
+		t = ts[0]
 		if t-fastest >= m.opts.MinLargeTime || large >= m.opts.MaxLargeBytes {
 			break
 		}
-		large = min(4*large, m.opts.MaxLargeBytes)
+		beta := math.Inf(1)
+		if d := t - fastest; d > 0 {
+			beta = d.Seconds() / float64(large)
+		}
+		large = probeSize(large, beta, m.opts)
 	}
-	ts, err := timed(opAck, large, m.opts.LargeReps)
-	if err != nil {
-		return Link{}, err
-	}
-	t := ts[0]
 	if err := m.ep.Send(ctx, peer, m.header(opDone, seq+1), nil); err != nil {
 		return Link{}, err
 	}
@@ -292,6 +300,18 @@ func (m *measurer) lead(ctx context.Context, peer int) (Link, error) {
 		beta = t.Seconds() / float64(large)
 	}
 	return Link{Alpha: rtt.Seconds() / 2, Beta: beta}, nil
+}
+
+// probeSize is the next bandwidth probe's size after probes of n bytes showed a rate of beta
+// seconds per byte: enough for MinLargeTime at that rate with a
+// quarter to spare, at least twice n, fourfold when no probe has shown a rate yet (beta
+// infinite), and at most MaxLargeBytes.
+func probeSize(n int, beta float64, o MeasureOptions) int {
+	next := 4 * n
+	if !math.IsInf(beta, 1) {
+		next = max(2*n, int(math.Min(1.25*o.MinLargeTime.Seconds()/beta, float64(o.MaxLargeBytes))))
+	}
+	return min(next, o.MaxLargeBytes)
 }
 
 // follow answers peer's probes until it is done.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -256,5 +257,35 @@ func BenchmarkMeasure(b *testing.B) {
 				transport.CloseAll(mem)
 			}
 		})
+	}
+}
+
+// TestProbeSize: the next probe is sized for MinLargeTime at the fastest rate shown so far (a
+// quarter more), grows at least twofold and at most to MaxLargeBytes, and fourfold when no
+// probe has shown a rate.
+func TestProbeSize(t *testing.T) {
+	o, err := MeasureOptions{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const kib = 1 << 10
+	inf := math.Inf(1)
+	tests := []struct {
+		n    int
+		beta float64 // s/B
+		want int
+	}{
+		{256 * kib, inf, 1024 * kib}, // no rate yet: fourfold
+		{4 << 20, inf, 8 << 20},      // fourfold, capped
+		{256 * kib, 1e-8, 2500000},   // 100 MB/s: 20 ms × 1.25 is 2.5 MB
+		{256 * kib, 1e-7, 512 * kib}, // 10 MB/s: 250 KB is enough, but at least twofold
+		{256 * kib, 1e-10, 8 << 20},  // 10 GB/s: capped
+		{8<<20 - 1, 1e-8, 8 << 20},   // capped
+		{1 << 20, 2.5e-9, 8 << 20},   // 400 MB/s: 10 MB, capped
+	}
+	for _, tc := range tests {
+		if got := probeSize(tc.n, tc.beta, o); got != tc.want {
+			t.Errorf("probeSize(%d, %g) = %d, want %d", tc.n, tc.beta, got, tc.want)
+		}
 	}
 }
