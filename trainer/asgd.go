@@ -30,8 +30,9 @@ func (o *ASGDOptions) Validate(_ *Config, size int) error { return o.PSPlacement
 
 func asgdFactory() Factory {
 	return Factory{
-		Options: func() Options { return &ASGDOptions{} },
-		New:     func(*Config) (Strategy, error) { return &asgd{}, nil },
+		Options:     func() Options { return &ASGDOptions{} },
+		Collectives: []string{"ps"}, // the server applies each push: there is no round to allreduce
+		New:         func(*Config) (Strategy, error) { return &asgd{}, nil },
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 type Config struct {
 	// Strategy is the synchronization strategy's registered name (see Strategies).
 	Strategy string `json:"strategy"`
-	// Collective is the allreduce algorithm for synchronous strategies (collective.Algorithms).
+	// Collective is the collective the strategy's rounds run over (collective.Algorithms; ps
+	// is the parameter server). Empty takes the strategy's default (Registry.Configure): auto,
+	// or the first collective of a strategy that supports only some (Factory.Collectives).
 	Collective string `json:"collective"`
 	// Batch is the per-rank mini-batch size: the samples of one Model.Step. Rank 0 counts
 	// epochs and judges the coming round's progress with it, and GradReduction "sum" scales
@@ -67,9 +69,6 @@ type Config struct {
 func (c *Config) Defaults() {
 	if c.Strategy == "" {
 		c.Strategy = "ssgd"
-	}
-	if c.Collective == "" {
-		c.Collective = "auto"
 	}
 	if c.Batch == 0 {
 		c.Batch = 64

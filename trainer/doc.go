@@ -22,7 +22,8 @@
 // only what every strategy shares, and config.json records the options under "options". Each
 // strategy lives in its own file and refers to no other strategy's; what several share is
 // plumbing of its own (ps.go: the parameter-server client and placement; wbsp_common.go: what
-// wbsp and wbsp-opt share).
+// wbsp and wbsp-opt share; wbsp_round.go: what their allreduce forms share). A strategy's
+// Factory lists the collectives it can run over, and a strategy refuses any other.
 //
 // # Rounds
 //
@@ -55,10 +56,14 @@
 //   - esync: local SGD steps until rank 0's state service (esync_state.go, the original's exact
 //     predicates as a pure state machine) answers READY, then the model deltas are summed over
 //     any --collective and every rank sets w ← w_t + γ·ΣΔ/N (bitwise identical replicas).
-//   - wbsp: every step uploads its delta; the global model is published when the slowest
-//     worker uploads (buffered, the paper; or immediate, the code); slowest detected online.
-//   - wbsp-opt: WBSP with uploads overlapping the next step; new global models are applied
-//     only at step boundaries and deltas not yet uploaded are re-based, so none is lost.
+//   - wbsp: with --collective ps every step uploads its delta; the global model is published
+//     when the slowest worker uploads (buffered, the paper; or immediate, the code). Over any
+//     other collective the slowest rank's completed step completes a non-blocking barrier the
+//     others test between steps, and every rank allreduces its steps' changes since the last
+//     round (bitwise identical replicas). The slowest is detected online either way.
+//   - wbsp-opt: WBSP with uploads (or the round's allreduce) overlapping the next steps; new
+//     global models are applied only at step boundaries and the deltas not yet sent are
+//     re-based, so none is lost.
 //   - sync-switch: BSP (ssgd) then ASP (asgd) at --switch-at of the work, carrying the
 //     optimizer state; online greedy/elastic policies react to detected stragglers.
 //

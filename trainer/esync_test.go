@@ -36,53 +36,37 @@ func runCapturedJob(t *testing.T, cfg Config, size int, wrap func(transport.Endp
 	eps := transport.NewMemJob(size)
 	out := &capturedJob{params: make([][][]float32, size), records: make([][]metrics.RoundRecord, size),
 		strats: make([]Strategy, size), results: make([]*Result, size)}
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for r, ep := range eps {
-		if wrap != nil {
-			ep = wrap(ep)
+	if wrap != nil {
+		for r := range eps {
+			eps[r] = wrap(eps[r])
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer ep.Close()
-			errs[r] = func() error {
-				w, err := newSynthWorker(&cfg, ep, train, r, size)
-				if err != nil {
-					return err
-				}
-				for _, f := range setup {
-					f(w)
-				}
-				strat, err := NewStrategy(&cfg)
-				if err != nil {
-					return err
-				}
-				out.strats[r] = strat
-				opts := RunOptions{TrainSize: len(train.y), AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
-					out.params[r] = append(out.params[r], append([]float32(nil), w.Params...))
-				}}
-				if r == 0 {
-					opts.Eval = synthEval(test)
-				}
-				res, err := Run(ctx, w, strat, opts)
-				if err != nil {
-					return err
-				}
-				out.records[r], out.results[r] = res.Records, res
-				return nil
-			}()
-			if errs[r] != nil {
-				cancel()
-			}
-		}()
 	}
-	wg.Wait()
-	for r, err := range errs {
+	runRanks(t, eps, cancel, func(r int, ep transport.Endpoint) error {
+		w, err := newSynthWorker(&cfg, ep, train, r, size)
 		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
+			return err
 		}
-	}
+		for _, f := range setup {
+			f(w)
+		}
+		strat, err := NewStrategy(&cfg)
+		if err != nil {
+			return err
+		}
+		out.strats[r] = strat
+		opts := RunOptions{TrainSize: len(train.y), AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+			out.params[r] = append(out.params[r], append([]float32(nil), w.Params...))
+		}}
+		if r == 0 {
+			opts.Eval = synthEval(test)
+		}
+		res, err := Run(ctx, w, strat, opts)
+		if err != nil {
+			return err
+		}
+		out.records[r], out.results[r] = res.Records, res
+		return nil
+	})
 	return out
 }
 

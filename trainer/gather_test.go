@@ -70,7 +70,7 @@ func TestWriteRun(t *testing.T) {
 		{GlobalRound: 0, SnapshotTime: time.Second, Acc: 0.72, Loss: 0.9},
 	}
 	cfg := validConfig()
-	sum, err := WriteRun(dir, cfg, all, evals)
+	sum, err := WriteRun(dir, cfg, all, evals, Ran{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestWriteRun(t *testing.T) {
 	if err != nil || !json.Valid(b) {
 		t.Fatalf("summary.json: %v", err)
 	}
-	if _, err := WriteRun(dir, cfg, all, evals); err == nil {
+	if _, err := WriteRun(dir, cfg, all, evals, Ran{}); err == nil {
 		t.Fatal("WriteRun overwrote an existing run")
 	}
 }

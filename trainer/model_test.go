@@ -130,32 +130,53 @@ func trainRegression(t *testing.T, cfg trainer.Config, size int, reg *trainer.Re
 
 // TestUserModelTrainsUnderEveryStrategy trains the user's regression under every registered
 // strategy through the public API: the held-out loss falls far below the initial one, and the
-// strategies that keep identical replicas (ssgd, esync) keep them bitwise.
+// strategies that keep identical replicas (ssgd, esync, wbsp and wbsp-opt over an allreduce) keep
+// them bitwise. Each strategy runs over every collective it supports (wbsp and wbsp-opt: the
+// parameter server and each allreduce).
 func TestUserModelTrainsUnderEveryStrategy(t *testing.T) {
-	identical := map[string]bool{"ssgd": true, "esync": true}
+	identical := map[string]bool{"ssgd": true, "esync": true, "wbsp/allreduce": true, "wbsp-opt/allreduce": true}
 	held := newRegData(500, 99, -1)
 	initial := held.loss(make([]float32, regDim+1))
-	for _, strategy := range trainer.Builtin().Names() {
+	reg := trainer.Builtin()
+	for _, strategy := range reg.Names() {
+		colls, err := reg.Collectives(strategy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case strategy == "wbsp" || strategy == "wbsp-opt":
+			// the parameter-server form and the allreduce form over each collective
+			colls = []string{"ps", "ring", "butterfly", "binary-blocks", "auto"}
+		case colls == nil:
+			colls = []string{"ring"}
+		}
 		for _, size := range []int{1, 3, 4} {
-			t.Run(fmt.Sprintf("%s/%d-ranks", strategy, size), func(t *testing.T) {
-				cfg := trainer.Config{Strategy: strategy, Collective: "ring", Batch: 7, LR: 0.05, MaxRounds: 300, Seed: 3,
-					Eval: trainer.EvalEvery{Rounds: 50}}
-				models, res := trainRegression(t, cfg, size, nil)
-				final := held.loss(models[0].Params())
-				if !(final < initial/4) {
-					t.Errorf("held-out loss %.4f after training, initial %.4f: want it below a quarter", final, initial)
-				}
-				if n := len(res.Evals); n == 0 || res.FinalLoss != res.Evals[n-1].Loss || math.IsNaN(res.FinalLoss) {
-					t.Errorf("rank 0's evaluations %+v, final loss %v: want the final evaluation last", res.Evals, res.FinalLoss)
-				}
-				if identical[strategy] {
-					for r := 1; r < size; r++ {
-						if !slices.Equal(models[r].Params(), models[0].Params()) {
-							t.Errorf("rank %d's parameters differ from rank 0's: %v vs %v", r, models[r].Params(), models[0].Params())
-						}
-					}
-				}
-			})
+			for _, coll := range colls {
+				t.Run(fmt.Sprintf("%s/%s/%d-ranks", strategy, coll, size), func(t *testing.T) {
+					trainUnderStrategy(t, strategy, coll, size, identical[strategy] || (identical[strategy+"/allreduce"] && coll != "ps"), held, initial)
+				})
+			}
+		}
+	}
+}
+
+// trainUnderStrategy is one case of TestUserModelTrainsUnderEveryStrategy.
+func trainUnderStrategy(t *testing.T, strategy, coll string, size int, identical bool, held *regData, initial float64) {
+	cfg := trainer.Config{Strategy: strategy, Collective: coll, Batch: 7, LR: 0.05, MaxRounds: 300, Seed: 3,
+		Eval: trainer.EvalEvery{Rounds: 50}}
+	models, res := trainRegression(t, cfg, size, nil)
+	final := held.loss(models[0].Params())
+	if !(final < initial/4) {
+		t.Errorf("held-out loss %.4f after training, initial %.4f: want it below a quarter", final, initial)
+	}
+	if n := len(res.Evals); n == 0 || res.FinalLoss != res.Evals[n-1].Loss || math.IsNaN(res.FinalLoss) {
+		t.Errorf("rank 0's evaluations %+v, final loss %v: want the final evaluation last", res.Evals, res.FinalLoss)
+	}
+	if identical {
+		for r := 1; r < size; r++ {
+			if !slices.Equal(models[r].Params(), models[0].Params()) {
+				t.Errorf("rank %d's parameters differ from rank 0's: %v vs %v", r, models[r].Params(), models[0].Params())
+			}
 		}
 	}
 }

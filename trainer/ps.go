@@ -24,6 +24,9 @@ type psClient struct {
 // Asynchronous says that a round is one push of this rank, not a step of every rank.
 func (c *psClient) Asynchronous() bool { return true }
 
+// RanOver says that the rounds ran over the parameter server, whatever the communicator.
+func (c *psClient) RanOver() string { return ParameterServer }
+
 func (c *psClient) Finish(ctx context.Context, w *Worker) error {
 	if c.svc == nil {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/kernels"
 	"github.com/hetsync/hetsync/trainer/data"
 	"github.com/hetsync/hetsync/trainer/metrics"
@@ -80,6 +81,13 @@ type RankOptions struct {
 	DataProgress io.Writer
 	// Strategies are the strategies cfg.Strategy may name; nil means Builtin.
 	Strategies *Registry
+	// Links is the job's link matrix (hetsync.Comm.Links: --plan-links measure or a file), the
+	// same on every rank; the training communicator plans its collectives from it. nil plans
+	// without one.
+	Links *topology.Matrix
+	// DataPath is the transport and data path of the job's bytes, for summary.json ("mem",
+	// "p2p data-path=tcp"); "" records none.
+	DataPath string
 }
 
 // RankResult is what RunRank returns.
@@ -143,7 +151,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if err != nil {
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
-	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress}
+	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links}
 	if rank == 0 {
 		if topts.Eval, err = newTestEvaluator(wl.Model, cfg.Seed, test, opts.EvalBatch); err != nil {
 			return nil, err
@@ -167,7 +175,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if config == nil {
 		config = RunRecord{Config: cfg, Workload: wl}
 	}
-	sum, err := WriteRun(opts.Out, config, all, res.Evals)
+	sum, err := WriteRun(opts.Out, config, all, res.Evals, Ran{Collective: res.Collective, DataPath: opts.DataPath})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
@@ -54,9 +55,16 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 	out := filepath.Join(dir, "run")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	for _, strat := range []string{"ssgd", "asgd"} {
-		t.Run(strat, func(t *testing.T) {
-			cfg := Config{Strategy: strat, Collective: "ring", Batch: 16, Momentum: 0.9, MaxRounds: 30, Eval: EvalEvery{Rounds: 10}}
+	for _, tc := range []struct{ strat, coll, ran string }{
+		{"ssgd", "ring", "ring"},
+		{"asgd", "", ParameterServer},
+		{"wbsp", "ps", ParameterServer},
+		{"wbsp", "butterfly", "butterfly"},
+		{"wbsp-opt", "auto", "recursive-doubling"},
+	} {
+		strat := tc.strat
+		t.Run(strat+"-"+tc.coll, func(t *testing.T) {
+			cfg := Config{Strategy: strat, Collective: tc.coll, Batch: 16, Momentum: 0.9, MaxRounds: 30, Eval: EvalEvery{Rounds: 10}}
 			cfg.Defaults()
 			const size = 2
 			eps := transport.NewMemJob(size)
@@ -67,9 +75,9 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					o := RankOptions{DataDir: dir, Threads: 1, EvalBatch: 32}
+					o := RankOptions{DataDir: dir, Threads: 1, EvalBatch: 32, DataPath: "mem"}
 					if r == 0 {
-						o.Out = filepath.Join(out, strat)
+						o.Out = filepath.Join(out, strat+"-"+tc.coll)
 					}
 					results[r], errs[r] = RunRank(ctx, ep, cfg, Workload{}, o)
 					if errs[r] != nil {
@@ -93,7 +101,19 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 			if sum.FinalAccuracy < 0.9 {
 				t.Errorf("final accuracy %.3f on the stripe task, want ≥ 0.9", sum.FinalAccuracy)
 			}
-			_, rounds, _, err := metrics.LoadRun(filepath.Join(out, strat))
+			// summary.json records what the rounds ran over, and on which path
+			raw, err := os.ReadFile(filepath.Join(out, strat+"-"+tc.coll, metrics.SummaryFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var written metrics.Summary
+			if err := json.Unmarshal(raw, &written); err != nil {
+				t.Fatal(err)
+			}
+			if written.Collective != tc.ran || written.DataPath != "mem" || sum.Collective != tc.ran {
+				t.Errorf("summary.json records collective %q on %q (returned %q), want %q on mem", written.Collective, written.DataPath, sum.Collective, tc.ran)
+			}
+			_, rounds, _, err := metrics.LoadRun(filepath.Join(out, strat+"-"+tc.coll))
 			if err != nil {
 				t.Fatal(err)
 			}

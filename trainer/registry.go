@@ -15,7 +15,15 @@ type Factory struct {
 	Options func() Options
 	// New builds the strategy; cfg.Options holds a value Options returned.
 	New func(cfg *Config) (Strategy, error)
+	// Collectives are the collectives (Config.Collective) the strategy can run over, the
+	// default first; nil means every collective, auto by default. A strategy refuses any
+	// other rather than run over one it does not use.
+	Collectives []string
 }
+
+// DefaultCollective is what Configure gives Config.Collective when it is empty and the
+// strategy supports every collective.
+const DefaultCollective = "auto"
 
 // Options are one strategy's own settings. The strategy owns their defaults, validation and
 // help text; `hetsync train` turns Flags into its command-line flags, and config.json records
@@ -105,7 +113,46 @@ func (r *Registry) Configure(cfg *Config) error {
 		return fmt.Errorf("trainer: --sync %s: options of type %T, want %T", cfg.Strategy, cfg.Options, fresh)
 	}
 	cfg.Options.Defaults(cfg)
+	if cfg.Collective == "" {
+		cfg.Collective = defaultCollective(f, DefaultCollective)
+	}
 	return nil
+}
+
+// DefaultCollective is the collective the named strategy runs over when none is given and the
+// caller prefers preferred: preferred if the strategy supports it, else the strategy's own
+// default. `hetsync train` prefers ring; Configure prefers auto.
+func (r *Registry) DefaultCollective(name, preferred string) (string, error) {
+	f, err := r.lookup(name)
+	if err != nil {
+		return "", err
+	}
+	return defaultCollective(f, preferred), nil
+}
+
+func defaultCollective(f Factory, preferred string) string {
+	if f.Collectives == nil || slices.Contains(f.Collectives, preferred) {
+		return preferred
+	}
+	return f.Collectives[0]
+}
+
+// Collectives are the collectives the named strategy can run over; nil means every one.
+func (r *Registry) Collectives(name string) ([]string, error) {
+	f, err := r.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(f.Collectives), nil
+}
+
+// checkCollective refuses a collective the strategy cannot run over, naming the flag, the
+// strategy and what it supports.
+func checkCollective(f Factory, cfg *Config) error {
+	if f.Collectives == nil || slices.Contains(f.Collectives, cfg.Collective) {
+		return nil
+	}
+	return fmt.Errorf("trainer: --collective %s: --sync %s runs only over %s", cfg.Collective, cfg.Strategy, strings.Join(f.Collectives, ", "))
 }
 
 // Validate checks the common configuration and the strategy's options for a job of size
@@ -115,6 +162,9 @@ func (r *Registry) Validate(cfg *Config, size int) error {
 		return err
 	}
 	if err := r.Configure(cfg); err != nil {
+		return err
+	}
+	if err := checkCollective(r.factories[cfg.Strategy], cfg); err != nil {
 		return err
 	}
 	return cfg.Options.Validate(cfg, size)
@@ -127,6 +177,9 @@ func (r *Registry) New(cfg *Config) (Strategy, error) {
 		return nil, err
 	}
 	if err := r.Configure(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkCollective(f, cfg); err != nil {
 		return nil, err
 	}
 	return f.New(cfg)

@@ -8,10 +8,18 @@ import (
 	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
+// Ran is what a run's rounds ran over, recorded in summary.json beside what config.json asked.
+type Ran struct {
+	// Collective is Result.Collective.
+	Collective string
+	// DataPath is the transport and data path of the job's bytes ("mem", "p2p data-path=tcp").
+	DataPath string
+}
+
 // WriteRun writes a finished run into the new run directory dir: config.json, metrics.jsonl
 // (every rank's rounds, by rank then round), eval.jsonl (rank 0's evaluations in time order)
-// and summary.json. It returns the summary.
-func WriteRun(dir string, config any, all []metrics.RoundRecord, evals []EvalResult) (metrics.Summary, error) {
+// and summary.json, which also records ran. It returns the summary.
+func WriteRun(dir string, config any, all []metrics.RoundRecord, evals []EvalResult, ran Ran) (metrics.Summary, error) {
 	rd, err := metrics.CreateRunDir(dir, config)
 	if err != nil {
 		return metrics.Summary{}, err
@@ -40,7 +48,12 @@ func WriteRun(dir string, config any, all []metrics.RoundRecord, evals []EvalRes
 			return metrics.Summary{}, err
 		}
 	}
-	return rd.Finish()
+	sum, err := rd.Finish()
+	if err != nil || (ran == Ran{}) {
+		return sum, err
+	}
+	sum.Collective, sum.DataPath = ran.Collective, ran.DataPath
+	return sum, metrics.WriteSummary(dir, sum)
 }
 
 // FormatSummary renders a summary for the terminal.
@@ -51,6 +64,13 @@ func FormatSummary(s metrics.Summary, stopReason string) string {
 		fmt.Fprintf(&b, " (%s)", stopReason)
 	}
 	b.WriteString("\n")
+	if s.Collective != "" {
+		fmt.Fprintf(&b, "  rounds ran over %s", s.Collective)
+		if s.DataPath != "" {
+			fmt.Fprintf(&b, " on %s", s.DataPath)
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "  final test accuracy %.4f (best %.4f, loss %.4f, %d evaluations)\n",
 		s.FinalAccuracy, s.BestAccuracy, s.FinalLoss, s.Evaluations)
 	b.WriteString("  time to accuracy:")

@@ -32,6 +32,9 @@ type Result struct {
 	Elapsed    time.Duration         // training time (first round to agreed stop)
 	FinalAcc   float64               // rank 0: accuracy of the final model, negative when not evaluated
 	FinalLoss  float64
+	// Collective is what the rounds ran over: the allreduce configuration the communicator
+	// ran for the model's vector (for auto, the one auto chose), ParameterServer, or "none".
+	Collective string
 }
 
 // Run trains w with strat until all ranks agree to stop (see stop.go for how). Rank 0 decides
@@ -158,6 +161,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	if err := strat.Finish(ctx, w); err != nil {
 		return nil, err
 	}
+	res.Collective = collectiveUsed(w, strat)
 	if w.Rank == 0 {
 		res.StopReason = reason
 		if reason == "" {

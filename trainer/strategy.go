@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
@@ -57,3 +58,30 @@ type RoundStats struct {
 // phase): rank 0's coming round then advances the job by one update, not by a global round,
 // and Run's stop look-ahead counts it so.
 type asynchronous interface{ Asynchronous() bool }
+
+// ranOver is implemented by strategies whose rounds do not run over the worker's communicator
+// (the parameter-server strategies, local): RanOver says what they ran over instead, for the
+// run's summary. Every other strategy's rounds are its communicator's allreduces.
+type ranOver interface{ RanOver() string }
+
+// ParameterServer is what Result.Collective says of rounds that ran over the parameter server.
+const ParameterServer = "ps (parameter server)"
+
+// collectiveUsed is what strat's rounds ran over on w: its own word, or the allreduce its
+// communicator runs for a vector of the model's length (for auto, what auto chose).
+func collectiveUsed(w *Worker, strat Strategy) string {
+	if r, ok := strat.(ranOver); ok {
+		return r.RanOver()
+	}
+	c, ok := w.Comm.(interface {
+		AllReduceChoice(n int, dt collective.DType) (collective.Choice, error)
+	})
+	if !ok {
+		return w.Cfg.Collective
+	}
+	ch, err := c.AllReduceChoice(len(w.Params), collective.Float32)
+	if err != nil {
+		return w.Cfg.Collective
+	}
+	return ch.Algorithm
+}

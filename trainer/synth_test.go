@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
+	"testing"
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/transport"
@@ -172,4 +174,29 @@ func newBatchWorker(cfg *Config, ep transport.Endpoint, comm Collective, net Net
 		return nil, err
 	}
 	return NewWorker(cfg, ep, comm, m)
+}
+
+// runRanks runs rank(r, ep) for every endpoint on a goroutine of its own, closes each
+// endpoint after, and fails t with the first rank's error; a failing rank calls cancel, so
+// that the others stop waiting for it.
+func runRanks(t *testing.T, eps []transport.Endpoint, cancel func(), rank func(r int, ep transport.Endpoint) error) {
+	t.Helper()
+	errs := make([]error, len(eps))
+	var wg sync.WaitGroup
+	for r, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer ep.Close()
+			if errs[r] = rank(r, ep); errs[r] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -21,8 +22,11 @@ type TrainOptions struct {
 	// requires a bound other than epochs.
 	TrainSize int
 	// Comm is the communicator of the synchronous strategies; nil builds one over ep with
-	// Config.Collective.
+	// Config.Collective, planned from Links.
 	Comm Collective
+	// Links is the job's link matrix, the same on every rank, that the communicator Train
+	// builds plans from (auto, ring order, ps placement, hier-); nil plans without one.
+	Links *topology.Matrix
 	// Progress receives rank 0's progress lines; nil prints nothing.
 	Progress io.Writer
 }
@@ -51,7 +55,7 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	ep = cfg.Stragglers.WrapEndpoint(ep)
 	comm := opts.Comm
 	if comm == nil {
-		c, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective})
+		c, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective, Links: opts.Links})
 		if err != nil {
 			return nil, fmt.Errorf("trainer: rank %d: --collective: %w", ep.Rank(), err)
 		}

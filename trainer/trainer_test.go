@@ -232,6 +232,9 @@ func TestStopOnTargetAccuracy(t *testing.T) {
 		t.Run(strat, func(t *testing.T) {
 			cfg := Config{Strategy: strat, Collective: "ring", Batch: 8, LR: 0.2, TargetAcc: 0.8,
 				MaxRounds: 100000, Seed: 9, Eval: EvalEvery{Rounds: 1}}
+			if strat == "asgd" {
+				cfg.Collective = "ps"
+			}
 			out := runSynthJob(t, cfg, 3)
 			res := out.results[0]
 			if !strings.Contains(res.StopReason, "target accuracy") {

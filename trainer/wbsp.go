@@ -6,7 +6,8 @@ import (
 )
 
 // wbsp is Worker-Busy Synchronous Parallel (Yang et al., Parallel Computing 2024;
-// docs/algorithms.md#wbsp). Workers never wait for each other: every step a worker takes one
+// docs/algorithms.md#wbsp) in its parameter-server form, for --collective ps (every other
+// collective runs wbspAllReduce, wbsp_allreduce.go). Workers never wait for each other: every step a worker takes one
 // local SGD step on its own copy and uploads that step's model change Δ = w_after − w_before
 // to the parameter server. The global model changes only when the slowest worker uploads:
 //
@@ -35,7 +36,7 @@ func (s *wbsp) Name() string { return "wbsp" }
 func wbspFactory() Factory {
 	return Factory{
 		Options: func() Options { return &WBSPOptions{} },
-		New:     func(*Config) (Strategy, error) { return &wbsp{}, nil },
+		New:     wbspNew(func() Strategy { return &wbsp{} }, func() Strategy { return &wbspAllReduce{} }),
 	}
 }
 

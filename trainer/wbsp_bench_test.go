@@ -22,7 +22,7 @@ func (b *randomBatches) Next() ([]float32, []uint8, error) { return b.x, b.y, ni
 // in-process job (the rank is its own server), next to a bare local step: the difference is
 // what the strategy adds per step on this machine.
 func benchPSRound(b *testing.B, strategy string) {
-	cfg := Config{Strategy: strategy, Batch: 64, LR: 0.05, Momentum: 0.9, MaxRounds: 1 << 30}
+	cfg := Config{Strategy: strategy, Collective: "ps", Batch: 64, LR: 0.05, Momentum: 0.9, MaxRounds: 1 << 30}
 	cfg.Defaults()
 	if err := Builtin().Validate(&cfg, 1); err != nil {
 		b.Fatal(err)

@@ -10,8 +10,9 @@ import (
 )
 
 // What wbsp and wbsp-opt share (one algorithm, two ways of overlapping the upload): their
-// options, the server rule and the worker's local step. Neither strategy's file refers to
-// the other's.
+// options, the choice between the parameter-server form (--collective ps) and the allreduce
+// form (every other collective), the server rule and the worker's local step. Neither
+// strategy's file refers to the other's.
 
 // WBSPOptions are the options of wbsp and wbsp-opt (one algorithm, two ways of overlapping).
 type WBSPOptions struct {
@@ -36,7 +37,17 @@ func (o *WBSPOptions) Defaults(*Config) {
 	}
 }
 
-func (o *WBSPOptions) Validate(_ *Config, size int) error {
+func (o *WBSPOptions) Validate(cfg *Config, size int) error {
+	if cfg != nil && cfg.Collective != "" && cfg.Collective != "ps" {
+		// The allreduce form has no server: its apply is the paper's buffered one and it
+		// places nothing.
+		switch {
+		case o.Apply == "immediate":
+			return fmt.Errorf("trainer: --wbsp-apply immediate needs --collective ps (the parameter server applies each delta at once); over --collective %s WBSP applies buffered", cfg.Collective)
+		case o.PSServers != 0 || len(o.PSRanks) > 0:
+			return fmt.Errorf("trainer: --ps-servers and --ps-ranks place the parameter server of --collective ps; WBSP over --collective %s has none", cfg.Collective)
+		}
+	}
 	switch {
 	case o.Apply != "" && o.Apply != "buffered" && o.Apply != "immediate":
 		return fmt.Errorf("trainer: --wbsp-apply must be buffered or immediate, got %q", o.Apply)
@@ -44,6 +55,17 @@ func (o *WBSPOptions) Validate(_ *Config, size int) error {
 		return fmt.Errorf("trainer: --wbsp-slow-rank must be a rank in [0, %d), got %d", size, *o.SlowRank)
 	}
 	return o.PSPlacement.Validate(size)
+}
+
+// wbspNew builds the parameter-server form of a WBSP strategy for --collective ps and its
+// allreduce form for every other collective.
+func wbspNew(ps, allReduce func() Strategy) func(cfg *Config) (Strategy, error) {
+	return func(cfg *Config) (Strategy, error) {
+		if cfg.Collective == "ps" {
+			return ps(), nil
+		}
+		return allReduce(), nil
+	}
 }
 
 // wbspRule is the server rule both WBSP strategies use.

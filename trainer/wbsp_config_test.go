@@ -64,7 +64,7 @@ func TestPSOptionsValidation(t *testing.T) {
 		{"asgd", &ASGDOptions{PSPlacement{PSServers: 4}}, "--ps-servers"},
 	}
 	for _, tc := range cases {
-		cfg := Config{Strategy: tc.strategy, Options: tc.o}
+		cfg := Config{Strategy: tc.strategy, Collective: "ps", Options: tc.o}
 		cfg.Defaults()
 		err := Builtin().Validate(&cfg, 3)
 		if tc.err == "" && err != nil {

@@ -8,7 +8,9 @@ import (
 	"github.com/hetsync/hetsync/collective/kv"
 )
 
-// wbspOpt is WBSP-optimized ("pcc", docs/algorithms.md#wbsp-optimized): WBSP's server and trigger, with the
+// wbspOpt is WBSP-optimized ("pcc", docs/algorithms.md#wbsp-optimized) in its parameter-server
+// form, for --collective ps (every other collective runs wbspOptAllReduce,
+// wbsp_opt_allreduce.go): WBSP's server and trigger, with the
 // uploads overlapping computation. A goroutine (the uploader) does each push/pull while the
 // worker computes its next steps; the worker never waits for an upload. Deltas are
 // double-buffered so that no local update is ever lost or counted twice (the original's race
@@ -30,10 +32,13 @@ import (
 // Asynchronous says that a round is one upload of this rank, not a step of every rank.
 func (s *wbspOpt) Asynchronous() bool { return true }
 
+// RanOver says that the uploads went to the parameter server.
+func (s *wbspOpt) RanOver() string { return ParameterServer }
+
 func wbspOptFactory() Factory {
 	return Factory{
 		Options: func() Options { return &WBSPOptions{} },
-		New:     func(*Config) (Strategy, error) { return &wbspOpt{}, nil },
+		New:     wbspNew(func() Strategy { return &wbspOpt{} }, func() Strategy { return &wbspOptAllReduce{} }),
 	}
 }
 

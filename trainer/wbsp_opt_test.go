@@ -3,7 +3,6 @@ package trainer
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +16,7 @@ func TestWBSPOptUploadsEveryDelta(t *testing.T) {
 	for _, servers := range []int{1, 3} {
 		t.Run("servers"+string(rune('0'+servers)), func(t *testing.T) {
 			const size = 4
-			cfg := Config{Strategy: "wbsp-opt", Batch: 8, LR: 0.1, MaxRounds: 50, Seed: 11, Eval: EvalEvery{Rounds: 10},
+			cfg := Config{Strategy: "wbsp-opt", Collective: "ps", Batch: 8, LR: 0.1, MaxRounds: 50, Seed: 11, Eval: EvalEvery{Rounds: 10},
 				Options:   &WBSPOptions{PSPlacement: PSPlacement{PSServers: servers}, Apply: "immediate"},
 				StepSleep: []time.Duration{0, time.Millisecond, 0, 300 * time.Microsecond}}
 			cfg.Defaults()
@@ -32,42 +31,27 @@ func TestWBSPOptUploadsEveryDelta(t *testing.T) {
 			uploaded := make([][]float64, size)
 			strats := make([]*wbspOpt, size)
 			inits := make([][]float32, size)
-			errs := make([]error, size)
-			var wg sync.WaitGroup
-			for r, ep := range eps {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer ep.Close()
-					w, err := newBatchWorker(&cfg, ep, nil, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
-					if err != nil {
-						errs[r] = err
-						return
-					}
-					n := len(w.Params)
-					inits[r] = append([]float32(nil), w.Params...)
-					computed[r], uploaded[r] = make([]float64, n), make([]float64, n)
-					s := &wbspOpt{onDelta: func(up bool, d []float32) {
-						dst := computed[r]
-						if up {
-							dst = uploaded[r]
-						}
-						for i, v := range d {
-							dst[i] += float64(v)
-						}
-					}}
-					strats[r] = s
-					if _, errs[r] = Run(ctx, w, s, RunOptions{TrainSize: len(train.y)}); errs[r] != nil {
-						cancel()
-					}
-				}()
-			}
-			wg.Wait()
-			for r, err := range errs {
+			runRanks(t, eps, cancel, func(r int, ep transport.Endpoint) error {
+				w, err := newBatchWorker(&cfg, ep, nil, newSynthModel(cfg.Seed), &synthBatches{set: train.shard(r, size), batch: cfg.Batch})
 				if err != nil {
-					t.Fatalf("rank %d: %v", r, err)
+					return err
 				}
-			}
+				n := len(w.Params)
+				inits[r] = append([]float32(nil), w.Params...)
+				computed[r], uploaded[r] = make([]float64, n), make([]float64, n)
+				s := &wbspOpt{onDelta: func(up bool, d []float32) {
+					dst := computed[r]
+					if up {
+						dst = uploaded[r]
+					}
+					for i, v := range d {
+						dst[i] += float64(v)
+					}
+				}}
+				strats[r] = s
+				_, err = Run(ctx, w, s, RunOptions{TrainSize: len(train.y)})
+				return err
+			})
 			n := len(inits[0])
 			total := make([]float64, n)
 			for r := range computed {

@@ -17,13 +17,13 @@ func TestPSStrategiesConverge(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"wbsp-buffered", Config{Strategy: "wbsp"}},
-		{"wbsp-immediate-slow1", Config{Strategy: "wbsp", Options: &WBSPOptions{Apply: "immediate", SlowRank: intPtr(1)}}},
-		{"wbsp-two-servers", Config{Strategy: "wbsp", Options: &WBSPOptions{PSPlacement: PSPlacement{PSServers: 2}}}},
-		{"wbsp-opt", Config{Strategy: "wbsp-opt"}},
-		{"wbsp-server-on-slow-rank3", Config{Strategy: "wbsp", Options: &WBSPOptions{PSPlacement: PSPlacement{PSRanks: []int{3}}}}},
-		{"wbsp-opt-servers-ranks3-0", Config{Strategy: "wbsp-opt", Options: &WBSPOptions{PSPlacement: PSPlacement{PSRanks: []int{3, 0}}}}},
-		{"wbsp-opt-immediate-servers4", Config{Strategy: "wbsp-opt", Options: &WBSPOptions{PSPlacement: PSPlacement{PSServers: 4}, Apply: "immediate"}}},
+		{"wbsp-buffered", Config{Strategy: "wbsp", Collective: "ps"}},
+		{"wbsp-immediate-slow1", Config{Strategy: "wbsp", Collective: "ps", Options: &WBSPOptions{Apply: "immediate", SlowRank: intPtr(1)}}},
+		{"wbsp-two-servers", Config{Strategy: "wbsp", Collective: "ps", Options: &WBSPOptions{PSPlacement: PSPlacement{PSServers: 2}}}},
+		{"wbsp-opt", Config{Strategy: "wbsp-opt", Collective: "ps"}},
+		{"wbsp-server-on-slow-rank3", Config{Strategy: "wbsp", Collective: "ps", Options: &WBSPOptions{PSPlacement: PSPlacement{PSRanks: []int{3}}}}},
+		{"wbsp-opt-servers-ranks3-0", Config{Strategy: "wbsp-opt", Collective: "ps", Options: &WBSPOptions{PSPlacement: PSPlacement{PSRanks: []int{3, 0}}}}},
+		{"wbsp-opt-immediate-servers4", Config{Strategy: "wbsp-opt", Collective: "ps", Options: &WBSPOptions{PSPlacement: PSPlacement{PSServers: 4}, Apply: "immediate"}}},
 		{"dcasgd-paper", Config{Strategy: "dcasgd"}},
 		{"dcasgd-mxnet-servers3", Config{Strategy: "dcasgd", Options: &DCASGDOptions{PSPlacement: PSPlacement{PSServers: 3}, Variant: "mxnet", Lambda: 0.5}}},
 		{"ssp-every-s2", Config{Strategy: "ssp", Options: &SSPOptions{Staleness: intPtr(2)}}},
@@ -56,9 +56,12 @@ func TestPSStrategiesConverge(t *testing.T) {
 // TestPSStrategiesStopOnTarget checks that rank 0's stop reaches every rank and no rank is
 // left blocked (on the SSP gate in particular) for each strategy.
 func TestPSStrategiesStopOnTarget(t *testing.T) {
-	for _, strat := range []string{"wbsp", "wbsp-opt", "dcasgd", "ssp"} {
-		t.Run(strat, func(t *testing.T) {
-			cfg := Config{Strategy: strat, Batch: 8, LR: 0.1, TargetAcc: 0.8, MaxRounds: 100000, Seed: 9,
+	for _, tc := range []struct{ strat, coll string }{
+		{"wbsp", "ps"}, {"wbsp-opt", "ps"}, {"wbsp", "ring"}, {"wbsp-opt", "butterfly"}, {"dcasgd", ""}, {"ssp", ""},
+	} {
+		strat := tc.strat
+		t.Run(strat+"-"+tc.coll, func(t *testing.T) {
+			cfg := Config{Strategy: strat, Collective: tc.coll, Batch: 8, LR: 0.1, TargetAcc: 0.8, MaxRounds: 100000, Seed: 9,
 				Eval: EvalEvery{Rounds: 1}, StepSleep: []time.Duration{0, 2 * time.Millisecond, 0}}
 			if strat == "ssp" {
 				cfg.Options = &SSPOptions{Staleness: intPtr(1)}

@@ -73,6 +73,12 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if cfg.Options, err = strategyOptions(c, reg, cfg.Strategy); err != nil {
 		return o, err
 	}
+	if cfg.Collective == "" {
+		// ring, unless the strategy cannot run over it (the parameter-server strategies)
+		if cfg.Collective, err = reg.DefaultCollective(cfg.Strategy, "ring"); err != nil {
+			return o, err
+		}
+	}
 	if err := applyHeteroFlags(c, &cfg); err != nil {
 		return o, err
 	}
@@ -153,7 +159,7 @@ func trainCommand() *cli.Command {
 		Flags: slices.Concat([]cli.Flag{
 			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
 			&cli.StringFlag{Name: "sync", Value: "ssgd", Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
-			&cli.StringFlag{Name: "collective", Value: "ring", Usage: "allreduce algorithm: " + strings.Join(collective.Algorithms(), ", ")},
+			&cli.StringFlag{Name: "collective", Usage: "what the rounds run over: " + strings.Join(collective.Algorithms(), ", ") + " (ps: the parameter server; default ring, or ps for a strategy that runs only over it)"},
 			&cli.StringFlag{Name: "model", Value: "mlp", Usage: "mlp or cnn"},
 			&cli.IntFlag{Name: "batch", Value: 64, Usage: "per-rank mini-batch size"},
 			&cli.Float64Flag{Name: "lr", Usage: "learning rate (default 0.05 for mean gradients, 0.05/batch for sum)"},
@@ -216,7 +222,7 @@ func trainCommand() *cli.Command {
 // trainRank runs this process as one rank of a launched job, formed by hetsync.Init.
 func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error {
 	return o.joinRank(ctx, func(c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize()}
+		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize(), Links: c.Links(), DataPath: dataPathOf(c)}
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(c.Size()), out, errOut
 			if err := prepareRunDir(ropts.Out); err != nil {
@@ -228,10 +234,19 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 	})
 }
 
+// dataPathOf is the transport and data path of c's job, as summary.json records it.
+func dataPathOf(c *hetsync.Comm) string {
+	s := c.Settings()
+	if s.DataPath == "" {
+		return s.Transport
+	}
+	return s.Transport + " data-path=" + s.DataPath
+}
+
 // trainMem runs every rank as a goroutine over the in-process transport.
 func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 	return hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP}
+		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP, Links: c.Links(), DataPath: dataPathOf(c)}
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}

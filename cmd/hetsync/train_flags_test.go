@@ -33,7 +33,11 @@ func TestESyncSyncSwitchFlagErrors(t *testing.T) {
 		{[]string{"--sync", "bsp"}, "known: asgd, dcasgd, esync, local, ssgd, ssp, sync-switch, wbsp, wbsp-opt"},
 		{[]string{"--sync", "dcasgd", "--dcasgd-lambda", "0"}, "--dcasgd-lambda: λ 0 is asgd: use --sync asgd"},
 		{[]string{"--sync", "ssp", "--ps-ranks", "1,x"}, "--ps-ranks"},
-		{[]string{"--sync", "wbsp", "--ps-ranks", "9"}, "--ps-ranks: rank 9 out of range"},
+		{[]string{"--sync", "wbsp", "--collective", "ps", "--ps-ranks", "9"}, "--ps-ranks: rank 9 out of range"},
+		{[]string{"--sync", "wbsp", "--ps-ranks", "1"}, "--ps-ranks place the parameter server of --collective ps"},
+		{[]string{"--sync", "wbsp-opt", "--collective", "butterfly", "--wbsp-apply", "immediate"}, "--wbsp-apply immediate needs --collective ps"},
+		{[]string{"--sync", "asgd", "--collective", "ring"}, "--collective ring: --sync asgd runs only over ps"},
+		{[]string{"--sync", "ssp", "--collective", "auto"}, "--collective auto: --sync ssp runs only over ps"},
 		{[]string{"--sync", "ssp", "--staleness", "-2"}, "--staleness"},
 	}
 	for _, tc := range tests {

@@ -13,7 +13,12 @@ func AccuracyTargets() []float64 { return []float64{0.70, 0.75, 0.80, 0.85, 0.90
 // Summary is summary.json: the run reduced to the numbers the papers compare.
 type Summary struct {
 	Config any `json:"config,omitempty"`
-	Ranks  int `json:"ranks"`
+	// Collective is what the training rounds ran over (for auto, the algorithm auto chose; the
+	// parameter server; none) and DataPath the transport and data path their bytes took, as
+	// the run recorded them; empty when it did not.
+	Collective string `json:"collective,omitempty"`
+	DataPath   string `json:"data_path,omitempty"`
+	Ranks      int    `json:"ranks"`
 	// Rounds is the number of distinct round numbers recorded (per-rank counts are in PerRank).
 	Rounds int     `json:"rounds"`
 	WallS  float64 `json:"wall_s"` // latest time_s of any round record (of any eval when there are none)

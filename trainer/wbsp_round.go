@@ -1,0 +1,229 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/hetsync/hetsync/collective"
+)
+
+// What the allreduce forms of wbsp and wbsp-opt share (wbsp_allreduce.go,
+// wbsp_opt_allreduce.go): the round's vector layout, the trigger (who is the slowest rank, and
+// how the others learn that it finished a step) and the global update. The parameter-server
+// forms (wbsp.go, wbsp_opt.go) use none of it.
+//
+// A round's trigger is a non-blocking barrier: every rank but the trigger rank posts it as soon
+// as the previous round is issued, and the trigger rank posts it once it has completed a step.
+// It completes on every rank when the trigger rank's step is done; the others Test it between
+// their own steps, so they never wait for the trigger and never ask the slow rank anything.
+
+// nonBlockingComm is the part of collective.Comm the allreduce forms of WBSP need beyond
+// Collective: the non-blocking barrier that carries the trigger and the non-blocking allreduce
+// that wbsp-opt overlaps with the next steps.
+type nonBlockingComm interface {
+	Collective
+	IAllReduce(ctx context.Context, buf collective.Buffer, op collective.ReduceOp) *collective.Request
+	IBarrier(ctx context.Context) *collective.Request
+}
+
+// The allreduced vector is Δ (n elements) followed by these extras and then one slot per rank
+// holding that rank's mean step time of the round (seconds; the other ranks' slots are zero,
+// so the sum is each rank's value exactly and every rank reads the same times).
+const (
+	wbspExtraStop = iota
+	wbspExtraLoss
+	wbspExtraCorrect
+	wbspExtraSamples
+	wbspExtraSteps
+	wbspExtra // number of fixed extras; the step-time slots follow
+)
+
+// wbspSwitchRatio is how much slower than the current trigger rank another rank's step time
+// must be for the trigger to move to it: without a margin two ranks of nearly equal speed
+// would take turns, and every change costs the fast ranks a round in which the new slowest
+// rank holds the allreduce up.
+const wbspSwitchRatio = 1.25
+
+// wbspStepTimes keeps each rank's step time as an exponential average of its rounds' mean
+// step times (weight 1/2 for the newest round): one step preempted on a busy host must not
+// move the trigger, a rank that stays slower moves it within a few rounds. Every rank feeds
+// it the same allreduced times, so every rank holds the same averages.
+type wbspStepTimes []float64
+
+// add folds one round's mean step times (seconds, 0 for a rank without steps) in.
+func (e wbspStepTimes) add(round []float32) {
+	for r, t := range round {
+		switch {
+		case t <= 0:
+		case e[r] == 0:
+			e[r] = float64(t)
+		default:
+			e[r] = (e[r] + float64(t)) / 2
+		}
+	}
+}
+
+// wbspNextTrigger is the trigger rank of the next round from the ranks' step times (agreed:
+// every rank holds the same). cur is the current trigger rank (-1: none yet); the slowest rank
+// replaces it only when it is wbspSwitchRatio times slower. A pinned rank (pin ≥ 0) is always
+// the trigger.
+func wbspNextTrigger(cur, pin int, times []float64) int {
+	if pin >= 0 {
+		return pin
+	}
+	slow := 0
+	for r, t := range times {
+		if t > times[slow] {
+			slow = r
+		}
+	}
+	if cur < 0 || cur >= len(times) || slow == cur {
+		return slow
+	}
+	if times[slow] > wbspSwitchRatio*times[cur] {
+		return slow
+	}
+	return cur
+}
+
+// wbspRounds is the state both allreduce forms keep: the global model w_t (identical on every
+// rank), the round's vector, the trigger and the round's step statistics.
+type wbspRounds struct {
+	comm    nonBlockingComm
+	base    []float32 // w_t
+	buf     []float32 // Δ, extras, step-time slots
+	pin     int       // --wbsp-slow-rank, or -1
+	trigger int       // rank whose step triggers the coming round; -1: none (the first round)
+	times   wbspStepTimes
+	barrier *collective.Request
+	rounds  int
+	samples int64
+
+	// this round's steps on this rank
+	st      RoundStats
+	lossSum float64
+}
+
+// start checks the communicator and prepares the state for a model of n parameters; name
+// names the strategy in errors.
+func (s *wbspRounds) start(w *Worker, name string) error {
+	nb, ok := w.Comm.(nonBlockingComm)
+	if !ok {
+		return fmt.Errorf("trainer: rank %d: %s over --collective %s needs a communicator with non-blocking calls (IAllReduce, IBarrier), got %T",
+			w.Rank, name, w.Cfg.Collective, w.Comm)
+	}
+	o, err := optionsOf[*WBSPOptions](w.Cfg, name)
+	if err != nil {
+		return err
+	}
+	s.comm = nb
+	s.pin = -1
+	if o.SlowRank != nil {
+		s.pin = *o.SlowRank
+	}
+	s.trigger = s.pin
+	n := len(w.Params)
+	s.base = append(make([]float32, 0, n), w.Params...)
+	s.buf = make([]float32, n+wbspExtra+w.Size)
+	s.times = make(wbspStepTimes, w.Size)
+	return nil
+}
+
+// post issues the coming round's trigger barrier unless this rank is its trigger (which posts
+// it after its next step).
+func (s *wbspRounds) post(ctx context.Context, w *Worker) {
+	if w.Rank != s.trigger {
+		s.barrier = s.comm.IBarrier(ctx)
+	}
+}
+
+// step takes one local step and records it; it reports whether the round's trigger has fired
+// (this rank is the trigger and has now completed a step, or the barrier completed).
+func (s *wbspRounds) step(ctx context.Context, w *Worker, name string) (bool, error) {
+	ls, _, err := wbspLocalStep(ctx, w)
+	if err != nil {
+		return false, err
+	}
+	s.st.LocalSteps++
+	s.st.Samples += ls.Samples
+	s.st.Correct += ls.Correct
+	s.st.Compute += ls.Compute
+	s.lossSum += ls.Loss
+	if s.barrier == nil {
+		// The trigger rank: its completed step is the trigger. The others posted their part
+		// of the barrier when the previous round was issued, so this wait is short.
+		t0 := w.Now()
+		s.barrier = s.comm.IBarrier(ctx)
+		err := s.barrier.Wait(ctx)
+		s.st.Wait += w.Now().Sub(t0)
+		if err != nil {
+			return false, fmt.Errorf("trainer: rank %d: %s round %d: trigger barrier: %w", w.Rank, name, s.rounds, err)
+		}
+		s.barrier = nil
+		return true, nil
+	}
+	done, err := s.barrier.Test()
+	if err != nil {
+		return false, fmt.Errorf("trainer: rank %d: %s round %d: trigger barrier: %w", w.Rank, name, s.rounds, err)
+	}
+	if done {
+		s.barrier = nil
+	} else {
+		// The barrier's messages move on this process's other goroutines. A step of a small
+		// model takes microseconds, far less than the scheduler's time slice, and this loop
+		// never blocks: yield, so that they are not starved where goroutines outnumber cores.
+		runtime.Gosched()
+	}
+	return done, nil
+}
+
+// stepsUntilTrigger takes local steps until the round's trigger fires (at least one).
+func (s *wbspRounds) stepsUntilTrigger(ctx context.Context, w *Worker, name string) error {
+	for {
+		fired, err := s.step(ctx, w, name)
+		if err != nil || fired {
+			return err
+		}
+	}
+}
+
+// fill writes the round's extras after the n deltas already in buf: rank 0's stop vote, this
+// rank's step statistics and its mean step time in its own slot. It resets the round's
+// statistics into the returned RoundStats.
+func (s *wbspRounds) fill(w *Worker, stopVote bool) RoundStats {
+	st := s.st
+	st.GlobalLoss = -1
+	if st.LocalSteps > 0 {
+		st.Loss = s.lossSum / float64(st.LocalSteps)
+	}
+	s.st, s.lossSum = RoundStats{}, 0
+	n := len(w.Params)
+	x := s.buf[n:]
+	clear(x)
+	if stopVote {
+		x[wbspExtraStop] = 1
+	}
+	x[wbspExtraLoss] = float32(st.Loss)
+	x[wbspExtraCorrect] = float32(st.Correct)
+	x[wbspExtraSamples] = float32(st.Samples)
+	x[wbspExtraSteps] = float32(st.LocalSteps)
+	if st.LocalSteps > 0 {
+		x[wbspExtra+w.Rank] = float32((st.Compute / time.Duration(st.LocalSteps)).Seconds())
+	}
+	return st
+}
+
+// apply takes an allreduced vector: w_t ← w_t + ΣΔ/N, the agreed progress and stop, and the
+// next trigger rank. It reports the stop and the global training loss.
+func (s *wbspRounds) apply(w *Worker, sum []float32) (stop bool, globalLoss float64) {
+	n := len(w.Params)
+	esyncUpdate(s.base, sum[:n], 1, w.Size)
+	x := sum[n:]
+	s.rounds++
+	s.samples += int64(x[wbspExtraSamples] + 0.5)
+	s.times.add(x[wbspExtra : wbspExtra+w.Size])
+	s.trigger = wbspNextTrigger(s.trigger, s.pin, s.times)
+	return x[wbspExtraStop] > 0.5, float64(x[wbspExtraLoss]) / float64(w.Size)
+}
