@@ -45,6 +45,10 @@ esac
 topo_sh=internal/netns/topo.sh
 down() { bash "$topo_sh" down >/dev/null 2>&1 || true; }
 trap down EXIT
+# With a trap set, a signal waits for the command running now: the network is built (or its
+# script has failed) before it is removed, never both at once.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 bash "$topo_sh" up "$TOPO" "$HOSTS" >/dev/null
 echo "thin-links: $NETWORK (namespaces $PREFIX-*) into $out" >&2
 status=0
