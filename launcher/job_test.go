@@ -24,7 +24,13 @@ const helperEnv = "LAUNCHER_TEST_HELPER"
 // TestMain lets the test binary serve as the rank program: with helperEnv set it runs the
 // named behaviour instead of the tests.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(helperEnv); mode != "" {
+	if mode := os.Getenv(helperEnv); mode == "supervise" {
+		if err := Supervise(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	} else if mode != "" {
 		os.Exit(helper(mode))
 	}
 	os.Exit(m.Run())

@@ -55,6 +55,11 @@ type SSHConfig struct {
 	// rank variables and every HETSYNC_* variable (the -x flag). Local ranks get the whole
 	// environment.
 	Forward []string
+	// SupervisorCommand runs the host supervisor (Supervise) on every remote host: the path of
+	// hetsync there and its hidden subcommand. Default: this executable's path and
+	// "_supervise", which is right when the launcher is hetsync installed at the same place
+	// everywhere.
+	SupervisorCommand []string
 	// Log receives warnings (insecure host keys, skipped identity files). Nil discards.
 	Log io.Writer
 }
@@ -84,13 +89,15 @@ func (c *SSHConfig) Validate() error {
 }
 
 // SSHSpawner starts the ranks of a multi-host job: over SSH on remote hosts, as local children
-// (LocalSpawner) on the host named "localhost". It keeps one SSH connection per host, opens
-// one session per rank, and runs each rank under a small POSIX sh supervisor on the remote
-// side, which puts the rank in its own process group (setsid) and stops that group when the
-// launcher asks, when the rank exits, and when the connection to the launcher is lost (the
-// session's stdin reaches end of file), so a launcher that dies, even by SIGKILL, leaves no
-// rank behind. The rank's environment travels over stdin, not the command line, so the job
-// secret never shows in the remote host's process list.
+// (LocalSpawner) on the host named "localhost". It keeps one SSH connection per host and one
+// session on it, which runs hetsync's host supervisor (Supervise): the supervisor starts every
+// rank of its host, each in its own process group, forwards their output and exits, and stops
+// them when the launcher asks, when a rank exits (what it left in its group), and when the
+// connection to the launcher is lost, so a launcher that dies, even by SIGKILL, leaves no rank
+// behind. One session per host, whatever its rank count, is what lets a host whose sshd keeps
+// OpenSSH's default limit of 10 sessions per connection run 16 or 64 ranks. The ranks'
+// environment travels inside the session, not on a command line, so the job secret never
+// shows in the remote host's process list.
 type SSHSpawner struct {
 	cfg       SSHConfig
 	hosts     []Host
@@ -101,9 +108,13 @@ type SSHSpawner struct {
 	mu      sync.Mutex
 	clients map[int]*ssh.Client
 	dialing map[int]*dialResult
-	agentC  net.Conn
-	auth    []ssh.AuthMethod
-	hostKey ssh.HostKeyCallback
+	// sessions are the hosts' supervisors; each slot's lock makes one start per host while
+	// other hosts start theirs.
+	sessMu   sync.Mutex
+	sessions map[int]*sessionSlot
+	agentC   net.Conn
+	auth     []ssh.AuthMethod
+	hostKey  ssh.HostKeyCallback
 	// keysDesc and knownFiles describe the keys offered and the known_hosts files checked,
 	// for error messages.
 	keysDesc, knownFiles string
@@ -130,7 +141,8 @@ func NewSSHSpawner(cfg SSHConfig, hosts []Host, placement []Slot) (*SSHSpawner, 
 		}
 	}
 	s := &SSHSpawner{cfg: cfg, hosts: hosts, placement: placement, log: cfg.Log,
-		clients: map[int]*ssh.Client{}, dialing: map[int]*dialResult{}, stop: make(chan struct{})}
+		clients: map[int]*ssh.Client{}, dialing: map[int]*dialResult{}, sessions: map[int]*sessionSlot{},
+		stop: make(chan struct{})}
 	if s.log == nil {
 		s.log = io.Discard
 	}
@@ -145,6 +157,13 @@ func NewSSHSpawner(cfg SSHConfig, hosts []Host, placement []Slot) (*SSHSpawner, 
 	}
 	if s.cfg.User == "" {
 		s.cfg.User = currentUser()
+	}
+	if len(s.cfg.SupervisorCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding this executable to run as the hosts' supervisor: %w", err)
+		}
+		s.cfg.SupervisorCommand = []string{exe, "_supervise"}
 	}
 	if !s.anyRemote() {
 		return s, nil
@@ -315,8 +334,9 @@ func (s *SSHSpawner) target(hi int) (user, addr string) {
 	return user, net.JoinHostPort(h.Name, strconv.Itoa(s.cfg.Port))
 }
 
-// Connect opens the SSH connection to every remote host of the placement, in parallel. The
-// error names every host that could not be reached or refused the login.
+// Connect opens the SSH connection to every remote host of the placement and starts its
+// supervisor, in parallel. The error names every host that could not be reached, refused the
+// login or has no usable hetsync.
 func (s *SSHSpawner) Connect(ctx context.Context) error {
 	seen := map[int]bool{}
 	var hs []int
@@ -332,7 +352,7 @@ func (s *SSHSpawner) Connect(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = s.client(ctx, hi)
+			_, errs[i] = s.session(ctx, hi)
 		}()
 	}
 	wg.Wait()
@@ -455,9 +475,11 @@ func (s *SSHSpawner) keepAlive(c *ssh.Client) {
 // Close closes every SSH connection (ranks still running on them are stopped by their
 // supervisors) and the agent connection.
 func (s *SSHSpawner) Close() error {
+	s.sessMu.Lock()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.sessMu.Unlock()
 		return nil
 	}
 	s.closed = true
@@ -465,6 +487,12 @@ func (s *SSHSpawner) Close() error {
 	clients := s.clients
 	s.clients = map[int]*ssh.Client{}
 	s.mu.Unlock()
+	for _, slot := range s.sessions {
+		if slot.h != nil {
+			slot.h.close()
+		}
+	}
+	s.sessMu.Unlock()
 	for _, c := range clients {
 		c.Close()
 	}
@@ -475,7 +503,8 @@ func (s *SSHSpawner) Close() error {
 	return nil
 }
 
-// Spawn starts rank spec.Rank on its host.
+// Spawn starts rank spec.Rank on its host: through that host's supervisor, which the first
+// rank of the host starts.
 func (s *SSHSpawner) Spawn(ctx context.Context, spec ProcSpec) (Process, error) {
 	if spec.Rank < 0 || spec.Rank >= len(s.placement) {
 		return nil, fmt.Errorf("rank %d: not placed on any host (%d placed)", spec.Rank, len(s.placement))
@@ -492,20 +521,10 @@ func (s *SSHSpawner) Spawn(ctx context.Context, spec ProcSpec) (Process, error) 
 	if err != nil {
 		return nil, fmt.Errorf("rank %d on host %s: %w", spec.Rank, hostName, err)
 	}
-	c, err := s.client(ctx, hi)
+	h, err := s.session(ctx, hi)
 	if err != nil {
 		return nil, err
 	}
-	sess, err := c.NewSession()
-	if err != nil {
-		return nil, fmt.Errorf("rank %d on host %s: opening an SSH session: %w", spec.Rank, hostName, err)
-	}
-	stdin, err := sess.StdinPipe()
-	if err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("rank %d on host %s: %w", spec.Rank, hostName, err)
-	}
-	sess.Stdout, sess.Stderr = spec.Stdout, spec.Stderr
 	argv := append([]string(nil), spec.Argv...)
 	if s.cfg.RemoteBin != "" {
 		argv[0] = s.cfg.RemoteBin
@@ -517,22 +536,54 @@ func (s *SSHSpawner) Spawn(ctx context.Context, spec ProcSpec) (Process, error) 
 			dir, _ = os.Getwd()
 		}
 	}
-	if err := sess.Start(remoteCommand(spec.Rank, hostName, dir, must, argv)); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("rank %d on host %s: starting %s: %w", spec.Rank, hostName, argv[0], err)
+	p, err := h.start(spec.Rank, startRequest{Argv: argv, Env: env, Dir: dir, MustDir: must, Host: hostName}, spec.Stdout, spec.Stderr)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d on host %s: %w", spec.Rank, hostName, err)
 	}
-	// The environment block: one KEY=value per line, then an empty line.
-	var b strings.Builder
-	for _, kv := range env {
-		b.WriteString(kv)
-		b.WriteByte('\n')
+	return p, nil
+}
+
+// supervisorStartFactor times ConnectTimeout bounds how long a host's supervisor may take to
+// say hello: starting a program is slower than a handshake on a host whose cores are all busy.
+const supervisorStartFactor = 3
+
+// sessionSlot holds one host's supervisor session once it is started.
+type sessionSlot struct {
+	mu sync.Mutex
+	h  *hostSession
+}
+
+// session returns the supervisor session of host hi, starting it once.
+func (s *SSHSpawner) session(ctx context.Context, hi int) (*hostSession, error) {
+	c, err := s.client(ctx, hi)
+	if err != nil {
+		return nil, err
 	}
-	b.WriteByte('\n')
-	if _, err := io.WriteString(stdin, b.String()); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("rank %d on host %s: sending the environment: %w", spec.Rank, hostName, err)
+	s.sessMu.Lock()
+	slot := s.sessions[hi]
+	if slot == nil {
+		slot = &sessionSlot{}
+		s.sessions[hi] = slot
 	}
-	return &sshProc{rank: spec.Rank, host: hostName, sess: sess, stdin: stdin}, nil
+	s.sessMu.Unlock()
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.h != nil {
+		return slot.h, nil
+	}
+	h, err := openHostSession(ctx, c, s.hosts[hi].Name, s.cfg.SupervisorCommand, supervisorStartFactor*s.cfg.ConnectTimeout)
+	if err != nil {
+		return nil, err
+	}
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if s.closed {
+		h.close()
+		h.sess.Close()
+		return nil, errors.New("ssh spawner is closed")
+	}
+	slot.h = h
+	return h, nil
 }
 
 // remoteEnv picks from a rank's full environment what a remote rank gets: the rank variables
@@ -565,91 +616,6 @@ func (s *SSHSpawner) remoteEnv(full []string) ([]string, error) {
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
-
-// remoteCommand is the command line of a rank's SSH session: a one-line POSIX sh supervisor
-// (one line, so that any login shell passes it on), run with exec so that its own death by a
-// signal reaches the launcher as that signal. It reads the environment block from stdin
-// (fd 3), starts the rank in its own session and process group, and keeps reading stdin for
-// "term" and "kill", which signal the rank's group; end of file (the launcher or its
-// connection died) kills the group. When the rank exits, whatever it left in its group is
-// killed, and the supervisor exits the same way: with the rank's status, or by the signal that
-// killed the rank (a status above 128 is taken for one, as shells do).
-func remoteCommand(rank int, host, dir string, mustCd bool, argv []string) string {
-	var b strings.Builder
-	b.WriteString(`exec 3<&0 </dev/null; `)
-	b.WriteString(`while IFS= read -r v <&3 && [ -n "$v" ]; do export "$v"; done; `)
-	if dir != "" {
-		if mustCd {
-			msg := fmt.Sprintf("hetsync: rank %d: cannot change to the directory %s on host %s (--remote-dir)", rank, dir, host)
-			fmt.Fprintf(&b, `cd %s || { echo %s >&2; exit 127; }; `, shellQuote(dir), shellQuote(msg))
-		} else {
-			fmt.Fprintf(&b, `cd %s 2>/dev/null; `, shellQuote(dir))
-		}
-	}
-	b.WriteString(`if command -v setsid >/dev/null 2>&1; then s=setsid; else s=; fi; `)
-	b.WriteString(`$s`)
-	for _, a := range argv {
-		b.WriteByte(' ')
-		b.WriteString(shellQuote(a))
-	}
-	b.WriteString(` 3<&- & p=$!; `)
-	b.WriteString(`(while read -r c; do case $c in term) kill -TERM -$p 2>/dev/null || kill -TERM $p;; ` +
-		`kill) kill -KILL -$p 2>/dev/null || kill -KILL $p;; esac; done; kill -KILL -$p 2>/dev/null || kill -KILL $p) ` +
-		`<&3 >/dev/null 2>&1 & w=$!; `)
-	b.WriteString(`wait $p; x=$?; kill -KILL -$p 2>/dev/null; kill $w 2>/dev/null; exec 3<&-; `)
-	b.WriteString(`if [ $x -gt 128 ] && [ $x -lt 160 ]; then kill -$((x-128)) $$; fi; exit $x`)
-	return "exec /bin/sh -c " + shellQuote(b.String())
-}
-
-// sshProc is a rank started over SSH.
-type sshProc struct {
-	rank  int
-	host  string
-	sess  *ssh.Session
-	mu    sync.Mutex // orders the control messages
-	stdin io.WriteCloser
-}
-
-func (p *sshProc) Wait() Exit {
-	err := p.sess.Wait()
-	p.mu.Lock()
-	_ = p.stdin.Close()
-	p.mu.Unlock()
-	_ = p.sess.Close()
-	var ee *ssh.ExitError
-	var missing *ssh.ExitMissingError
-	switch {
-	case err == nil:
-		return Exit{}
-	case errors.As(err, &ee):
-		if sig := ee.Signal(); sig != "" {
-			if n, ok := sshSignals[sig]; ok {
-				return Exit{Code: -1, Signal: n}
-			}
-			return Exit{Code: -1, Err: fmt.Errorf("host %s: killed by signal SIG%s", p.host, sig)}
-		}
-		return Exit{Code: ee.ExitStatus()}
-	case errors.As(err, &missing):
-		return Exit{Code: -1, Err: fmt.Errorf("host %s: the SSH connection ended without the rank's exit status (host down or connection lost)", p.host)}
-	}
-	return Exit{Code: -1, Err: fmt.Errorf("host %s: %w", p.host, err)}
-}
-
-// send writes a control line without blocking the supervisor loop of Job.Run on a slow or
-// dead connection.
-func (p *sshProc) send(msg string, closeAfter bool) {
-	go func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		_, _ = io.WriteString(p.stdin, msg)
-		if closeAfter {
-			_ = p.stdin.Close()
-		}
-	}()
-}
-
-func (p *sshProc) Terminate() error { p.send("term\n", false); return nil }
-func (p *sshProc) Kill() error      { p.send("kill\n", true); return nil }
 
 // sshSignals maps the signal names of RFC 4254 section 6.10 (and OpenSSH's) to numbers.
 var sshSignals = map[string]syscall.Signal{

@@ -171,6 +171,23 @@ func TestSSHBenchAndTrainAcrossTwoHosts(t *testing.T) {
 	}
 }
 
+// TestSSHSixteenRanksOnOneHost runs a checked allreduce on 16 ranks of one host, through an
+// sshd with OpenSSH's default settings (at most 10 sessions per connection).
+func TestSSHSixteenRanksOnOneHost(t *testing.T) {
+	s := startSSHD(t, "")
+	bin := hetsyncBinary(t)
+	args := []string{"bench", "--collective", "ring", "-b", "4K", "-e", "4K", "-n", "2", "-w", "1", "-c", "1",
+		"--format", "tsv", "--security", "none", "-np", "16", "-H", "127.0.0.1:16"}
+	start := time.Now()
+	code, out, stderr := runHetsync(t, bin, t.TempDir(), append(args, s.sshArgs()...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	t.Logf("16 ranks over SSH: %v", time.Since(start).Round(time.Millisecond))
+	checkBenchTSV(t, out, 16, 1)
+	waitNoProcesses(t, bin)
+}
+
 // rankPIDs maps rank to pid for the processes of bin started as ranks (HETSYNC_RANK set).
 func rankPIDs(bin string) map[int]int {
 	pids := map[int]int{}

@@ -384,3 +384,49 @@ func TestSSHRendezvousOnRankZerosHost(t *testing.T) {
 		t.Errorf("--iface no-such-if0: got %v, want an error naming it", err)
 	}
 }
+
+// TestSSHManyRanksPerHost runs more ranks on a host than sshd's default MaxSessions (10
+// sessions per connection): the host's one supervisor session carries all of them.
+func TestSSHManyRanksPerHost(t *testing.T) {
+	s := startSSHD(t, "", "127.0.0.1", "127.0.0.2")
+	tests := []struct {
+		hosts string
+		np    int
+	}{
+		{"127.0.0.1:1", 1},
+		{"127.0.0.1:11", 11},
+		{"127.0.0.1:16,127.0.0.2:3", 19},
+	}
+	for _, tc := range tests {
+		t.Run(tc.hosts, func(t *testing.T) {
+			hosts, err := ParseHostList(tc.hosts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			place, err := Place(hosts, tc.np, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp, err := NewSSHSpawner(s.config(), hosts, place)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sp.Close()
+			var stdout, stderr syncBuffer
+			job := &Job{
+				NP: tc.np, Command: []string{"sh", "-c", `echo "rank $HETSYNC_RANK local $HETSYNC_LOCAL_RANK/$HETSYNC_LOCAL_SIZE on $HETSYNC_HOSTNAME"`},
+				Env: os.Environ(), Stdout: &stdout, Stderr: &stderr, Log: &stderr, Spawner: sp, Hosts: hosts, Placement: place,
+				Rendezvous: "127.0.0.1:1",
+			}
+			if err := job.Run(testContext(t)); err != nil {
+				t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+			}
+			for r, sl := range place {
+				want := fmt.Sprintf("[%d] rank %d local %d/%d on %s\n", r, r, sl.LocalRank, sl.LocalSize, hosts[sl.Host].Name)
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("no line %q in\n%s", want, stdout.String())
+				}
+			}
+		})
+	}
+}

@@ -20,7 +20,8 @@ import (
 
 // testSSHD is a real OpenSSH server started for one test: its own host key, one authorized
 // user key, listening on the given addresses (all with one port), logging in as the current
-// user.
+// user. Its other settings are OpenSSH's defaults, MaxSessions (10 sessions per connection)
+// and MaxStartups included: what a cluster's stock sshd allows is what the launcher gets.
 type testSSHD struct {
 	Port       int
 	Addrs      []string
@@ -28,6 +29,7 @@ type testSSHD struct {
 	KnownHosts string // known_hosts file with the server's key for every address
 	HostKey    ssh.PublicKey
 	dir        string
+	testBinary string // this test binary, which serves as the hosts' supervisor
 }
 
 // sshdPath finds sshd, installing Debian's openssh-server when it is missing and we are root
@@ -98,7 +100,11 @@ func startSSHDWith(t *testing.T, o sshdOptions) *testSSHD {
 		}
 	}
 	dir := t.TempDir()
-	s := &testSSHD{Addrs: addrs, dir: dir, UserKey: filepath.Join(dir, "user_key"), KnownHosts: filepath.Join(dir, "known_hosts")}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testSSHD{Addrs: addrs, dir: dir, testBinary: exe, UserKey: filepath.Join(dir, "user_key"), KnownHosts: filepath.Join(dir, "known_hosts")}
 	s.HostKey = writeKey(t, filepath.Join(dir, "host_key"))
 	var userPub ssh.PublicKey
 	if o.UserKey != "" {
@@ -135,7 +141,7 @@ func startSSHDWith(t *testing.T, o sshdOptions) *testSSHD {
 	}
 	fmt.Fprintf(&cfg, "HostKey %s\nAuthorizedKeysFile %s\nPidFile none\nStrictModes no\nUsePAM no\n"+
 		"PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"+
-		"AllowTcpForwarding yes\nMaxSessions 64\nMaxStartups 64\nLogLevel ERROR\n",
+		"AllowTcpForwarding yes\nLogLevel ERROR\n",
 		filepath.Join(dir, "host_key"), filepath.Join(dir, "authorized_keys"))
 	cfgPath := filepath.Join(dir, "sshd_config")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
@@ -206,9 +212,11 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// config is an SSHConfig that logs in to s.
+// config is an SSHConfig that logs in to s, with this test binary as the hosts' supervisor
+// (TestMain).
 func (s *testSSHD) config() SSHConfig {
-	return SSHConfig{Port: s.Port, IdentityFiles: []string{s.UserKey}, KnownHostsFiles: []string{s.KnownHosts}, NoAgent: true}
+	return SSHConfig{Port: s.Port, IdentityFiles: []string{s.UserKey}, KnownHostsFiles: []string{s.KnownHosts}, NoAgent: true,
+		SupervisorCommand: []string{"env", helperEnv + "=supervise", s.testBinary}}
 }
 
 // hetsyncBinary builds cmd/hetsync into the test's temporary directory (the build cache makes

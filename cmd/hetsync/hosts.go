@@ -44,6 +44,7 @@ func jobFlags(rendezvous bool) []cli.Flag {
 		&cli.BoolFlag{Name: "ssh-insecure-skip-hostkey", Usage: "accept any host key (INSECURE: only on a trusted test network)"},
 		&cli.DurationFlag{Name: "ssh-timeout", Value: 10 * time.Second, Usage: "SSH connection timeout"},
 		&cli.StringFlag{Name: "remote-bin", Usage: "the program's path on remote hosts (default: the same as here)"},
+		&cli.StringFlag{Name: "remote-hetsync", Usage: "hetsync's path on remote hosts, which runs their ranks (default: --remote-bin for bench and train, else this executable's path)"},
 		&cli.StringFlag{Name: "remote-dir", Usage: "working directory on remote hosts (default: this directory when it exists there, else the login directory)"},
 		&cli.GenericFlag{Name: "x", Value: &envVars{}, Usage: "pass VAR (or set VAR=value) to every rank, remote ones included (repeatable)"},
 		&cli.StringFlag{Name: "iface", Usage: "network interface whose address ranks advertise (default: the one that routes to rank 0)"},
@@ -119,6 +120,7 @@ func configureJob(c *cli.Context, job *launcher.Job) (func(), error) {
 		NoAgent: c.Bool("ssh-no-agent"), KnownHostsFiles: c.StringSlice("ssh-known-hosts"),
 		InsecureSkipHostKey: c.Bool("ssh-insecure-skip-hostkey"), ConnectTimeout: c.Duration("ssh-timeout"),
 		RemoteBin: c.String("remote-bin"), RemoteDir: c.String("remote-dir"), Forward: forward, Log: c.App.ErrWriter,
+		SupervisorCommand: supervisorCommand(c, job.Command),
 	}
 	if err := cfg.Validate(); err != nil {
 		return noop, usageError{err}

@@ -62,7 +62,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		// Errors are printed once, by run, and turned into exit statuses there.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   onUsageError,
-		Commands:       []*cli.Command{launchCommand(), benchCommand(), trainCommand(), experimentCommand(), reportCommand(), versionCommand()},
+		Commands:       []*cli.Command{launchCommand(), benchCommand(), trainCommand(), experimentCommand(), reportCommand(), versionCommand(), superviseCommand()},
 		Action:         unknownCommand,
 	}
 }
