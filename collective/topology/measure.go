@@ -27,7 +27,7 @@ type MeasureOptions struct {
 	MinLargeTime              time.Duration
 	// SmallReps and LargeReps are the timed probes per size (defaults 7 and 3): α is half the
 	// median round trip, β the fastest large transfer less the fastest round trip, per byte.
-	// One untimed small probe comes first.
+	// One untimed probe of each kind comes first.
 	SmallReps, LargeReps int
 }
 
@@ -275,6 +275,11 @@ func (m *measurer) lead(ctx context.Context, peer int) (Link, error) {
 	// burst sped up makes the next size larger.
 	large := m.opts.LargeBytes
 	var t time.Duration
+	// An untimed probe first drains what a token bucket saved while the link was idle; each
+	// size's probes then follow the last size's with no pause.
+	if _, err := probe(opAck, large); err != nil {
+		return Link{}, err
+	}
 	for {
 		ts, err := timed(opAck, large, m.opts.LargeReps)
 		if err != nil {
