@@ -67,9 +67,10 @@
 // With Options.Links (a topology.Matrix: which ranks share a host, α and β of every rank
 // pair) the communicator plans from the network instead of from one α-β pair:
 //   - the layout groups hosts into well-connected groups (the links below the largest jump, of
-//     more than 2×, between consecutive link speeds) and orders ranks grouped (a host's ranks adjacent, a group's hosts
-//     adjacent: a ring crosses each thin link between groups once each way) or interleaved
-//     (dealt round-robin over the groups: a butterfly's last, smallest exchanges cross them);
+//     more than 2×, between consecutive link speeds) and orders ranks grouped (a host's ranks
+//     adjacent, a group's hosts adjacent: a ring crosses each thin link between groups once
+//     each way) or interleaved (dealt round-robin over the groups: a butterfly's last,
+//     smallest exchanges cross them);
 //   - "ring" runs in the grouped order for any placement; "ps" puts its servers on the best
 //     connected hosts (one per host before a second) with shards in proportion to their
 //     bandwidth; NAME/ORDER runs any algorithm's allreduce in the rank, grouped or interleaved
@@ -82,7 +83,12 @@
 //     queue for the host NICs (shared by the host's ranks) and the groups' uplinks (shared by
 //     the group's hosts);
 //   - auto replays every configuration (Configurations, plus recursive doubling) and runs the
-//     fastest; AllReduceChoice tells which it picked and the time it predicted.
+//     fastest, or the simplest of those within 3 % of it; AllReduceChoice tells which it
+//     picked and the time it predicted;
+//   - when auto's calls run far off their predicted time for a few calls in a row, the ranks
+//     agree at a call boundary to measure the links again and re-plan (ReplanOptions;
+//     Replans lists what happened). Checking costs one allreduce of two numbers every few
+//     calls; measuring happens only when the calls are off plan.
 //
 // Shared by every algorithm:
 //   - Broadcast: segmented binomial tree up to 256 KiB (⌈lg p⌉(α+nβ)), pipelined chain above

@@ -26,9 +26,9 @@ import (
 // matrix only: a named configuration runs as it was named.
 //
 // The links themselves are measured, not taken from the calls' own timings: a send returns
-// once its bytes are in the socket buffers, which hold megabytes, so timed sends read a
-// shaped 200 Mbit/s link (40 ns/B) at 3 to 6 ns/B in allreduces of 1 MiB; and a receive waits
-// for the slowest link upstream of it, not for its own.
+// once its bytes are in the socket buffers, which hold megabytes, so timed sends read a link
+// several times faster than it is; and a receive waits for the slowest link upstream of it,
+// not for its own (docs/results/topology.md has the numbers).
 type ReplanOptions struct {
 	// Off keeps the plan of the matrix the communicator started with.
 	Off bool

@@ -65,7 +65,8 @@ func (e shapedEndpoint) Send(ctx context.Context, to int, h transport.Header, pa
 // between two racks eightfold: every result stays exact, the ranks re-plan together within
 // Calls+Every-1 calls of the change (Every more for each re-measure before it that changed
 // nothing), and the new plan is, on the network as it now is, within 1.2× of the best
-// configuration's predicted time. Before the change no re-plan changes the plan.
+// configuration's predicted time. A re-plan before the change keeps a plan within 1.2× of the
+// best.
 func TestReplanFollowsAThrottledLink(t *testing.T) {
 	const n = 1 << 17 // float64: 1 MiB
 	tests := []struct {
@@ -118,17 +119,22 @@ func TestReplanFollowsAThrottledLink(t *testing.T) {
 			const before = DefaultReplanEvery
 			calls("on the uniform network", before)
 			// On a busy machine the calls may run off plan before anything changed: a
-			// re-measure then finds the network the matrix describes and keeps the plan, and
-			// makes the next ask of these calls wait one more vote.
+			// re-measure then finds about the network the matrix describes, and may only
+			// switch between plans within 1.2× of each other there. A re-measure that keeps
+			// the plan makes the next ask of these calls wait one more vote.
 			early := j.comms[0].Replans()
+			if len(early) > 0 {
+				net.checkPlan(t, j.comms[0], n, "before the change")
+			}
+			waits := 0
 			for _, rp := range early {
-				if rp.From != rp.To {
-					t.Errorf("re-planned on the network the matrix describes: %+v", early)
+				if rp.From == rp.To {
+					waits++
 				}
 			}
 			old, _ := j.comms[0].AllReduceChoice(n, Float64)
 			net.crossing.Store(8)
-			bound := DefaultReplanCalls + DefaultReplanEvery - 1 + len(early)*DefaultReplanEvery
+			bound := DefaultReplanCalls + DefaultReplanEvery - 1 + waits*DefaultReplanEvery
 			calls("after the uplink slowed down", bound)
 			// Each rank times its own measurement; the rest is the same everywhere.
 			agreed := func(rs []Replan) []Replan {
@@ -148,24 +154,35 @@ func TestReplanFollowsAThrottledLink(t *testing.T) {
 				t.Fatalf("no re-plan within %d calls of the change (ran %s)", bound, old.Algorithm)
 			}
 			first := all[len(early):]
-			now, _ := j.comms[0].AllReduceChoice(n, Float64)
-			truth := net.matrix()
-			best := newAuto(Options{Links: truth}).decide(kindAllReduce, newBuilder(p, 0, n, 8, DefaultSegmentBytes))
-			alg, err := lookupAlgorithm(now.Algorithm, Options{Links: truth})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := simulateKind(alg, kindAllReduce, p, n, 8, DefaultSegmentBytes, newLayout(truth).model())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("ran %s, re-planned %+v to %s: %.1f ms on the new network, best %s %.1f ms",
-				old.Algorithm, first, now.Algorithm, got*1e3, best.name, best.predicted*1e3)
-			if got > 1.2*best.predicted {
-				t.Errorf("re-planned to %s, predicted %.1f ms on the new network: more than 1.2× the best, %s at %.1f ms",
-					now.Algorithm, got*1e3, best.name, best.predicted*1e3)
-			}
+			t.Logf("ran %s, re-planned %+v", old.Algorithm, first)
+			net.checkPlan(t, j.comms[0], n, "after the change")
 		})
+	}
+}
+
+// checkPlan fails t when what c runs for an allreduce of n float64s is predicted more than
+// 1.2× the best configuration's time on the network as it is now.
+func (n *shapedNet) checkPlan(t *testing.T, c *Comm, elems int, when string) {
+	t.Helper()
+	now, err := c.AllReduceChoice(elems, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := n.matrix()
+	p := truth.P
+	best := newAuto(Options{Links: truth}).decide(kindAllReduce, newBuilder(p, 0, elems, 8, DefaultSegmentBytes))
+	alg, err := lookupAlgorithm(now.Algorithm, Options{Links: truth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := simulateKind(alg, kindAllReduce, p, elems, 8, DefaultSegmentBytes, newLayout(truth).model())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: runs %s, %.1f ms on the network, best %s %.1f ms", when, now.Algorithm, got*1e3, best.name, best.predicted*1e3)
+	if got > 1.2*best.predicted {
+		t.Errorf("%s: runs %s, predicted %.1f ms on the network: more than 1.2× the best, %s at %.1f ms",
+			when, now.Algorithm, got*1e3, best.name, best.predicted*1e3)
 	}
 }
 

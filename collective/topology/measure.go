@@ -19,15 +19,15 @@ type MeasureOptions struct {
 	// LargeReps probes outlasts a round trip by MinLargeTime (default 20 ms), the link's β is
 	// estimated from it and the probe sized to last MinLargeTime at that rate with a quarter
 	// to spare, at least twice as large, up to MaxLargeBytes (default 8 MiB); when the probes
-	// are too fast to estimate from, it grows fourfold. A
-	// shaped link lets a burst of up to 10 ms of its traffic through at once (a token
-	// bucket): a probe much shorter than 20 ms reads the burst, not the rate (a 1 MiB probe
-	// read a 1 Gbit/s link 2.3× too fast), while a slow link is not held up by megabytes.
+	// are too fast to estimate from, it grows fourfold. A shaped link lets a burst of its
+	// traffic through at once (a token bucket of 10 ms of it in scripts/netns-topo.sh): a
+	// probe not much longer than the burst reads the burst, not the rate, while a slow link
+	// is not held up by megabytes.
 	LargeBytes, MaxLargeBytes int
 	MinLargeTime              time.Duration
 	// SmallReps and LargeReps are the timed probes per size (defaults 7 and 3): α is half the
 	// median round trip, β the fastest large transfer less the fastest round trip, per byte.
-	// One untimed small probe comes first.
+	// One untimed probe of each kind comes first.
 	SmallReps, LargeReps int
 }
 
@@ -275,6 +275,11 @@ func (m *measurer) lead(ctx context.Context, peer int) (Link, error) {
 	// burst sped up makes the next size larger.
 	large := m.opts.LargeBytes
 	var t time.Duration
+	// An untimed probe first drains what a token bucket saved while the link was idle; each
+	// size's probes then follow the last size's with no pause.
+	if _, err := probe(opAck, large); err != nil {
+		return Link{}, err
+	}
 	for {
 		ts, err := timed(opAck, large, m.opts.LargeReps)
 		if err != nil {
