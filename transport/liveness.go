@@ -85,11 +85,18 @@ type UnresponsiveError struct {
 	Limit time.Duration
 	// Closed is the error that ended the control connection, nil for a silent peer.
 	Closed error
+	// State is what the kernel says of a silent peer on this rank's host ("stopped (SIGSTOP
+	// or a tracer)", "exited"), "" for a peer on another host.
+	State string
 }
 
 func (e *UnresponsiveError) Error() string {
 	if e.Closed != nil {
 		return fmt.Sprintf("rank %d: rank %d is dead: its control connection ended without a goodbye (%v)", e.Rank, e.Peer, e.Closed)
+	}
+	if e.State != "" {
+		return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, HETSYNC_PEER_TIMEOUT): its process is %s",
+			e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, e.State)
 	}
 	return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, HETSYNC_PEER_TIMEOUT): the process is frozen or dead",
 		e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit)

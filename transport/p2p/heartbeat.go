@@ -62,6 +62,10 @@ type heartbeats struct {
 	epoch             time.Time
 	act               transport.Activity
 
+	// procs are the processes of the peers on this rank's kernel (the zero procID for the
+	// others), set before start and read-only after (procwatch.go).
+	procs []procID
+
 	mu      sync.Mutex
 	peers   []beatPeer
 	fail    func(peer int, err error) // set by start; nil while joining
@@ -315,6 +319,8 @@ func (hb *heartbeats) monitor() {
 	defer hb.wg.Done()
 	t := time.NewTicker(hb.interval)
 	defer t.Stop()
+	last := time.Now()
+	overloaded := make([]bool, hb.size) // a live peer's silence was logged
 	for {
 		select {
 		case <-hb.stop:
@@ -322,14 +328,49 @@ func (hb *heartbeats) monitor() {
 		case <-t.C:
 		}
 		now := time.Now()
+		if gap := now.Sub(last) - hb.interval; gap > hb.interval {
+			// This rank itself did not run for a while (an overloaded host): the heartbeats
+			// its readers did not read meanwhile are no peer's silence.
+			hb.excuse(gap, now)
+		}
+		last = now
 		for r := range hb.size {
 			if r == hb.rank {
 				continue
 			}
 			p := hb.Peer(r)
-			if silent := now.Sub(p.Heard); !p.Left && p.Failed == nil && silent > hb.timeout {
-				hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: hb.timeout})
+			silent := now.Sub(p.Heard)
+			if p.Left || p.Failed != nil || silent <= hb.timeout {
+				overloaded[r] = false
+				continue
 			}
+			st := procUnknown
+			if r < len(hb.procs) {
+				st = hb.procs[r].state()
+			}
+			if st == procRunning {
+				// On this kernel and running: starved of CPU, not frozen.
+				if !overloaded[r] {
+					overloaded[r] = true
+					hb.log.Warn("hetsync: peer sends no heartbeats but its process is running: the host is overloaded",
+						"rank", hb.rank, "peer", r, "silent", silent.Round(time.Millisecond), "pid", hb.procs[r].PID)
+				}
+				continue
+			}
+			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: hb.timeout, State: procCause(st)})
+		}
+	}
+}
+
+// excuse moves every peer's last heartbeat forward by gap (never past now).
+func (hb *heartbeats) excuse(gap time.Duration, now time.Time) {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	for r := range hb.peers {
+		if h := hb.peers[r].Heard.Add(gap); h.Before(now) {
+			hb.peers[r].Heard = h
+		} else {
+			hb.peers[r].Heard = now
 		}
 	}
 }

@@ -94,6 +94,9 @@ func (pf *proofFile) remove() {
 type locality struct {
 	same bool
 	why  string
+	// kernel: the peer's proof file was read, so the two share a kernel (procwatch.go),
+	// whether or not they share a network namespace.
+	kernel bool
 }
 
 // proveLocality decides whether rank me shares its host with rank them, reading them's proof
@@ -113,13 +116,13 @@ func proveLocality(dir string, me, them peerInfo) locality {
 	}
 	switch {
 	case me.Proof.NetNS == "" || them.Proof.NetNS == "":
-		return locality{why: fmt.Sprintf("the network namespace of rank %d or rank %d is unknown (%s unreadable)",
+		return locality{kernel: true, why: fmt.Sprintf("the network namespace of rank %d or rank %d is unknown (%s unreadable)",
 			me.Rank, them.Rank, netNSLink)}
 	case me.Proof.NetNS != them.Proof.NetNS:
-		return locality{why: fmt.Sprintf("they share memory but not a network namespace (%s and %s)",
+		return locality{kernel: true, why: fmt.Sprintf("they share memory but not a network namespace (%s and %s)",
 			me.Proof.NetNS, them.Proof.NetNS)}
 	}
-	return locality{same: true}
+	return locality{same: true, kernel: true}
 }
 
 var errNoProof = errors.New("it published none (it could not write to its shared-memory directory)")

@@ -174,7 +174,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	osHostname, _ := os.Hostname()
 	self := peerInfo{Rank: cfg.Rank, Size: cfg.Size, LocalRank: cfg.LocalRank, Hostname: osHostname,
 		Token: token, Security: cfg.Security, DataPath: cfg.DataPath,
-		HostOverride: cfg.Hostname, Proof: j.proof.proof}
+		HostOverride: cfg.Hostname, Proof: j.proof.proof, Proc: selfProc()}
 	for _, a := range h.Network().ListenAddresses() {
 		self.Addrs = append(self.Addrs, a.String())
 	}
@@ -278,6 +278,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	pf, hb := j.proof, j.hb
 	j.proof, j.hb = nil, nil // the endpoint owns them now
 	if hb != nil {
+		hb.watchProcs(peers, local)
 		hb.start(ep.(transport.PeerFailer).FailPeer)
 	}
 	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, local: local, proof: pf, hb: hb}, nil

@@ -48,6 +48,7 @@ type peerInfo struct {
 	// different ones never share a host. Hostname above is os.Hostname(), for messages.
 	HostOverride string    `json:"host_override,omitempty"`
 	Proof        hostProof `json:"host_proof"` // see hostproof.go
+	Proc         procID    `json:"proc"`       // see procwatch.go
 }
 
 // peerTable is rank 0's answer: every rank's info, or why the job cannot start.
