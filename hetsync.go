@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -25,6 +26,8 @@ type Comm struct {
 	// host is the lowest job rank that the transport proved to share this rank's host: the
 	// same number on every rank of one host, whatever communicator they are in.
 	host int
+	// timeline is the job's Comm's timeline (WithTimeline), which its Close completes.
+	timeline *collective.Timeline
 
 	closeOnce sync.Once
 	closeErr  error
@@ -50,6 +53,9 @@ func (c *Comm) Close() error {
 	c.closeOnce.Do(func() {
 		if err := c.Endpoint().Close(); err != nil {
 			c.closeErr = fmt.Errorf("rank %d: closing the endpoint: %w", c.Rank(), err)
+		}
+		if err := c.timeline.Close(); err != nil && c.closeErr == nil {
+			c.closeErr = err
 		}
 	})
 	return c.closeErr
@@ -83,10 +89,15 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
+	w, err := cfg.resolveWatch(env.Rank, os.Stderr)
+	if err != nil {
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
 	pc := p2p.Config{
 		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous, Secret: env.Secret,
 		Security: r.Security, DataPath: r.DataPath, JoinTimeout: r.JoinTimeout, Host: env.Host, Hostname: env.Hostname,
-		Stream: transport.StreamOptions{Checksum: r.Checksum, Poll: r.Poll}, Logger: cfg.logger,
+		Stream: transport.StreamOptions{Checksum: r.Checksum, Poll: r.Poll}, Logger: w.logger,
+		PeerTimeout: w.peerTimeout,
 	}
 	if err := pc.Validate(); err != nil {
 		return nil, fmt.Errorf("hetsync.Init: security %q from %s, data path %q from %s: %w",
@@ -100,14 +111,20 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		_ = ep.Close()
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
+	if err := w.apply(&copts, env.Rank); err != nil {
+		_ = ep.Close()
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
 	c, err := newComm(ep, copts, env.LocalRank, env.LocalSize, r.Settings)
 	if err != nil {
-		_ = ep.Close()
 		return nil, err
 	}
 	if err := c.joined(ctx, r.JoinTimeout); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
+	if w.debug {
+		c.logPairs(w.logger, copts)
 	}
 	return c, nil
 }
@@ -145,6 +162,9 @@ func initAlone(cfg *config) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
+	if _, err := cfg.withWatch(&copts, 0); err != nil {
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
 	return newComm(transport.NewMemJob(1)[0], copts, 0, 1, memSettings(r.Settings))
 }
 
@@ -153,14 +173,17 @@ func memSettings(s Settings) Settings {
 	return Settings{Transport: "mem", Algorithm: s.Algorithm}
 }
 
-// newComm builds the communicator over ep; on failure it closes ep.
+// newComm builds the communicator over ep, which owns o's timeline; on failure it closes ep
+// and the timeline.
 func newComm(ep transport.Endpoint, o collective.Options, localRank, localSize int, s Settings) (*Comm, error) {
 	cc, err := collective.New(ep, o)
 	if err != nil {
 		_ = ep.Close()
+		_ = o.Watch.Timeline.Close()
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
-	return &Comm{Comm: cc, localRank: localRank, localSize: localSize, settings: s, host: slices.Index(transport.SameHost(ep), true)}, nil
+	return &Comm{Comm: cc, localRank: localRank, localSize: localSize, settings: s, host: slices.Index(transport.SameHost(ep), true),
+		timeline: o.Watch.Timeline}, nil
 }
 
 // Split partitions c like MPI_Comm_split (see collective.Comm.Split): the ranks that pass the
@@ -229,7 +252,12 @@ func InitLocal(ctx context.Context, n int, fn func(ctx context.Context, c *Comm)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := newComm(ep, copts, rank, n, memSettings(r.Settings))
+			o := copts
+			_, err := cfg.withWatch(&o, rank)
+			var c *Comm
+			if err == nil {
+				c, err = newComm(ep, o, rank, n, memSettings(r.Settings))
+			}
 			if err == nil {
 				err = fn(ctx, c)
 				if cerr := c.Close(); err == nil {

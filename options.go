@@ -35,6 +35,7 @@ type config struct {
 	joinTimeout, poll             setting[time.Duration]
 	checksum                      setting[bool]
 	links                         setting[string] // links.go
+	watch                         watchConfig     // watch.go
 	coll                          collective.Options
 	getenv                        func(string) string
 	logger                        *slog.Logger

@@ -46,6 +46,10 @@ type watchdog struct {
 	reported atomic.Uint64
 }
 
+// Watch is what the Comm was configured to report, for communicators that should report
+// alike (the same log, the same timeline).
+func (c *Comm) Watch() Watch { return c.opts.Watch }
+
 // initWatch sets up the watchdog of c from its options.
 func (c *Comm) initWatch() {
 	w := &c.watch

@@ -50,7 +50,7 @@ func launchCommand() *cli.Command {
 				return usageError{err}
 			}
 			job := &launcher.Job{
-				NP: c.Int("np"), Command: c.Args().Slice(), Env: os.Environ(),
+				NP: c.Int("np"), Command: c.Args().Slice(), Env: append(os.Environ(), watchOptionsFrom(c).environ()...),
 				Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter,
 				Grace: c.Duration("grace"), Rendezvous: c.String("rendezvous"), Settings: settings,
 			}

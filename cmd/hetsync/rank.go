@@ -33,11 +33,13 @@ type netOptions struct {
 	PlanLinks string
 	// envErr is a malformed job setting in the environment, reported by validate.
 	envErr error
+	// Watch is what the ranks report while they run (watch_flags.go).
+	Watch watchOptions
 }
 
 // netFlags are the flags read into netOptions; poll is --poll's default.
 func netFlags(poll time.Duration) []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
 		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto (shm on one host; across hosts tls, or tcp with --security none), tls (TLS 1.3 over direct TCP, ranks proven by their keys), stream (libp2p), tcp (plaintext), unix or shm (shared memory; unix and shm need all ranks on one host)"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
@@ -45,7 +47,7 @@ func netFlags(poll time.Duration) []cli.Flag {
 		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
 		planLinksFlag(),
-	}
+	}, watchFlags()...)
 }
 
 // netOptionsFrom reads the flags; a flag not given on the command line takes the job's setting
@@ -55,7 +57,7 @@ func netOptionsFrom(c *cli.Context) netOptions {
 	n := netOptions{
 		Transport: c.String("transport"), DataPath: c.String("data-path"), Security: c.String("security"),
 		JoinTimeout: c.Duration("join-timeout"), Checksum: c.Bool("checksum"), Poll: c.Duration("poll"),
-		PlanLinks: c.String("plan-links"),
+		PlanLinks: c.String("plan-links"), Watch: watchOptionsFrom(c),
 	}
 	env, err := launcher.SettingsFromEnviron(os.Getenv)
 	if err != nil {
@@ -96,7 +98,7 @@ func (n netOptions) initOptions() []hetsync.Option {
 	if n.PlanLinks != "" {
 		opts = append(opts, hetsync.WithLinks(n.PlanLinks))
 	}
-	return opts
+	return append(opts, n.Watch.initOptions()...)
 }
 
 func (n netOptions) validate() error {
@@ -107,6 +109,9 @@ func (n netOptions) validate() error {
 		return err
 	}
 	if err := n.checkPlanLinks(); err != nil {
+		return err
+	}
+	if err := n.Watch.validate(); err != nil {
 		return err
 	}
 	if err := oneOf("data-path", n.DataPath, "auto", "stream", "tcp", "tls", "unix", "shm"); err != nil {
@@ -160,18 +165,18 @@ func (n netOptions) joinRank(ctx context.Context, fn func(*hetsync.Comm) error) 
 // to out and writes the JSON file; every rank returns the first error. A run whose checks found
 // wrong elements is an error on rank 0 only, after everything has been printed, so that the
 // launcher names rank 0 and the other ranks exit cleanly.
-func runBenches(ctx context.Context, ep transport.Endpoint, o benchOptions, out io.Writer) error {
+func runBenches(ctx context.Context, ep transport.Endpoint, watch collective.Watch, o benchOptions, out io.Writer) error {
 	rank0 := ep.Rank() == 0
 	var results []bench.Result
 	var wrong int64
 	// Results are float64 and must arrive exactly whatever --codec is: gather them with a
 	// plain ring communicator of their own.
-	gather, err := collective.New(ep, collective.Options{Algorithm: "ring"})
+	gather, err := collective.New(ep, collective.Options{Algorithm: "ring", Watch: watch})
 	if err != nil {
 		return fmt.Errorf("communicator for the results: %w", err)
 	}
 	for _, name := range o.Collectives {
-		opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec, Links: o.Links, Replan: o.Replan}
+		opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec, Links: o.Links, Replan: o.Replan, Watch: watch}
 		if name == "ps" {
 			opts.Servers = o.Servers
 		}
@@ -246,7 +251,7 @@ func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io
 		if err != nil {
 			return err
 		}
-		return runBenches(ctx, c.Endpoint(), o, out)
+		return runBenches(ctx, c.Endpoint(), c.Watch(), o, out)
 	})
 }
 
@@ -257,8 +262,8 @@ func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
 		if c.Rank() != 0 {
 			w = io.Discard
 		}
-		return runBenches(ctx, c.Endpoint(), o, w)
-	})
+		return runBenches(ctx, c.Endpoint(), c.Watch(), o, w)
+	}, o.Watch.initOptions()...)
 }
 
 // benchLaunch starts --np ranks of this same command line through the launcher; rank 0's

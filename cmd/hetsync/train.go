@@ -252,7 +252,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		}
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return err
-	})
+	}, o.Watch.initOptions()...)
 }
 
 // trainLaunchJob starts --np ranks of this same command line through the launcher; rank 0's

@@ -71,11 +71,14 @@ type heartbeats struct {
 	fail    func(peer int, err error) // set by start; nil while joining
 	stopped bool
 
-	stop    chan struct{}
-	cancel  context.CancelFunc
-	ctx     context.Context
-	wg      sync.WaitGroup // senders and monitor
-	readers sync.WaitGroup
+	stop     chan struct{} // closed: the senders say goodbye and end
+	stopOnce sync.Once
+	quit     chan struct{} // closed: the monitor ends
+	cancel   context.CancelFunc
+	ctx      context.Context
+	senders  sync.WaitGroup
+	wg       sync.WaitGroup // the monitor
+	readers  sync.WaitGroup
 }
 
 type beatPeer struct {
@@ -98,7 +101,7 @@ func newHeartbeats(cfg Config, h host.Host, ids []peer.ID) *heartbeats {
 	hb := &heartbeats{rank: cfg.Rank, size: cfg.Size, timeout: timeout,
 		interval: min(time.Second, max(timeout/8, 10*time.Millisecond)),
 		h:        h, ids: ids, log: cfg.Logger, epoch: time.Now(),
-		peers: make([]beatPeer, cfg.Size), stop: make(chan struct{}), ctx: ctx, cancel: cancel}
+		peers: make([]beatPeer, cfg.Size), stop: make(chan struct{}), quit: make(chan struct{}), ctx: ctx, cancel: cancel}
 	h.SetStreamHandler(heartbeatProto, hb.handle)
 	return hb
 }
@@ -125,7 +128,7 @@ func (hb *heartbeats) start(fail func(peer int, err error)) {
 	}
 	for r := range hb.size {
 		if r != hb.rank {
-			hb.wg.Add(1)
+			hb.senders.Add(1)
 			go hb.send(r)
 		}
 	}
@@ -133,8 +136,18 @@ func (hb *heartbeats) start(fail func(peer int, err error)) {
 	go hb.monitor()
 }
 
-// close says goodbye to every peer and stops; the readers end when the host closes (wait).
+// goodbye stops the senders, each writing a goodbye first. The monitor keeps watching, so
+// that a peer frozen while this rank closes is still failed and its connection closed: the
+// endpoint's Close lingers for its peers' last frames and would wait on a frozen one.
+func (hb *heartbeats) goodbye() {
+	hb.stopOnce.Do(func() { close(hb.stop) })
+	hb.senders.Wait()
+}
+
+// close says goodbye if that is not done yet and stops the monitor; the readers end when the
+// host closes (wait).
 func (hb *heartbeats) close() {
+	hb.goodbye()
 	hb.mu.Lock()
 	if hb.stopped {
 		hb.mu.Unlock()
@@ -142,7 +155,7 @@ func (hb *heartbeats) close() {
 	}
 	hb.stopped = true
 	hb.mu.Unlock()
-	close(hb.stop)
+	close(hb.quit)
 	hb.wg.Wait()
 	hb.cancel()
 	hb.h.RemoveStreamHandler(heartbeatProto)
@@ -170,7 +183,7 @@ func (hb *heartbeats) Peer(r int) transport.PeerState {
 // send keeps one stream to peer r and writes a heartbeat on it every interval; on stop it
 // writes a goodbye.
 func (hb *heartbeats) send(r int) {
-	defer hb.wg.Done()
+	defer hb.senders.Done()
 	var s network.Stream
 	t := time.NewTicker(hb.interval)
 	defer t.Stop()
@@ -323,7 +336,7 @@ func (hb *heartbeats) monitor() {
 	overloaded := make([]bool, hb.size) // a live peer's silence was logged
 	for {
 		select {
-		case <-hb.stop:
+		case <-hb.quit:
 			return
 		case <-t.C:
 		}

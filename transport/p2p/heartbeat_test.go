@@ -50,6 +50,9 @@ func TestHeartbeatsReportActivityAndGoodbye(t *testing.T) {
 	const timeout = 800 * time.Millisecond
 	eps := startJob(t, Config{Size: 3, Secret: "hb " + t.Name(), Security: SecurityNone, DataPath: DataPathTCP, PeerTimeout: timeout}, nil)
 	defer closeAll(eps)
+	if got := eps[0].(*endpoint).DataPaths(); len(got) != 3 || got[0] != "" || got[1] != DataPathTCP || got[2] != DataPathTCP {
+		t.Errorf("rank 0's data paths: %q, want tcp to both peers", got)
+	}
 	eps[1].(transport.Liveness).Activity().Start(42, 3, time.Now())
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -392,9 +392,12 @@ func checkPairs(cfg Config, peers []peerInfo, local []locality) error {
 func (e *endpoint) Close() error {
 	e.once.Do(func() {
 		if e.hb != nil {
-			e.hb.close()
+			e.hb.goodbye()
 		}
 		e.err = e.Endpoint.Close()
+		if e.hb != nil {
+			e.hb.close()
+		}
 		for _, c := range e.conns {
 			if c != nil {
 				c.Close()

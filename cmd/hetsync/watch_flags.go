@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hetsync/hetsync"
+)
+
+// watchOptions are what the ranks report about themselves while they run. A flag not given
+// leaves the variable of the same setting (HETSYNC_PEER_TIMEOUT, ...) to hetsync.Init.
+type watchOptions struct {
+	PeerTimeout, Stall time.Duration
+	Timeline, LogLevel string
+	set                map[string]bool
+}
+
+// watchFlags are the flags read into watchOptions.
+func watchFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "peer-timeout", Usage: "fail a peer that sends no heartbeat for this long: every rank's pending call fails naming it (" + hetsync.EnvPeerTimeout + "; default 8s, negative: no heartbeats)"},
+		&cli.DurationFlag{Name: "stall", Usage: "once a call has waited this long, log the peers it waits for and what they last did (" + hetsync.EnvStall + "; default 5s, negative: never)"},
+		&cli.StringFlag{Name: "timeline", Usage: "write each rank's calls, messages and waits as Chrome trace events (Perfetto) to FILE with the rank inserted before the extension: trace.json gives trace.rank0.json, ... (" + hetsync.EnvTimeline + ")"},
+		&cli.StringFlag{Name: "log-level", Usage: "debug (adds each pair's data path, codec and latency), info or warn (" + hetsync.EnvLog + ")"},
+	}
+}
+
+func watchOptionsFrom(c *cli.Context) watchOptions {
+	w := watchOptions{PeerTimeout: c.Duration("peer-timeout"), Stall: c.Duration("stall"),
+		Timeline: c.String("timeline"), LogLevel: c.String("log-level"), set: map[string]bool{}}
+	for _, f := range []string{"peer-timeout", "stall", "timeline", "log-level"} {
+		w.set[f] = c.IsSet(f)
+	}
+	return w
+}
+
+func (w watchOptions) validate() error {
+	if w.set["log-level"] {
+		if _, err := hetsync.ParseLogLevel(w.LogLevel); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+	}
+	if w.set["timeline"] && w.Timeline == "" {
+		return fmt.Errorf("--timeline: empty file name")
+	}
+	return nil
+}
+
+// initOptions are the flags given, as hetsync.Init's options.
+func (w watchOptions) initOptions() []hetsync.Option {
+	var opts []hetsync.Option
+	if w.set["peer-timeout"] {
+		opts = append(opts, hetsync.WithPeerTimeout(w.PeerTimeout))
+	}
+	if w.set["stall"] {
+		opts = append(opts, hetsync.WithStallAfter(w.Stall))
+	}
+	if w.set["timeline"] {
+		opts = append(opts, hetsync.WithTimeline(w.Timeline))
+	}
+	if w.set["log-level"] {
+		opts = append(opts, hetsync.WithLogLevel(w.LogLevel))
+	}
+	return opts
+}
+
+// environ is the flags given, as the variables `hetsync launch` passes to the ranks.
+func (w watchOptions) environ() []string {
+	var env []string
+	if w.set["peer-timeout"] {
+		env = append(env, hetsync.EnvPeerTimeout+"="+w.PeerTimeout.String())
+	}
+	if w.set["stall"] {
+		env = append(env, hetsync.EnvStall+"="+w.Stall.String())
+	}
+	if w.set["timeline"] {
+		env = append(env, hetsync.EnvTimeline+"="+w.Timeline)
+	}
+	if w.set["log-level"] {
+		env = append(env, hetsync.EnvLog+"="+w.LogLevel)
+	}
+	return env
+}

@@ -1,0 +1,33 @@
+package p2p
+
+import (
+	"net"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/hetsync/hetsync/transport/shm"
+)
+
+// DataPaths names the data path each peer's connection took ("shm", "unix", "tcp", "tls",
+// "stream"; "" for this rank itself), as the connection is, after any fallback of "auto".
+func (e *endpoint) DataPaths() []string {
+	paths := make([]string, len(e.conns))
+	for r, c := range e.conns {
+		switch c.(type) {
+		case nil:
+		case *shm.Pipe:
+			paths[r] = DataPathShm
+		case *secureConn:
+			paths[r] = DataPathTLS
+		case network.Stream:
+			paths[r] = DataPathStream
+		case *net.UnixConn:
+			paths[r] = DataPathUnix
+		case *net.TCPConn:
+			paths[r] = DataPathTCP
+		default:
+			paths[r] = "?"
+		}
+	}
+	return paths
+}
