@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/kernels"
 	"github.com/hetsync/hetsync/trainer/data"
 	"github.com/hetsync/hetsync/trainer/metrics"
@@ -75,6 +76,8 @@ type RankOptions struct {
 	DataProgress io.Writer
 	// Strategies are the strategies cfg.Strategy may name; nil means Builtin.
 	Strategies *Registry
+	// Watch is what the rank's communicator reports (TrainOptions.Watch).
+	Watch collective.Watch
 }
 
 // RankResult is what RunRank returns.
@@ -138,7 +141,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if err != nil {
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
-	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress}
+	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Watch: opts.Watch}
 	if rank == 0 {
 		if topts.Eval, err = newTestEvaluator(wl.Model, cfg.Seed, test, opts.EvalBatch); err != nil {
 			return nil, err
