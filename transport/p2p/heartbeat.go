@@ -83,9 +83,12 @@ type heartbeats struct {
 
 type beatPeer struct {
 	transport.PeerState
-	heard  bool      // a heartbeat has arrived
-	echo   uint64    // the peer's last send time
-	echoAt time.Time // when it arrived
+	heard bool // a heartbeat has arrived
+	// starved is how long this rank itself was not scheduled since the peer's last heartbeat
+	// (its monitor's ticks came late): silence this rank could not have heard through.
+	starved time.Duration
+	echo    uint64    // the peer's last send time
+	echoAt  time.Time // when it arrived
 }
 
 // newHeartbeats prepares the protocol for cfg; it sends nothing until start. With a negative
@@ -314,7 +317,7 @@ func (hb *heartbeats) received(r int, b []byte) {
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
 	p := &hb.peers[r]
-	p.Heard, p.heard = now, true
+	p.Heard, p.heard, p.starved = now, true, 0
 	p.Left = p.Left || b[4]&beatGoodbye != 0
 	p.Done = b[4]&beatDone != 0
 	p.Op = b[5]
@@ -351,6 +354,7 @@ func (hb *heartbeats) monitor() {
 	defer hb.wg.Done()
 	t := time.NewTicker(hb.interval)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-hb.quit:
@@ -358,17 +362,23 @@ func (hb *heartbeats) monitor() {
 		case <-t.C:
 		}
 		now := time.Now()
+		late := now.Sub(last) - 2*hb.interval
+		last = now
 		for r := range hb.size {
 			if r == hb.rank {
 				continue
 			}
 			hb.mu.Lock()
-			p, limit := hb.peers[r].PeerState, hb.timeout
-			if !hb.peers[r].heard {
+			bp := &hb.peers[r]
+			if late > 0 {
+				bp.starved += late
+			}
+			p, limit, starved := bp.PeerState, hb.timeout, bp.starved
+			if !bp.heard {
 				limit = hb.firstGrace
 			}
 			hb.mu.Unlock()
-			if silent := now.Sub(p.Heard); !p.Left && p.Failed == nil && silent > limit {
+			if silent := now.Sub(p.Heard) - starved; !p.Left && p.Failed == nil && silent > limit {
 				hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: hb.timeout})
 			}
 		}
