@@ -3,7 +3,6 @@ package p2p
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -56,18 +55,22 @@ const (
 type heartbeats struct {
 	rank, size        int
 	interval, timeout time.Duration
-	h                 host.Host
-	ids               []peer.ID
-	log               *slog.Logger
-	epoch             time.Time
-	act               transport.Activity
+	// firstGrace bounds the wait for a peer's first heartbeat: the join timeout, since a large
+	// job on a loaded host takes a while to open its streams (one libp2p connection per pair),
+	// while a peer that stopped after that is failed after timeout.
+	firstGrace time.Duration
+	started    time.Time
+	h          host.Host
+	ids        []peer.ID
+	log        *slog.Logger
+	epoch      time.Time
+	act        transport.Activity
 
+	mu    sync.Mutex
+	peers []beatPeer
 	// procs are the processes of the peers on this rank's kernel (the zero procID for the
-	// others), set before start and read-only after (procwatch.go).
-	procs []procID
-
-	mu      sync.Mutex
-	peers   []beatPeer
+	// others), set once the peer table is known (procwatch.go).
+	procs   []procID
 	fail    func(peer int, err error) // set by start; nil while joining
 	stopped bool
 
@@ -83,8 +86,12 @@ type heartbeats struct {
 
 type beatPeer struct {
 	transport.PeerState
-	echo   uint64    // the peer's last send time
-	echoAt time.Time // when it arrived
+	heard bool // a heartbeat has arrived
+	// starved is how long this rank itself was not scheduled since the peer's last heartbeat
+	// (its monitor's ticks came late): silence this rank could not have heard through.
+	starved time.Duration
+	echo    uint64    // the peer's last send time
+	echoAt  time.Time // when it arrived
 }
 
 // newHeartbeats prepares the protocol for cfg; it sends nothing until start. With a negative
@@ -99,8 +106,8 @@ func newHeartbeats(cfg Config, h host.Host, ids []peer.ID) *heartbeats {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	hb := &heartbeats{rank: cfg.Rank, size: cfg.Size, timeout: timeout,
-		interval: min(time.Second, max(timeout/8, 10*time.Millisecond)),
-		h:        h, ids: ids, log: cfg.Logger, epoch: time.Now(),
+		interval: min(time.Second, max(timeout/8, 10*time.Millisecond)), firstGrace: max(timeout, cfg.JoinTimeout),
+		h: h, ids: ids, log: cfg.Logger, epoch: time.Now(),
 		peers: make([]beatPeer, cfg.Size), stop: make(chan struct{}), quit: make(chan struct{}), ctx: ctx, cancel: cancel}
 	h.SetStreamHandler(heartbeatProto, hb.handle)
 	return hb
@@ -111,7 +118,7 @@ func newHeartbeats(cfg Config, h host.Host, ids []peer.ID) *heartbeats {
 func (hb *heartbeats) start(fail func(peer int, err error)) {
 	now := time.Now()
 	hb.mu.Lock()
-	hb.fail = fail
+	hb.fail, hb.started = fail, now
 	var failed []int
 	for r := range hb.peers {
 		if hb.peers[r].Heard.IsZero() {
@@ -195,7 +202,7 @@ func (hb *heartbeats) send(r int) {
 			stopping = true
 		default:
 		}
-		if s == nil && !stopping {
+		if s == nil && !stopping && hb.mayDial(r) {
 			ctx, cancel := context.WithTimeout(hb.ctx, hb.timeout)
 			ns, err := hb.h.NewStream(network.WithAllowLimitedConn(ctx, "heartbeat"), hb.ids[r], heartbeatProto)
 			cancel()
@@ -223,6 +230,18 @@ func (hb *heartbeats) send(r int) {
 		case <-t.C:
 		}
 	}
+}
+
+// mayDial says whether this rank may open its stream to peer r now. A higher rank waits
+// for the lower one's stream first (for half the timeout at most), so that the pair shares
+// the libp2p connection that stream opened instead of both dialing one at the same moment.
+func (hb *heartbeats) mayDial(r int) bool {
+	if r > hb.rank {
+		return true
+	}
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.peers[r].heard || time.Since(hb.started) > hb.timeout/2
 }
 
 // encode fills b with this rank's heartbeat to peer r.
@@ -256,8 +275,11 @@ func (hb *heartbeats) encode(b []byte, r int, goodbye bool) {
 	binary.BigEndian.PutUint64(b[40:], uint64(hold))
 }
 
-// handle reads the heartbeats of one peer. A stream that ends without a goodbye while this
-// rank is running means the peer died.
+// handle reads the heartbeats of one peer. A stream that ends without a goodbye is not taken
+// for a death: libp2p resets the streams of a connection it drops (two ranks that dialed each
+// other at once), and the peer opens another. A peer that died closes its data connection
+// too, which fails it at once; one whose streams keep failing falls silent. The peer is given
+// the first-heartbeat grace again meanwhile, since a loaded host may take that long to dial.
 func (hb *heartbeats) handle(s network.Stream) {
 	r := rankOf(hb.ids, s.Conn().RemotePeer())
 	hb.mu.Lock()
@@ -274,10 +296,13 @@ func (hb *heartbeats) handle(s network.Stream) {
 		_ = s.SetReadDeadline(time.Time{})
 		if _, err := io.ReadFull(s, b[:]); err != nil {
 			_ = s.Reset()
-			if errors.Is(err, io.EOF) && hb.Peer(r).Left {
-				return
+			hb.mu.Lock()
+			left := hb.peers[r].Left
+			hb.peers[r].heard = false
+			hb.mu.Unlock()
+			if !left && !hb.isStopped() {
+				hb.log.Debug("hetsync heartbeat: stream ended without a goodbye", "rank", hb.rank, "peer", r, "err", err)
 			}
-			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Limit: hb.timeout, Closed: err})
 			return
 		}
 		if string(b[:4]) != heartbeatMagic {
@@ -295,7 +320,7 @@ func (hb *heartbeats) received(r int, b []byte) {
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
 	p := &hb.peers[r]
-	p.Heard = now
+	p.Heard, p.heard, p.starved = now, true, 0
 	p.Left = p.Left || b[4]&beatGoodbye != 0
 	p.Done = b[4]&beatDone != 0
 	p.Op = b[5]
@@ -341,49 +366,39 @@ func (hb *heartbeats) monitor() {
 		case <-t.C:
 		}
 		now := time.Now()
-		if gap := now.Sub(last) - hb.interval; gap > hb.interval {
-			// This rank itself did not run for a while (an overloaded host): the heartbeats
-			// its readers did not read meanwhile are no peer's silence.
-			hb.excuse(gap, now)
-		}
+		late := now.Sub(last) - 2*hb.interval
 		last = now
 		for r := range hb.size {
 			if r == hb.rank {
 				continue
 			}
-			p := hb.Peer(r)
-			silent := now.Sub(p.Heard)
-			if p.Left || p.Failed != nil || silent <= hb.timeout {
+			hb.mu.Lock()
+			bp := &hb.peers[r]
+			if late > 0 {
+				bp.starved += late
+			}
+			p, limit, starved := bp.PeerState, hb.timeout, bp.starved
+			if !bp.heard {
+				limit = hb.firstGrace
+			}
+			hb.mu.Unlock()
+			silent := now.Sub(p.Heard) - starved
+			if p.Left || p.Failed != nil || silent <= limit {
 				overloaded[r] = false
 				continue
 			}
-			st := procUnknown
-			if r < len(hb.procs) {
-				st = hb.procs[r].state()
-			}
+			proc := hb.proc(r)
+			st := proc.state()
 			if st == procRunning {
 				// On this kernel and running: starved of CPU, not frozen.
 				if !overloaded[r] {
 					overloaded[r] = true
 					hb.log.Warn("hetsync: peer sends no heartbeats but its process is running: the host is overloaded",
-						"rank", hb.rank, "peer", r, "silent", silent.Round(time.Millisecond), "pid", hb.procs[r].PID)
+						"rank", hb.rank, "peer", r, "silent", silent.Round(time.Millisecond), "pid", proc.PID)
 				}
 				continue
 			}
 			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: hb.timeout, State: procCause(st)})
-		}
-	}
-}
-
-// excuse moves every peer's last heartbeat forward by gap (never past now).
-func (hb *heartbeats) excuse(gap time.Duration, now time.Time) {
-	hb.mu.Lock()
-	defer hb.mu.Unlock()
-	for r := range hb.peers {
-		if h := hb.peers[r].Heard.Add(gap); h.Before(now) {
-			hb.peers[r].Heard = h
-		} else {
-			hb.peers[r].Heard = now
 		}
 	}
 }

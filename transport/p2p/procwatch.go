@@ -127,12 +127,25 @@ func (hb *heartbeats) watchProcs(peers []peerInfo, local []locality) {
 		return
 	}
 	me := peers[hb.rank].Proc
-	hb.procs = make([]procID, hb.size)
+	procs := make([]procID, hb.size)
 	for r := range min(len(peers), len(local), hb.size) {
 		if r != hb.rank && watchable(me, peers[r].Proc, local[r].kernel) {
-			hb.procs[r] = peers[r].Proc
+			procs[r] = peers[r].Proc
 		}
 	}
+	hb.mu.Lock()
+	hb.procs = procs
+	hb.mu.Unlock()
+}
+
+// proc is peer r's process if this rank can ask the kernel about it, else the zero procID.
+func (hb *heartbeats) proc(r int) procID {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	if r < 0 || r >= len(hb.procs) {
+		return procID{}
+	}
+	return hb.procs[r]
 }
 
 // procCause is what an UnresponsiveError says of a process the kernel was asked about, ""
