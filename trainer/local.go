@@ -22,7 +22,7 @@ type local struct {
 func (s *local) Name() string { return "local" }
 
 // RanOver says that local's rounds communicate nothing.
-func (s *local) RanOver() string { return "none" }
+func (s *local) RanOver(*Worker) string { return "none" }
 
 func (s *local) Start(ctx context.Context, w *Worker) error {
 	if w.Rank == 0 {

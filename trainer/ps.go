@@ -25,7 +25,7 @@ type psClient struct {
 func (c *psClient) Asynchronous() bool { return true }
 
 // RanOver says that the rounds ran over the parameter server, whatever the communicator.
-func (c *psClient) RanOver() string { return ParameterServer }
+func (c *psClient) RanOver(*Worker) string { return ParameterServer }
 
 func (c *psClient) Finish(ctx context.Context, w *Worker) error {
 	if c.svc == nil {

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/trainer/data"
 	"github.com/hetsync/hetsync/trainer/metrics"
 	"github.com/hetsync/hetsync/transport"
@@ -55,12 +57,18 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 	out := filepath.Join(dir, "run")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	for _, tc := range []struct{ strat, coll, ran string }{
-		{"ssgd", "ring", "ring"},
-		{"asgd", "", ParameterServer},
-		{"wbsp", "ps", ParameterServer},
-		{"wbsp", "butterfly", "butterfly"},
-		{"wbsp-opt", "auto", "recursive-doubling"},
+	// A link matrix reaches the training communicator: hier- configurations need one.
+	links := topology.Uniform(2, 30e-6, 1e-9)
+	for _, tc := range []struct {
+		strat, coll, ran string
+		links            *topology.Matrix
+	}{
+		{"ssgd", "ring", "ring", nil},
+		{"asgd", "", ParameterServer, nil},
+		{"wbsp", "ps", ParameterServer, nil},
+		{"wbsp", "butterfly", "butterfly", nil},
+		{"wbsp-opt", "auto", "recursive-doubling", nil},
+		{"esync", "hier-ring", "hier-ring", links},
 	} {
 		strat := tc.strat
 		t.Run(strat+"-"+tc.coll, func(t *testing.T) {
@@ -75,7 +83,7 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					o := RankOptions{DataDir: dir, Threads: 1, EvalBatch: 32, DataPath: "mem"}
+					o := RankOptions{DataDir: dir, Threads: 1, EvalBatch: 32, DataPath: "mem", Links: tc.links}
 					if r == 0 {
 						o.Out = filepath.Join(out, strat+"-"+tc.coll)
 					}
@@ -110,7 +118,7 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 			if err := json.Unmarshal(raw, &written); err != nil {
 				t.Fatal(err)
 			}
-			if written.Collective != tc.ran || written.DataPath != "mem" || sum.Collective != tc.ran {
+			if !strings.HasPrefix(written.Collective, tc.ran) || written.DataPath != "mem" || sum.Collective != written.Collective {
 				t.Errorf("summary.json records collective %q on %q (returned %q), want %q on mem", written.Collective, written.DataPath, sum.Collective, tc.ran)
 			}
 			_, rounds, _, err := metrics.LoadRun(filepath.Join(out, strat+"-"+tc.coll))

@@ -60,19 +60,24 @@ type RoundStats struct {
 type asynchronous interface{ Asynchronous() bool }
 
 // ranOver is implemented by strategies whose rounds do not run over the worker's communicator
-// (the parameter-server strategies, local): RanOver says what they ran over instead, for the
-// run's summary. Every other strategy's rounds are its communicator's allreduces.
-type ranOver interface{ RanOver() string }
+// alone (the parameter-server strategies, local, Sync-Switch): RanOver says what they ran
+// over, for the run's summary. Every other strategy's rounds are its communicator's allreduces.
+type ranOver interface{ RanOver(w *Worker) string }
 
 // ParameterServer is what Result.Collective says of rounds that ran over the parameter server.
 const ParameterServer = "ps (parameter server)"
 
-// collectiveUsed is what strat's rounds ran over on w: its own word, or the allreduce its
-// communicator runs for a vector of the model's length (for auto, what auto chose).
+// collectiveUsed is what strat's rounds ran over on w: its own word, or allReduceUsed.
 func collectiveUsed(w *Worker, strat Strategy) string {
 	if r, ok := strat.(ranOver); ok {
-		return r.RanOver()
+		return r.RanOver(w)
 	}
+	return allReduceUsed(w)
+}
+
+// allReduceUsed is the allreduce w's communicator runs for a vector of the model's length
+// (for auto, what auto chose), or Config.Collective when the communicator cannot say.
+func allReduceUsed(w *Worker) string {
 	c, ok := w.Comm.(interface {
 		AllReduceChoice(n int, dt collective.DType) (collective.Choice, error)
 	})

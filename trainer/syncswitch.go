@@ -404,6 +404,14 @@ func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 // Asynchronous is true in the ASP phase, where a round is one push of this rank.
 func (s *syncSwitch) Asynchronous() bool { return s.phase == phaseASP }
 
+// RanOver is the BSP phase's allreduce, then the parameter server once the run switched.
+func (s *syncSwitch) RanOver(w *Worker) string {
+	if s.phase == phaseASP {
+		return allReduceUsed(w) + " then " + ParameterServer
+	}
+	return allReduceUsed(w)
+}
+
 func (s *syncSwitch) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
 	asp := s.phase == phaseASP
 	var st RoundStats

@@ -247,3 +247,31 @@ func TestWBSPStepTimesAverage(t *testing.T) {
 		t.Errorf("after one slow round of rank 1, averages %v: trigger %d, want 2", e, got)
 	}
 }
+
+func TestWBSPSlowRankWaitsForTrigger(t *testing.T) {
+	start := time.Unix(100, 0)
+	cases := []struct {
+		name    string
+		rank    int
+		trigger int
+		times   wbspStepTimes
+		elapsed time.Duration
+		want    bool
+	}{
+		{"an equally slow rank whose next step would outlast the trigger's", 2, 0, wbspStepTimes{0.3, 0.03, 0.3}, 50 * time.Millisecond, true},
+		{"an equally slow rank at the start of the round steps", 2, 0, wbspStepTimes{0.3, 0.03, 0.3}, 0, false},
+		{"a fast rank never waits", 1, 0, wbspStepTimes{0.3, 0.03, 0.3}, 290 * time.Millisecond, false},
+		{"a half-speed rank with time for one more step steps", 1, 0, wbspStepTimes{0.3, 0.15, 0.03}, 100 * time.Millisecond, false},
+		{"a half-speed rank without it waits", 1, 0, wbspStepTimes{0.3, 0.15, 0.03}, 160 * time.Millisecond, true},
+		{"no trigger yet", 1, -1, wbspStepTimes{0.3, 0.3}, time.Second, false},
+		{"no estimate yet", 1, 0, wbspStepTimes{0, 0.3}, time.Second, false},
+	}
+	for _, tc := range cases {
+		now := start.Add(tc.elapsed)
+		w := &Worker{Rank: tc.rank, Now: func() time.Time { return now }}
+		s := &wbspRounds{trigger: tc.trigger, times: tc.times, started: start}
+		if got := s.waitsForTrigger(w); got != tc.want {
+			t.Errorf("%s: waitsForTrigger = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -33,7 +33,7 @@ import (
 func (s *wbspOpt) Asynchronous() bool { return true }
 
 // RanOver says that the uploads went to the parameter server.
-func (s *wbspOpt) RanOver() string { return ParameterServer }
+func (s *wbspOpt) RanOver(*Worker) string { return ParameterServer }
 
 func wbspOptFactory() Factory {
 	return Factory{

@@ -97,6 +97,7 @@ type wbspRounds struct {
 	pin     int       // --wbsp-slow-rank, or -1
 	trigger int       // rank whose step triggers the coming round; -1: none (the first round)
 	times   wbspStepTimes
+	started time.Time // when this rank's current round began (its barrier was posted)
 	barrier *collective.Request
 	rounds  int
 	samples int64
@@ -134,9 +135,30 @@ func (s *wbspRounds) start(w *Worker, name string) error {
 // post issues the coming round's trigger barrier unless this rank is its trigger (which posts
 // it after its next step).
 func (s *wbspRounds) post(ctx context.Context, w *Worker) {
+	s.started = w.Now()
 	if w.Rank != s.trigger {
 		s.barrier = s.comm.IBarrier(ctx)
 	}
+}
+
+// wbspSlowFraction is the step time, as a fraction of the trigger rank's, from which a rank
+// counts as slow itself (see waitsForTrigger).
+const wbspSlowFraction = 0.5
+
+// waitsForTrigger reports whether this rank, its step done and the trigger not yet fired,
+// should wait for the trigger rather than start another step: only a slow rank (a step at
+// least wbspSlowFraction of the trigger rank's) whose next step would end after the trigger's
+// is expected to. Two ranks equally slow start their steps together after every round; if
+// the one that is not the trigger started another step when the trigger's barrier is a moment
+// late, every rank would wait a whole slow step for it in the round's allreduce. A fast rank
+// never waits: its next step ends at most one fast step after the trigger.
+func (s *wbspRounds) waitsForTrigger(w *Worker) bool {
+	if s.trigger < 0 || s.times[s.trigger] <= 0 {
+		return false
+	}
+	mine, theirs := s.times[w.Rank], s.times[s.trigger]
+	elapsed := w.Now().Sub(s.started).Seconds()
+	return mine >= wbspSlowFraction*theirs && elapsed+mine > theirs
 }
 
 // step takes one local step and records it; it reports whether the round's trigger has fired
@@ -167,6 +189,15 @@ func (s *wbspRounds) step(ctx context.Context, w *Worker, name string) (bool, er
 	done, err := s.barrier.Test()
 	if err != nil {
 		return false, fmt.Errorf("trainer: rank %d: %s round %d: trigger barrier: %w", w.Rank, name, s.rounds, err)
+	}
+	if !done && s.waitsForTrigger(w) {
+		t0 := w.Now()
+		err := s.barrier.Wait(ctx)
+		s.st.Wait += w.Now().Sub(t0)
+		if err != nil {
+			return false, fmt.Errorf("trainer: rank %d: %s round %d: trigger barrier: %w", w.Rank, name, s.rounds, err)
+		}
+		done = true
 	}
 	if done {
 		s.barrier = nil

@@ -104,8 +104,8 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if err := o.netOptions.validate(); err != nil {
 		return o, err
 	}
-	if !slices.Contains(collective.Algorithms(), cfg.Collective) {
-		return o, fmt.Errorf("--collective %q: known algorithms are %s", cfg.Collective, strings.Join(collective.Algorithms(), ", "))
+	if !slices.Contains(collective.Algorithms(), cfg.Collective) && !slices.Contains(collective.Configurations(), cfg.Collective) {
+		return o, fmt.Errorf("--collective %q: known algorithms are %s, and with --plan-links %s", cfg.Collective, strings.Join(collective.Algorithms(), ", "), strings.Join(collective.Configurations(), ", "))
 	}
 	if o.Threads < 0 {
 		return o, fmt.Errorf("--threads %d: must not be negative", o.Threads)

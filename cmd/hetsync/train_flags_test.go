@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hetsync/hetsync/trainer"
 )
 
 // TestESyncSyncSwitchFlagErrors checks that bad esync, sync-switch and straggler flags are
@@ -115,4 +117,44 @@ func trainConfigJSON(t *testing.T, data, out string, args []string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestTrainRecordsWhatRan checks that config.json records the collective a strategy runs over
+// (its default when none is given) and summary.json what the rounds actually ran over.
+func TestTrainRecordsWhatRan(t *testing.T) {
+	dir := t.TempDir()
+	data := tinyDataDir(t, dir, 200, 50)
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		asked, ran string
+	}{
+		{"ssgd-default", []string{"--sync", "ssgd"}, "ring", "ring"},
+		{"asgd-default", []string{"--sync", "asgd"}, "ps", trainer.ParameterServer},
+		{"wbsp-butterfly", []string{"--sync", "wbsp", "--collective", "butterfly"}, "butterfly", "butterfly"},
+		{"wbsp-ps", []string{"--sync", "wbsp", "--collective", "ps"}, "ps", trainer.ParameterServer},
+		{"wbsp-opt-auto", []string{"--sync", "wbsp-opt", "--collective", "auto"}, "auto", "recursive-doubling"},
+		{"local", []string{"--sync", "local"}, "ring", "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, tc.name)
+			var cfg struct {
+				Collective string `json:"collective"`
+			}
+			if err := json.Unmarshal(trainConfigJSON(t, data, out, tc.args), &cfg); err != nil || cfg.Collective != tc.asked {
+				t.Errorf("config.json collective %q (%v), want %q", cfg.Collective, err, tc.asked)
+			}
+			b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum struct {
+				Collective string `json:"collective"`
+				DataPath   string `json:"data_path"`
+			}
+			if err := json.Unmarshal(b, &sum); err != nil || !strings.HasPrefix(sum.Collective, tc.ran) || sum.DataPath != "mem" {
+				t.Errorf("summary.json collective %q on %q (%v), want %q on mem", sum.Collective, sum.DataPath, err, tc.ran)
+			}
+		})
+	}
 }
