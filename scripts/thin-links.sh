@@ -46,9 +46,8 @@ topo_sh=internal/netns/topo.sh
 work=$(mktemp -d)
 down() { bash "$topo_sh" down >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap down EXIT
-# The ranks read the data set decompressed: eight ranks decompressing it at once on a small,
-# busy machine can go silent for longer than the transport's peer timeout (8 s) and be failed
-# as unresponsive before training starts.
+# The ranks read the data set decompressed once here, not each on its own: eight ranks
+# decompressing it at once on a small, busy machine spend much of a run's start doing so.
 pkg=/usr/share/datasets/fashion-mnist
 if [ -z "${HETSYNC_DATA:-}" ] && [ -s "$pkg/train-images-idx3-ubyte.gz" ]; then
   mkdir "$work/data"
