@@ -43,8 +43,17 @@ case "$TOPO" in
   racks)    export NETWORK="racks, $HOSTS hosts in ${RACKS:-2} racks, links $RATE Mbit/s, uplinks ${RATIO:-10}x slower" ;;
 esac
 topo_sh=internal/netns/topo.sh
-down() { bash "$topo_sh" down >/dev/null 2>&1 || true; }
+work=$(mktemp -d)
+down() { bash "$topo_sh" down >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap down EXIT
+# The ranks read the data set decompressed once here, not each on its own: eight ranks
+# decompressing it at once on a small, busy machine spend much of a run's start doing so.
+pkg=/usr/share/datasets/fashion-mnist
+if [ -z "${HETSYNC_DATA:-}" ] && [ -s "$pkg/train-images-idx3-ubyte.gz" ]; then
+  mkdir "$work/data"
+  for f in "$pkg"/*-ubyte.gz; do gunzip -c "$f" > "$work/data/$(basename "$f" .gz)"; done
+  export HETSYNC_DATA=$work/data
+fi
 # With a trap set, a signal waits for the command running now: the network is built (or its
 # script has failed) before it is removed, never both at once.
 trap 'exit 130' INT

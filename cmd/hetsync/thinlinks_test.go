@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/internal/netns"
+	"github.com/hetsync/hetsync/trainer"
 	"github.com/hetsync/hetsync/trainer/experiment"
 )
 
@@ -54,8 +55,9 @@ func namespacesOf(t *testing.T, output string) []string {
 
 // TestThinLinks is the short version of the thin-link experiment: ESync and ASGD, a few rounds
 // each, with their ranks on namespace hosts behind shaped links. Both runs finish, each run
-// directory records what ran (strategy, collective, data path, the shaped network and the link
-// matrix the ranks planned from) and the traffic, and the network is gone afterwards, also
+// directory records what ran (strategy, the collective asked for and the one the rounds ran
+// over, data path, the shaped network and the link matrix the ranks planned from) and the
+// traffic, and the network is gone afterwards, also
 // when the script is stopped part-way.
 func TestThinLinks(t *testing.T) {
 	netns.RequireAvailable(t)
@@ -130,11 +132,13 @@ func checkThinRun(t *testing.T, dir, sync, collective string) {
 		DataPath   string `json:"data_path"`
 	}
 	var sum struct {
-		Rounds    int     `json:"rounds"`
-		BytesSent int64   `json:"bytes_sent"`
-		Samples   int64   `json:"samples"`
-		Traffic   float64 `json:"traffic_mb_per_s"`
-		PerRank   []struct {
+		Collective string  `json:"collective"`
+		DataPath   string  `json:"data_path"`
+		Rounds     int     `json:"rounds"`
+		BytesSent  int64   `json:"bytes_sent"`
+		Samples    int64   `json:"samples"`
+		Traffic    float64 `json:"traffic_mb_per_s"`
+		PerRank    []struct {
 			Rank      int   `json:"rank"`
 			BytesSent int64 `json:"bytes_sent"`
 			BytesRecv int64 `json:"bytes_recv"`
@@ -163,6 +167,17 @@ func checkThinRun(t *testing.T, dir, sync, collective string) {
 	}
 	if cfg.Strategy != sync || cfg.Collective != collective || cfg.Ranks != 4 || cfg.Transport != "p2p" || cfg.DataPath != "tcp" {
 		t.Errorf("%s: config records %+v, want %s over %s, 4 ranks, p2p over tcp", dir, cfg, sync, collective)
+	}
+	// What the rounds ran over: auto's choice (planned from links.json), or the server.
+	wantRan := trainer.ParameterServer
+	if collective == "auto" {
+		wantRan = sum.Collective
+		if wantRan == "" || wantRan == "auto" {
+			t.Errorf("%s: summary.json records the collective %q, not what auto chose", dir, wantRan)
+		}
+	}
+	if sum.Collective != wantRan || sum.DataPath != "p2p data-path=tcp" {
+		t.Errorf("%s: summary.json: rounds ran over %q by %q, want %q by p2p data-path=tcp", dir, sum.Collective, sum.DataPath, wantRan)
 	}
 	if sum.Rounds < 1 || sum.Samples < 1 || sum.BytesSent <= 0 || sum.Traffic <= 0 || len(sum.PerRank) != 4 {
 		t.Errorf("%s: summary %+v: want rounds, samples, traffic and 4 ranks", dir, sum)
