@@ -84,8 +84,9 @@ type wbspAllReduceJob struct {
 }
 
 // runWBSPAllReduce runs cfg on size in-process ranks with the slow rank switching from size−1
-// to 0 after switchAt rounds, recording the global model after every round.
-func runWBSPAllReduce(t *testing.T, cfg Config, size, switchAt int) *wbspAllReduceJob {
+// to 0 after switchAt rounds (the slow rank sleeping slow per step, the others a tenth of
+// that), recording the global model after every round.
+func runWBSPAllReduce(t *testing.T, cfg Config, size, switchAt int, slow time.Duration) *wbspAllReduceJob {
 	t.Helper()
 	cfg.Defaults()
 	if err := Builtin().Validate(&cfg, size); err != nil {
@@ -102,7 +103,7 @@ func runWBSPAllReduce(t *testing.T, cfg Config, size, switchAt int) *wbspAllRedu
 		if err != nil {
 			return err
 		}
-		m := &slowSwitchModel{Model: w.Model, rank: r, size: size, phase: &phase, sleep: 5 * time.Millisecond,
+		m := &slowSwitchModel{Model: w.Model, rank: r, size: size, phase: &phase, sleep: slow,
 			lr: cfg.LR, moved: make([]float64, len(w.Params))}
 		w.Model, out.models[r] = m, m
 		out.inits[r] = append([]float32(nil), w.Params...)
@@ -148,15 +149,23 @@ func TestWBSPAllReduceCountsEveryStepOnce(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/%d", strat, coll, size), func(t *testing.T) {
 					cfg := Config{Strategy: strat, Collective: coll, Batch: 8, LR: 0.1, Momentum: 0, MaxRounds: rounds, Seed: 3,
 						Eval: EvalEvery{Rounds: 1000}}
-					job := runWBSPAllReduce(t, cfg, size, switchAt)
-					checkWBSPAllReduceJob(t, job, size, switchAt)
+					// Which rank triggers follows measured step times, which a loaded host
+					// blurs at a 5 ms step: the ring runs check it with slow steps of 40 ms,
+					// the rest check what does not depend on a clock.
+					follow := coll == "ring"
+					slow := 5 * time.Millisecond
+					if follow {
+						slow = 40 * time.Millisecond
+					}
+					job := runWBSPAllReduce(t, cfg, size, switchAt, slow)
+					checkWBSPAllReduceJob(t, job, size, switchAt, follow)
 				})
 			}
 		}
 	}
 }
 
-func checkWBSPAllReduceJob(t *testing.T, job *wbspAllReduceJob, size, switchAt int) {
+func checkWBSPAllReduceJob(t *testing.T, job *wbspAllReduceJob, size, switchAt int, follow bool) {
 	t.Helper()
 	n := len(job.records[0])
 	for r := range size {
@@ -201,7 +210,7 @@ func checkWBSPAllReduceJob(t *testing.T, job *wbspAllReduceJob, size, switchAt i
 	if worst > 2e-4 {
 		t.Errorf("final w[%d] is %.3g away from initial + Σ of every step's change / N (%d rounds)", at, worst, n)
 	}
-	if size > 1 {
+	if follow && size > 1 {
 		// Step times are a noisy measurement on a busy host (a descheduled fast step looks
 		// slow): the trigger must be the first slow rank at some round before the switch and
 		// rank 0 at most rounds once the averages have had two rounds to follow.
