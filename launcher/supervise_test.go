@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,11 +25,17 @@ type supervised struct {
 
 func startSupervised(t *testing.T) *supervised {
 	t.Helper()
+	return startSupervisedCtx(t, context.Background())
+}
+
+// startSupervisedCtx is startSupervised with ctx standing for the supervisor's signals.
+func startSupervisedCtx(t *testing.T, ctx context.Context) *supervised {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	s := &supervised{t: t, in: inW, fw: &frameWriter{w: inW}, fr: &frameReader{r: outR}, done: make(chan error, 1)}
 	go func() {
-		err := Supervise(context.Background(), inR, outW)
+		err := Supervise(ctx, inR, outW)
 		outW.Close()
 		s.done <- err
 	}()
@@ -241,4 +248,29 @@ func TestSuperviseRejectsBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSuperviseStopsRanksWhenSignalled(t *testing.T) {
+	marker := strconv.Itoa(1_000_000 + rand.IntN(1_000_000))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startSupervisedCtx(t, ctx)
+	s.start(0, startRequest{Argv: []string{"sh", "-c", `echo ready; exec sleep ` + marker}})
+	if kind, _, payload, err := s.fr.read(); err != nil || kind != frameStdout {
+		t.Fatalf("frame %q %q, %v; want the ready line", kind, payload, err)
+	}
+	cancel() // as SIGTERM to `hetsync _supervise`
+	if _, _, exits := s.collect(1); exits[0] != (exitNotice{Code: -1, Signal: "TERM"}) {
+		t.Errorf("rank 0: %+v, want stopped by SIGTERM", exits[0])
+	}
+	select {
+	case err := <-s.done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Supervise: %v, want the cancellation", err)
+		}
+		s.done <- err
+	case <-time.After(30 * time.Second):
+		t.Fatal("Supervise did not return")
+	}
+	waitNoProcesses(t, "sleep "+marker)
 }
