@@ -400,6 +400,7 @@ func TestSSHManyRanksPerHost(t *testing.T) {
 		{"127.0.0.1:1", 1},
 		{"127.0.0.1:11", 11},
 		{"127.0.0.1:16,127.0.0.2:3", 19},
+		{"127.0.0.1:64", 64},
 	}
 	for _, tc := range tests {
 		t.Run(tc.hosts, func(t *testing.T) {
