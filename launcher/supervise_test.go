@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,6 +123,11 @@ func TestSuperviseRunsEveryRankOfAHost(t *testing.T) {
 }
 
 func TestSuperviseReportsHowRanksEnd(t *testing.T) {
+	// A program found only through the PATH the launcher sends (-x PATH=...).
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "hetsync-test-prog"), []byte("#!/bin/sh\nexit 42\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		req    startRequest
@@ -133,6 +140,9 @@ func TestSuperviseReportsHowRanksEnd(t *testing.T) {
 			exitNotice{Code: 127}, "cannot change to the directory /nonexistent/dir on host node7 (--remote-dir)"},
 		{"own dir missing", startRequest{Argv: []string{"true"}, Dir: "/nonexistent/dir"}, exitNotice{}, ""},
 		{"dir", startRequest{Argv: []string{"sh", "-c", `[ "$(pwd)" = / ]`}, Dir: "/"}, exitNotice{}, ""},
+		{"PATH from the launcher", startRequest{Argv: []string{"hetsync-test-prog"}, Env: []string{"PATH=relative/dir:" + bin + ":/usr/bin:/bin"}},
+			exitNotice{Code: 42}, ""},
+		{"not in the launcher's PATH", startRequest{Argv: []string{"sh"}, Env: []string{"PATH=" + bin}}, exitNotice{Code: 127}, "not found"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
