@@ -10,11 +10,12 @@
 // and how. Cancelling the context (Ctrl-C, SIGTERM to the launcher) stops every rank the same
 // way. Spawning is behind the Spawner interface: LocalSpawner starts processes on this
 // machine; SSHSpawner starts them on the hosts of a host list or hostfile (ParseHostList,
-// ParseHostfile, Place), over golang.org/x/crypto/ssh with known_hosts checking, through one
-// SSH session per host that runs the host's supervisor (Supervise, `hetsync _supervise`): it
-// starts every rank of its host, frames their output and exits back to the launcher, and kills
-// their process groups when the launcher or its connection goes away. Job.Timeout,
-// Job.OutputDir and Job.Timestamps apply to either.
+// ParseHostfile, Place), over golang.org/x/crypto/ssh with known_hosts checking, each host
+// name resolved through the user's ssh config as ssh resolves it (Host aliases, HostName,
+// User, Port, IdentityFile, ProxyJump), through one SSH session per host that runs the host's
+// supervisor (Supervise, `hetsync _supervise`): it starts every rank of its host, frames their
+// output and exits back to the launcher, and kills their process groups when the launcher or
+// its connection goes away. Job.Timeout, Job.OutputDir and Job.Timestamps apply to either.
 //
 // The rank side (RankEnvFromEnviron, called by hetsync.Init) reads that environment back with
 // clear errors, and adopts the environment of Open MPI, torchrun, Slurm or a Kubernetes indexed

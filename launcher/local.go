@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -26,7 +29,7 @@ func (s LocalSpawner) Spawn(ctx context.Context, spec ProcSpec) (Process, error)
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("rank %d: empty command", spec.Rank)
 	}
-	path, err := exec.LookPath(spec.Argv[0])
+	path, err := lookPathIn(spec.Argv[0], spec.Env)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %w", spec.Rank, err)
 	}
@@ -47,6 +50,32 @@ func (s LocalSpawner) Spawn(ctx context.Context, spec ProcSpec) (Process, error)
 		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank, spec.Argv[0], err)
 	}
 	return &localProc{cmd: cmd, pgid: cmd.Process.Pid}, nil
+}
+
+// lookPathIn finds the program file as execvp would in a process with environment env: a name
+// without a slash is looked up in env's PATH (the last one, as exec.Cmd keeps), so that a rank
+// launched with -x PATH=... runs the program that PATH names. Relative PATH entries are
+// skipped, as exec.LookPath refuses them. Without PATH in env, this process's PATH is used.
+func lookPathIn(file string, env []string) (string, error) {
+	pathList, found := "", false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathList, found = v, true
+		}
+	}
+	if strings.Contains(file, "/") || !found {
+		return exec.LookPath(file)
+	}
+	for _, dir := range filepath.SplitList(pathList) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, file)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", &exec.Error{Name: file, Err: exec.ErrNotFound}
 }
 
 type localProc struct {

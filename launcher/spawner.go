@@ -10,7 +10,8 @@ import (
 // ProcSpec is everything a Spawner needs to start one rank.
 type ProcSpec struct {
 	Rank int
-	// Argv is the command and its arguments; Argv[0] is looked up in PATH.
+	// Argv is the command and its arguments; Argv[0], without a slash, is looked up in the
+	// PATH of Env.
 	Argv []string
 	// Env is the complete environment of the process ("KEY=value").
 	Env []string

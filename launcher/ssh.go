@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/user"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,24 +17,30 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/agent"
-	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 // SSHConfig says how to reach the hosts of a multi-host job. The zero value of every field
 // selects the documented default.
 type SSHConfig struct {
-	// User is the login user on every host without its own user@; default: the current user.
+	// User is the login user on every host without its own user@; default: the host's User
+	// in the ssh config, else the current user.
 	User string
-	// Port is the SSH port; default 22.
+	// Port is the SSH port of every host; default: the host's Port in the ssh config, else 22.
 	Port int
-	// IdentityFiles are private keys to offer. Default: whichever of ~/.ssh/id_ed25519,
-	// id_ecdsa and id_rsa exist. Keys with a passphrase are skipped: load them into ssh-agent.
+	// IdentityFiles are private keys to offer, besides the host's IdentityFile lines in the ssh
+	// config. Default, when neither names one: whichever of ~/.ssh/id_ed25519, id_ecdsa and
+	// id_rsa exist. Keys with a passphrase are skipped: load them into ssh-agent.
 	IdentityFiles []string
+	// ConfigFile is the ssh_config(5) file whose Host blocks say how to reach each host
+	// (HostName, User, Port, IdentityFile, IdentitiesOnly, UserKnownHostsFile, ProxyJump), as
+	// `ssh -F FILE` reads it. Empty: ~/.ssh/config and then /etc/ssh/ssh_config, those that
+	// exist, as ssh reads them; "none": no file.
+	ConfigFile string
 	// NoAgent stops the keys of the agent at SSH_AUTH_SOCK from being offered.
 	NoAgent bool
-	// KnownHostsFiles are checked for every host key. Default: ~/.ssh/known_hosts and
-	// /etc/ssh/ssh_known_hosts, those that exist. An unknown or changed host key is refused.
+	// KnownHostsFiles are checked for every host key. Default: the host's UserKnownHostsFile
+	// in the ssh config, else ~/.ssh/known_hosts, and /etc/ssh/ssh_known_hosts, those that
+	// exist. An unknown or changed host key is refused.
 	KnownHostsFiles []string
 	// InsecureSkipHostKey accepts any host key (a warning goes to Log): only for throw-away
 	// test networks, since anyone on the path can then impersonate the hosts.
@@ -112,15 +117,15 @@ type SSHSpawner struct {
 	// other hosts start theirs.
 	sessMu   sync.Mutex
 	sessions map[int]*sessionSlot
-	agentC   net.Conn
-	auth     []ssh.AuthMethod
-	hostKey  ssh.HostKeyCallback
-	// keysDesc and knownFiles describe the keys offered and the known_hosts files checked,
-	// for error messages.
-	keysDesc, knownFiles string
-	closed               bool
-	stop                 chan struct{}
-	wg                   sync.WaitGroup
+	// jumps are the connections to ProxyJump hosts that the hosts' connections run through.
+	jumps []*ssh.Client
+	// targets are the remote hosts as resolved through the ssh config and the flags.
+	targets map[int]*sshTarget
+	agentC  net.Conn
+	keys    *keyring
+	closed  bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 type dialResult struct {
@@ -142,21 +147,15 @@ func NewSSHSpawner(cfg SSHConfig, hosts []Host, placement []Slot) (*SSHSpawner, 
 	}
 	s := &SSHSpawner{cfg: cfg, hosts: hosts, placement: placement, log: cfg.Log,
 		clients: map[int]*ssh.Client{}, dialing: map[int]*dialResult{}, sessions: map[int]*sessionSlot{},
-		stop: make(chan struct{})}
+		targets: map[int]*sshTarget{}, stop: make(chan struct{})}
 	if s.log == nil {
 		s.log = io.Discard
-	}
-	if s.cfg.Port == 0 {
-		s.cfg.Port = 22
 	}
 	if s.cfg.ConnectTimeout == 0 {
 		s.cfg.ConnectTimeout = 10 * time.Second
 	}
 	if s.cfg.KeepAlive == 0 {
 		s.cfg.KeepAlive = 5 * time.Second
-	}
-	if s.cfg.User == "" {
-		s.cfg.User = currentUser()
 	}
 	if len(s.cfg.SupervisorCommand) == 0 {
 		exe, err := os.Executable()
@@ -168,10 +167,7 @@ func NewSSHSpawner(cfg SSHConfig, hosts []Host, placement []Slot) (*SSHSpawner, 
 	if !s.anyRemote() {
 		return s, nil
 	}
-	if err := s.setupAuth(); err != nil {
-		return nil, err
-	}
-	if err := s.setupHostKeys(); err != nil {
+	if err := s.resolveTargets(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -192,108 +188,6 @@ func (s *SSHSpawner) anyRemote() bool {
 		}
 	}
 	return false
-}
-
-func (s *SSHSpawner) setupAuth() error {
-	var signers []ssh.Signer
-	var notes []string
-	files := s.cfg.IdentityFiles
-	explicit := len(files) > 0
-	if !explicit {
-		if home, err := os.UserHomeDir(); err == nil {
-			for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
-				files = append(files, filepath.Join(home, ".ssh", n))
-			}
-		}
-	}
-	for _, f := range files {
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			if explicit || !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("identity file: %w", err)
-			}
-			continue
-		}
-		signer, err := ssh.ParsePrivateKey(pem)
-		var pp *ssh.PassphraseMissingError
-		switch {
-		case errors.As(err, &pp):
-			fmt.Fprintf(s.log, "hetsync launch: identity file %s has a passphrase; skipping it (load it into ssh-agent)\n", f)
-			continue
-		case err != nil:
-			return fmt.Errorf("identity file %s: %w", f, err)
-		}
-		signers = append(signers, signer)
-		notes = append(notes, f)
-	}
-	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" && !s.cfg.NoAgent {
-		conn, err := net.Dial("unix", sock)
-		if err != nil {
-			fmt.Fprintf(s.log, "hetsync launch: ssh-agent at SSH_AUTH_SOCK=%s: %v; not using it\n", sock, err)
-		} else {
-			s.agentC = conn
-			as, err := agent.NewClient(conn).Signers()
-			if err != nil {
-				return fmt.Errorf("ssh-agent at SSH_AUTH_SOCK=%s: %w", sock, err)
-			}
-			signers = append(signers, as...)
-			notes = append(notes, fmt.Sprintf("%d key(s) of ssh-agent", len(as)))
-		}
-	}
-	if len(signers) == 0 {
-		return errors.New("no SSH key to log in with: give one with -i FILE, create ~/.ssh/id_ed25519, or start ssh-agent")
-	}
-	s.auth = []ssh.AuthMethod{ssh.PublicKeys(signers...)}
-	s.keysDesc = strings.Join(notes, ", ")
-	return nil
-}
-
-func (s *SSHSpawner) setupHostKeys() error {
-	if s.cfg.InsecureSkipHostKey {
-		fmt.Fprintf(s.log, "hetsync launch: WARNING: --ssh-insecure-skip-hostkey: host keys are NOT checked; "+
-			"anyone on the network path can impersonate the hosts and receive the job secret\n")
-		s.hostKey = ssh.InsecureIgnoreHostKey()
-		return nil
-	}
-	files := s.cfg.KnownHostsFiles
-	explicit := len(files) > 0
-	if !explicit {
-		if home, err := os.UserHomeDir(); err == nil {
-			files = append(files, filepath.Join(home, ".ssh", "known_hosts"))
-		}
-		files = append(files, "/etc/ssh/ssh_known_hosts")
-	}
-	var existing []string
-	for _, f := range files {
-		if _, err := os.Stat(f); err != nil {
-			if explicit {
-				return fmt.Errorf("--ssh-known-hosts: %w", err)
-			}
-			continue
-		}
-		existing = append(existing, f)
-	}
-	if len(existing) == 0 {
-		return fmt.Errorf("no known_hosts file (%s) to check the hosts' keys against: add them with ssh-keyscan, "+
-			"or pass --ssh-insecure-skip-hostkey on a trusted test network", strings.Join(files, ", "))
-	}
-	cb, err := knownhosts.New(existing...)
-	if err != nil {
-		return fmt.Errorf("known_hosts: %w", err)
-	}
-	s.knownFiles = strings.Join(existing, ", ")
-	s.hostKey = func(hostname string, remote net.Addr, key ssh.PublicKey) error {
-		err := cb(hostname, remote, key)
-		var ke *knownhosts.KeyError
-		if errors.As(err, &ke) {
-			if len(ke.Want) == 0 {
-				return &HostKeyError{Addr: hostname, Files: s.knownFiles, Key: key}
-			}
-			return &HostKeyError{Addr: hostname, Files: s.knownFiles, Key: key, Mismatch: ke.Want[0].String()}
-		}
-		return err
-	}
-	return nil
 }
 
 // HostKeyError is a host key that known_hosts does not vouch for.
@@ -324,15 +218,6 @@ type HostError struct {
 
 func (e *HostError) Error() string { return fmt.Sprintf("ssh to host %s: %v", e.Host, e.Err) }
 func (e *HostError) Unwrap() error { return e.Err }
-
-func (s *SSHSpawner) target(hi int) (user, addr string) {
-	h := s.hosts[hi]
-	user = h.User
-	if user == "" {
-		user = s.cfg.User
-	}
-	return user, net.JoinHostPort(h.Name, strconv.Itoa(s.cfg.Port))
-}
 
 // Connect opens the SSH connection to every remote host of the placement and starts its
 // supervisor, in parallel. The error names every host that could not be reached, refused the
@@ -402,12 +287,50 @@ func (s *SSHSpawner) client(ctx context.Context, hi int) (*ssh.Client, error) {
 	}
 }
 
+// dial connects to host hi, through its ProxyJump hosts when it has some.
 func (s *SSHSpawner) dial(ctx context.Context, hi int) (*ssh.Client, error) {
-	user, addr := s.target(hi)
-	who := user + "@" + addr
+	t := s.targets[hi]
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
 	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	var via *ssh.Client
+	var jumps []*ssh.Client
+	fail := func(err error) (*ssh.Client, error) {
+		for i := len(jumps) - 1; i >= 0; i-- {
+			jumps[i].Close()
+		}
+		return nil, err
+	}
+	for _, hop := range append(append([]*sshTarget(nil), t.jumps...), t) {
+		c, err := s.handshake(ctx, hop, via)
+		if err != nil {
+			if hop != t {
+				err = fmt.Errorf("jump host of %s: %w", t.alias, err)
+			}
+			return fail(err)
+		}
+		if hop != t {
+			jumps = append(jumps, c)
+		}
+		via = c
+	}
+	if len(jumps) > 0 {
+		s.mu.Lock()
+		s.jumps = append(s.jumps, jumps...)
+		s.mu.Unlock()
+	}
+	return via, nil
+}
+
+// handshake connects to hop, directly or through the client via, and logs in.
+func (s *SSHSpawner) handshake(ctx context.Context, hop *sshTarget, via *ssh.Client) (*ssh.Client, error) {
+	addr, who := hop.addr(), hop.who()
+	var conn net.Conn
+	var err error
+	if via == nil {
+		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = via.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			return nil, &HostError{who, fmt.Errorf("unreachable: no connection within %v (--ssh-timeout): %v", s.cfg.ConnectTimeout, err)}
@@ -419,7 +342,7 @@ func (s *SSHSpawner) dial(ctx context.Context, hi int) (*ssh.Client, error) {
 	_ = conn.SetDeadline(deadline)
 	stopWatch := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	cc, chans, reqs, err := ssh.NewClientConn(conn, addr, &ssh.ClientConfig{
-		User: user, Auth: s.auth, HostKeyCallback: s.hostKey, Timeout: s.cfg.ConnectTimeout,
+		User: hop.user, Auth: hop.auth, HostKeyCallback: hop.hostKey, Timeout: s.cfg.ConnectTimeout,
 	})
 	stopWatch()
 	if err != nil {
@@ -429,7 +352,7 @@ func (s *SSHSpawner) dial(ctx context.Context, hi int) (*ssh.Client, error) {
 		case errors.As(err, &hk):
 			return nil, &HostError{who, hk}
 		case strings.Contains(err.Error(), "unable to authenticate"):
-			return nil, &HostError{who, fmt.Errorf("the host refused the login of user %s with every key offered (%s): %v", user, s.keysDesc, err)}
+			return nil, &HostError{who, fmt.Errorf("the host refused the login of user %s with every key offered (%s): %v", hop.user, hop.keysDesc, err)}
 		case ctx.Err() != nil:
 			return nil, &HostError{who, fmt.Errorf("no SSH handshake within %v (--ssh-timeout): %v", s.cfg.ConnectTimeout, err)}
 		}
@@ -495,6 +418,13 @@ func (s *SSHSpawner) Close() error {
 	s.sessMu.Unlock()
 	for _, c := range clients {
 		c.Close()
+	}
+	s.mu.Lock()
+	jumps := s.jumps
+	s.jumps = nil
+	s.mu.Unlock()
+	for i := len(jumps) - 1; i >= 0; i-- {
+		jumps[i].Close()
 	}
 	if s.agentC != nil {
 		s.agentC.Close()
@@ -645,8 +575,7 @@ func (s *SSHSpawner) Rendezvous(ctx context.Context, iface string) (string, erro
 				return "", fmt.Errorf("--iface on rank 0's host (this machine): %w", err)
 			}
 		} else if remote := s.firstRemote(); remote >= 0 {
-			_, addr := s.target(remote)
-			conn, err := (&net.Dialer{}).DialContext(ctx, "udp", addr)
+			conn, err := (&net.Dialer{}).DialContext(ctx, "udp", s.targets[remote].addr())
 			if err != nil {
 				return "", fmt.Errorf("finding the address of this machine that reaches host %s: %w", s.hosts[remote].Name, err)
 			}
@@ -670,8 +599,11 @@ func (s *SSHSpawner) Rendezvous(ctx context.Context, iface string) (string, erro
 		if ip, err = remoteInterfaceIP(c, iface); err != nil {
 			return "", fmt.Errorf("--iface %s on host %s (rank 0's): %w", iface, h.Name, err)
 		}
+	} else if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
+		ip = ta.IP.String()
 	} else {
-		ip = c.RemoteAddr().(*net.TCPAddr).IP.String()
+		// Reached through a jump host: the ranks resolve the host's name themselves.
+		ip = s.targets[hi].hostName
 	}
 	port := 0
 	if l, err := c.Listen("tcp", "127.0.0.1:0"); err == nil {

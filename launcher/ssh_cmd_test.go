@@ -40,9 +40,10 @@ func runHetsyncIn(t *testing.T, netns, bin, dir string, args ...string) (int, st
 	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
 }
 
-// sshArgs are the hetsync flags that reach s.
+// sshArgs are the hetsync flags that reach s, without the ssh config files of the machine the
+// test runs on.
 func (s *testSSHD) sshArgs() []string {
-	return []string{"--ssh-port", strconv.Itoa(s.Port), "-i", s.UserKey, "--ssh-known-hosts", s.KnownHosts, "--ssh-no-agent"}
+	return []string{"--ssh-port", strconv.Itoa(s.Port), "-i", s.UserKey, "--ssh-known-hosts", s.KnownHosts, "--ssh-no-agent", "--ssh-config", "none"}
 }
 
 // checkBenchTSV checks a `bench --format tsv` table: every row's check is OK.

@@ -168,6 +168,9 @@ func (h *hostSession) readLoop(fr *frameReader) {
 		err = errors.New("the SSH connection ended without the rank's exit status (host down or connection lost)")
 	}
 	h.ended = fmt.Errorf("host %s: %v", h.host, err)
+	if msg := strings.TrimSpace(h.stderr.String()); msg != "" {
+		h.ended = fmt.Errorf("%w (the supervisor said: %s)", h.ended, msg)
+	}
 	lost := h.ranks
 	h.ranks = map[int]*sshProc{}
 	h.mu.Unlock()

@@ -28,7 +28,7 @@ func TestSSHAcrossNetworkNamespaces(t *testing.T) {
 		s := startSSHDWith(t, sshdOptions{Netns: ns, Addrs: []string{addrs[i]}, Port: port, UserKey: userKey})
 		known = append(known, s.KnownHosts)
 	}
-	ssh := []string{"--ssh-port", strconv.Itoa(port), "-i", userKey, "--ssh-no-agent"}
+	ssh := []string{"--ssh-port", strconv.Itoa(port), "-i", userKey, "--ssh-no-agent", "--ssh-config", "none"}
 	for _, k := range known {
 		ssh = append(ssh, "--ssh-known-hosts", k)
 	}

@@ -318,6 +318,10 @@ func TestSSHConnectErrorsNameTheHost(t *testing.T) {
 		{"unreachable", func(c *SSHConfig) { c.Port = closedPort },
 			[]string{fmt.Sprintf("ssh to host %s@127.0.0.1:%d: unreachable", currentUser(), closedPort), "refused"}},
 		{"user override", func(c *SSHConfig) {}, []string{"ssh to host nobody-hetsync@" + host}},
+		{"no hetsync on the host", func(c *SSHConfig) { c.SupervisorCommand = []string{"/nonexistent/hetsync", "_supervise"} },
+			[]string{"host 127.0.0.1: the supervisor `'/nonexistent/hetsync' '_supervise'` did not start", "--remote-hetsync"}},
+		{"not a supervisor", func(c *SSHConfig) { c.SupervisorCommand = []string{"echo", "not a hetsync supervisor"} },
+			[]string{"host 127.0.0.1: the supervisor", "not a hetsync supervisor stream"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -396,6 +400,7 @@ func TestSSHManyRanksPerHost(t *testing.T) {
 		{"127.0.0.1:1", 1},
 		{"127.0.0.1:11", 11},
 		{"127.0.0.1:16,127.0.0.2:3", 19},
+		{"127.0.0.1:64", 64},
 	}
 	for _, tc := range tests {
 		t.Run(tc.hosts, func(t *testing.T) {

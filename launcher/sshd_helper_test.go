@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -30,26 +31,34 @@ type testSSHD struct {
 	HostKey    ssh.PublicKey
 	dir        string
 	testBinary string // this test binary, which serves as the hosts' supervisor
+	log        syncBuffer
 }
 
 // sshdPath finds sshd, installing Debian's openssh-server when it is missing and we are root
 // (scripts/setup-system.sh). Without sshd and without root the test is skipped.
 func sshdPath(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("sshd"); err == nil {
+	return debianTool(t, "sshd", "/usr/sbin/sshd", "openssh-server")
+}
+
+// debianTool finds program in PATH or at path, installing Debian's package pkg when it is
+// missing and we are root; without it and without root the test is skipped.
+func debianTool(t *testing.T, program, path, pkg string) string {
+	t.Helper()
+	if p, err := exec.LookPath(program); err == nil {
 		return p
 	}
-	if _, err := os.Stat("/usr/sbin/sshd"); err == nil {
-		return "/usr/sbin/sshd"
+	if _, err := os.Stat(path); err == nil {
+		return path
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("sshd not installed and not root: install openssh-server (scripts/setup-system.sh openssh-server) to run the SSH tests")
+		t.Skipf("%s not installed and not root: install %s (scripts/setup-system.sh %s) to run the SSH tests", program, pkg, pkg)
 	}
-	out, err := exec.Command("bash", "../scripts/setup-system.sh", "openssh-server").CombinedOutput()
+	out, err := exec.Command("bash", "../scripts/setup-system.sh", pkg).CombinedOutput()
 	if err != nil {
-		t.Fatalf("installing openssh-server: %v\n%s", err, out)
+		t.Fatalf("installing %s: %v\n%s", pkg, err, out)
 	}
-	return "/usr/sbin/sshd"
+	return path
 }
 
 // writeKey writes a new ed25519 private key (OpenSSH format) to path and returns its public key.
@@ -81,10 +90,11 @@ func startSSHD(t *testing.T, netns string, addrs ...string) *testSSHD {
 }
 
 type sshdOptions struct {
-	Netns   string
-	Addrs   []string
-	Port    int    // 0: a free port
-	UserKey string // the user key to accept; "": a new one
+	Netns    string
+	Addrs    []string
+	Port     int    // 0: a free port
+	UserKey  string // the user key to accept; "": a new one
+	LogLevel string // sshd's LogLevel; "": ERROR
 }
 
 func startSSHDWith(t *testing.T, o sshdOptions) *testSSHD {
@@ -141,8 +151,8 @@ func startSSHDWith(t *testing.T, o sshdOptions) *testSSHD {
 	}
 	fmt.Fprintf(&cfg, "HostKey %s\nAuthorizedKeysFile %s\nPidFile none\nStrictModes no\nUsePAM no\n"+
 		"PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin prohibit-password\n"+
-		"AllowTcpForwarding yes\nLogLevel ERROR\n",
-		filepath.Join(dir, "host_key"), filepath.Join(dir, "authorized_keys"))
+		"AllowTcpForwarding yes\nLogLevel %s\n",
+		filepath.Join(dir, "host_key"), filepath.Join(dir, "authorized_keys"), cmp.Or(o.LogLevel, "ERROR"))
 	cfgPath := filepath.Join(dir, "sshd_config")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
@@ -152,8 +162,8 @@ func startSSHDWith(t *testing.T, o sshdOptions) *testSSHD {
 		args = append([]string{"ip", "netns", "exec", netns}, args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	var logb syncBuffer
-	cmd.Stdout, cmd.Stderr = &logb, &logb
+	logb := &s.log
+	cmd.Stdout, cmd.Stderr = logb, logb
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting sshd: %v", err)
 	}
@@ -213,10 +223,10 @@ func freePort(t *testing.T) int {
 }
 
 // config is an SSHConfig that logs in to s, with this test binary as the hosts' supervisor
-// (TestMain).
+// (TestMain), and without the ssh config files of the machine the test runs on.
 func (s *testSSHD) config() SSHConfig {
 	return SSHConfig{Port: s.Port, IdentityFiles: []string{s.UserKey}, KnownHostsFiles: []string{s.KnownHosts}, NoAgent: true,
-		SupervisorCommand: []string{"env", helperEnv + "=supervise", s.testBinary}}
+		ConfigFile: "none", SupervisorCommand: []string{"env", helperEnv + "=supervise", s.testBinary}}
 }
 
 // hetsyncBinary builds cmd/hetsync into the test's temporary directory (the build cache makes

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,11 +27,17 @@ type supervised struct {
 
 func startSupervised(t *testing.T) *supervised {
 	t.Helper()
+	return startSupervisedCtx(t, context.Background())
+}
+
+// startSupervisedCtx is startSupervised with ctx standing for the supervisor's signals.
+func startSupervisedCtx(t *testing.T, ctx context.Context) *supervised {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	s := &supervised{t: t, in: inW, fw: &frameWriter{w: inW}, fr: &frameReader{r: outR}, done: make(chan error, 1)}
 	go func() {
-		err := Supervise(context.Background(), inR, outW)
+		err := Supervise(ctx, inR, outW)
 		outW.Close()
 		s.done <- err
 	}()
@@ -114,6 +123,11 @@ func TestSuperviseRunsEveryRankOfAHost(t *testing.T) {
 }
 
 func TestSuperviseReportsHowRanksEnd(t *testing.T) {
+	// A program found only through the PATH the launcher sends (-x PATH=...).
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "hetsync-test-prog"), []byte("#!/bin/sh\nexit 42\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		req    startRequest
@@ -126,6 +140,9 @@ func TestSuperviseReportsHowRanksEnd(t *testing.T) {
 			exitNotice{Code: 127}, "cannot change to the directory /nonexistent/dir on host node7 (--remote-dir)"},
 		{"own dir missing", startRequest{Argv: []string{"true"}, Dir: "/nonexistent/dir"}, exitNotice{}, ""},
 		{"dir", startRequest{Argv: []string{"sh", "-c", `[ "$(pwd)" = / ]`}, Dir: "/"}, exitNotice{}, ""},
+		{"PATH from the launcher", startRequest{Argv: []string{"hetsync-test-prog"}, Env: []string{"PATH=relative/dir:" + bin + ":/usr/bin:/bin"}},
+			exitNotice{Code: 42}, ""},
+		{"not in the launcher's PATH", startRequest{Argv: []string{"sh"}, Env: []string{"PATH=" + bin}}, exitNotice{Code: 127}, "not found"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,4 +258,29 @@ func TestSuperviseRejectsBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSuperviseStopsRanksWhenSignalled(t *testing.T) {
+	marker := strconv.Itoa(1_000_000 + rand.IntN(1_000_000))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := startSupervisedCtx(t, ctx)
+	s.start(0, startRequest{Argv: []string{"sh", "-c", `echo ready; exec sleep ` + marker}})
+	if kind, _, payload, err := s.fr.read(); err != nil || kind != frameStdout {
+		t.Fatalf("frame %q %q, %v; want the ready line", kind, payload, err)
+	}
+	cancel() // as SIGTERM to `hetsync _supervise`
+	if _, _, exits := s.collect(1); exits[0] != (exitNotice{Code: -1, Signal: "TERM"}) {
+		t.Errorf("rank 0: %+v, want stopped by SIGTERM", exits[0])
+	}
+	select {
+	case err := <-s.done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Supervise: %v, want the cancellation", err)
+		}
+		s.done <- err
+	case <-time.After(30 * time.Second):
+		t.Fatal("Supervise did not return")
+	}
+	waitNoProcesses(t, "sleep "+marker)
 }

@@ -37,7 +37,8 @@ func jobFlags(rendezvous bool) []cli.Flag {
 		&cli.StringFlag{Name: "hostfile", Usage: "file of hosts, one a line: \"host slots=N\" (Open MPI) or \"host:N\"; # comments"},
 		&cli.BoolFlag{Name: "oversubscribe", Usage: "allow more ranks than slots"},
 		&cli.StringFlag{Name: "ssh-user", Usage: "SSH login user (default: the current user; user@host in -H overrides)"},
-		&cli.IntFlag{Name: "ssh-port", Value: 22, Usage: "SSH port of every host"},
+		&cli.IntFlag{Name: "ssh-port", Value: 22, Usage: "SSH port of every host (default: the host's Port in the ssh config, else 22)"},
+		&cli.StringFlag{Name: "ssh-config", Aliases: []string{"F"}, EnvVars: []string{"HETSYNC_SSH_CONFIG"}, Usage: "ssh_config file for Host aliases, HostName, User, Port, IdentityFile, ProxyJump (default ~/.ssh/config and /etc/ssh/ssh_config; \"none\" for none)"},
 		&cli.StringSliceFlag{Name: "ssh-identity", Aliases: []string{"i"}, Usage: "private key file to log in with (repeatable; default ~/.ssh/id_ed25519, id_ecdsa, id_rsa)"},
 		&cli.BoolFlag{Name: "ssh-no-agent", Usage: "do not offer the keys of ssh-agent (SSH_AUTH_SOCK)"},
 		&cli.StringSliceFlag{Name: "ssh-known-hosts", Usage: "known_hosts file to check host keys against (repeatable; default ~/.ssh/known_hosts, /etc/ssh/ssh_known_hosts)"},
@@ -116,7 +117,7 @@ func configureJob(c *cli.Context, job *launcher.Job) (func(), error) {
 	}
 	job.NP, job.Hosts, job.Placement = len(place), hosts, place
 	cfg := launcher.SSHConfig{
-		User: c.String("ssh-user"), Port: c.Int("ssh-port"), IdentityFiles: c.StringSlice("ssh-identity"),
+		User: c.String("ssh-user"), Port: sshPort(c), IdentityFiles: c.StringSlice("ssh-identity"), ConfigFile: c.String("ssh-config"),
 		NoAgent: c.Bool("ssh-no-agent"), KnownHostsFiles: c.StringSlice("ssh-known-hosts"),
 		InsecureSkipHostKey: c.Bool("ssh-insecure-skip-hostkey"), ConnectTimeout: c.Duration("ssh-timeout"),
 		RemoteBin: c.String("remote-bin"), RemoteDir: c.String("remote-dir"), Forward: forward, Log: c.App.ErrWriter,

@@ -21,21 +21,3 @@ func superviseCommand() *cli.Command {
 		},
 	}
 }
-
-// supervisorCommand runs the supervisor on remote hosts: --remote-hetsync, else --remote-bin
-// when the ranks are this hetsync itself (bench, train), else this executable's path. Nil
-// (this executable cannot be found) leaves the launcher's own default and its error.
-func supervisorCommand(c *cli.Context, command []string) []string {
-	path := c.String("remote-hetsync")
-	if path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil
-		}
-		path = exe
-		if rb := c.String("remote-bin"); rb != "" && len(command) > 0 && command[0] == exe {
-			path = rb
-		}
-	}
-	return []string{path, "_supervise"}
-}
