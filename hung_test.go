@@ -75,10 +75,11 @@ func namesRank(out string, r int, sig syscall.Signal) bool {
 	if sig == syscall.SIGSTOP {
 		return strings.Contains(out, fmt.Sprintf("rank %d is unresponsive", r))
 	}
-	return strings.Contains(out, fmt.Sprintf("rank %d is dead", r)) ||
-		strings.Contains(out, fmt.Sprintf("with rank %d: connection closed by the peer", r)) ||
-		strings.Contains(out, fmt.Sprintf("rank %d exited", r)) || strings.Contains(out, fmt.Sprintf("rank %d was killed", r)) ||
-		strings.Contains(out, fmt.Sprintf("rank %d killed", r))
+	// The data connection to a killed rank ends: the receive from it fails naming it (a
+	// *transport.PeerError, "recv with rank R: ..."), and under a launcher, the launcher names
+	// the rank it saw killed.
+	return strings.Contains(out, fmt.Sprintf("recv with rank %d: ", r)) ||
+		strings.Contains(out, fmt.Sprintf("rank %d failed first: killed by signal", r))
 }
 
 // A rank frozen (SIGSTOP) or killed (SIGKILL) in the middle of a job's collectives, with the

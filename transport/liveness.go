@@ -74,26 +74,20 @@ type Liveness interface {
 	Peer(peer int) PeerState
 }
 
-// UnresponsiveError says that a peer stopped answering heartbeats on the control path, or that
-// its control connection ended without a goodbye: the process is frozen (SIGSTOP, a paused
-// VM, a host that stopped scheduling it) or dead.
+// UnresponsiveError says that a peer stopped sending heartbeats on the control path: the
+// process is frozen (SIGSTOP, a paused VM, a host that stopped scheduling it) or dead.
 type UnresponsiveError struct {
 	Rank, Peer int
-	// Silent is how long the peer had been silent, 0 when its connection ended instead.
+	// Silent is how long the peer had been silent.
 	Silent time.Duration
 	// Limit is the configured peer timeout.
 	Limit time.Duration
-	// Closed is the error that ended the control connection, nil for a silent peer.
-	Closed error
 	// State is what the kernel says of a silent peer on this rank's host ("stopped (SIGSTOP
 	// or a tracer)", "exited"), "" for a peer on another host.
 	State string
 }
 
 func (e *UnresponsiveError) Error() string {
-	if e.Closed != nil {
-		return fmt.Sprintf("rank %d: rank %d is dead: its control connection ended without a goodbye (%v)", e.Rank, e.Peer, e.Closed)
-	}
 	if e.State != "" {
 		return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, HETSYNC_PEER_TIMEOUT): its process is %s",
 			e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, e.State)

@@ -127,9 +127,12 @@
 // They travel on the libp2p connections, apart from the data connections, so a peer that is
 // busy moving a large message still answers, and a rank that has nothing to receive from a
 // frozen peer still notices it. A peer that sends nothing for Config.PeerTimeout (default
-// 8 s: SIGSTOP, a paused VM) or whose stream ends without a goodbye (SIGKILL, a lost host) is
-// failed: every pending and later Recv from it returns a *transport.UnresponsiveError naming
-// it, and its data connection is closed. A rank that closes its endpoint says goodbye first,
+// 8 s: SIGSTOP, a paused VM, a lost host) is failed: every pending and later Recv from it
+// returns a *transport.UnresponsiveError naming it, and its data connection is closed. A dead
+// process (SIGKILL) is seen sooner, as its data connection ends. Until a peer's first
+// heartbeat arrives (and again after its stream was reset, which libp2p does to a connection
+// it drops) it is given the join timeout instead: a large job on a loaded host takes that
+// long to open one libp2p connection per pair. A rank that closes its endpoint says goodbye first,
 // so that ranks finishing at different times do not fail each other. This works the same
 // under every launcher, since each rank watches its peers itself.
 //

@@ -3,7 +3,6 @@ package p2p
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -56,11 +55,16 @@ const (
 type heartbeats struct {
 	rank, size        int
 	interval, timeout time.Duration
-	h                 host.Host
-	ids               []peer.ID
-	log               *slog.Logger
-	epoch             time.Time
-	act               transport.Activity
+	// firstGrace bounds the wait for a peer's first heartbeat: the join timeout, since a large
+	// job on a loaded host takes a while to open its streams (one libp2p connection per pair),
+	// while a peer that stopped after that is failed after timeout.
+	firstGrace time.Duration
+	started    time.Time
+	h          host.Host
+	ids        []peer.ID
+	log        *slog.Logger
+	epoch      time.Time
+	act        transport.Activity
 
 	// procs are the processes of the peers on this rank's kernel (the zero procID for the
 	// others), set before start and read-only after (procwatch.go).
@@ -83,6 +87,7 @@ type heartbeats struct {
 
 type beatPeer struct {
 	transport.PeerState
+	heard  bool      // a heartbeat has arrived
 	echo   uint64    // the peer's last send time
 	echoAt time.Time // when it arrived
 }
@@ -99,8 +104,8 @@ func newHeartbeats(cfg Config, h host.Host, ids []peer.ID) *heartbeats {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	hb := &heartbeats{rank: cfg.Rank, size: cfg.Size, timeout: timeout,
-		interval: min(time.Second, max(timeout/8, 10*time.Millisecond)),
-		h:        h, ids: ids, log: cfg.Logger, epoch: time.Now(),
+		interval: min(time.Second, max(timeout/8, 10*time.Millisecond)), firstGrace: max(timeout, cfg.JoinTimeout),
+		h: h, ids: ids, log: cfg.Logger, epoch: time.Now(),
 		peers: make([]beatPeer, cfg.Size), stop: make(chan struct{}), quit: make(chan struct{}), ctx: ctx, cancel: cancel}
 	h.SetStreamHandler(heartbeatProto, hb.handle)
 	return hb
@@ -111,7 +116,7 @@ func newHeartbeats(cfg Config, h host.Host, ids []peer.ID) *heartbeats {
 func (hb *heartbeats) start(fail func(peer int, err error)) {
 	now := time.Now()
 	hb.mu.Lock()
-	hb.fail = fail
+	hb.fail, hb.started = fail, now
 	var failed []int
 	for r := range hb.peers {
 		if hb.peers[r].Heard.IsZero() {
@@ -195,7 +200,7 @@ func (hb *heartbeats) send(r int) {
 			stopping = true
 		default:
 		}
-		if s == nil && !stopping {
+		if s == nil && !stopping && hb.mayDial(r) {
 			ctx, cancel := context.WithTimeout(hb.ctx, hb.timeout)
 			ns, err := hb.h.NewStream(network.WithAllowLimitedConn(ctx, "heartbeat"), hb.ids[r], heartbeatProto)
 			cancel()
@@ -223,6 +228,18 @@ func (hb *heartbeats) send(r int) {
 		case <-t.C:
 		}
 	}
+}
+
+// mayDial says whether this rank may open its stream to peer r now. A higher rank waits
+// for the lower one's stream first (for half the timeout at most), so that the pair shares
+// the libp2p connection that stream opened instead of both dialing one at the same moment.
+func (hb *heartbeats) mayDial(r int) bool {
+	if r > hb.rank {
+		return true
+	}
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.peers[r].heard || time.Since(hb.started) > hb.timeout/2
 }
 
 // encode fills b with this rank's heartbeat to peer r.
@@ -256,8 +273,11 @@ func (hb *heartbeats) encode(b []byte, r int, goodbye bool) {
 	binary.BigEndian.PutUint64(b[40:], uint64(hold))
 }
 
-// handle reads the heartbeats of one peer. A stream that ends without a goodbye while this
-// rank is running means the peer died.
+// handle reads the heartbeats of one peer. A stream that ends without a goodbye is not taken
+// for a death: libp2p resets the streams of a connection it drops (two ranks that dialed each
+// other at once), and the peer opens another. A peer that died closes its data connection
+// too, which fails it at once; one whose streams keep failing falls silent. The peer is given
+// the first-heartbeat grace again meanwhile, since a loaded host may take that long to dial.
 func (hb *heartbeats) handle(s network.Stream) {
 	r := rankOf(hb.ids, s.Conn().RemotePeer())
 	hb.mu.Lock()
@@ -274,10 +294,13 @@ func (hb *heartbeats) handle(s network.Stream) {
 		_ = s.SetReadDeadline(time.Time{})
 		if _, err := io.ReadFull(s, b[:]); err != nil {
 			_ = s.Reset()
-			if errors.Is(err, io.EOF) && hb.Peer(r).Left {
-				return
+			hb.mu.Lock()
+			left := hb.peers[r].Left
+			hb.peers[r].heard = false
+			hb.mu.Unlock()
+			if !left && !hb.isStopped() {
+				hb.log.Debug("hetsync heartbeat: stream ended without a goodbye", "rank", hb.rank, "peer", r, "err", err)
 			}
-			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Limit: hb.timeout, Closed: err})
 			return
 		}
 		if string(b[:4]) != heartbeatMagic {
@@ -295,7 +318,7 @@ func (hb *heartbeats) received(r int, b []byte) {
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
 	p := &hb.peers[r]
-	p.Heard = now
+	p.Heard, p.heard = now, true
 	p.Left = p.Left || b[4]&beatGoodbye != 0
 	p.Done = b[4]&beatDone != 0
 	p.Op = b[5]
@@ -351,9 +374,14 @@ func (hb *heartbeats) monitor() {
 			if r == hb.rank {
 				continue
 			}
-			p := hb.Peer(r)
+			hb.mu.Lock()
+			p, limit := hb.peers[r].PeerState, hb.timeout
+			if !hb.peers[r].heard {
+				limit = hb.firstGrace
+			}
+			hb.mu.Unlock()
 			silent := now.Sub(p.Heard)
-			if p.Left || p.Failed != nil || silent <= hb.timeout {
+			if p.Left || p.Failed != nil || silent <= limit {
 				overloaded[r] = false
 				continue
 			}
