@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/kernels"
 	"github.com/hetsync/hetsync/trainer/data"
@@ -88,6 +89,8 @@ type RankOptions struct {
 	// DataPath is the transport and data path of the job's bytes, for summary.json ("mem",
 	// "p2p data-path=tcp"); "" records none.
 	DataPath string
+	// Watch is what the rank's communicator reports (TrainOptions.Watch).
+	Watch collective.Watch
 }
 
 // RankResult is what RunRank returns.
@@ -151,7 +154,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if err != nil {
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
-	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links}
+	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links, Watch: opts.Watch}
 	if rank == 0 {
 		if topts.Eval, err = newTestEvaluator(wl.Model, cfg.Seed, test, opts.EvalBatch); err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
@@ -108,10 +109,12 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 			}
 			vote = reason != ""
 		}
+		roundStart := time.Now()
 		st, err := strat.Round(ctx, w, vote)
 		if err != nil {
 			return nil, err
 		}
+		w.Timeline.Span(collective.TrackUser, "round", roundStart, time.Now(), "round", round, "local_steps", st.LocalSteps, "wait_s", st.Wait.Seconds())
 		now := w.Now().Sub(start)
 		stats := w.Endpoint.Stats()
 		rec := metrics.RoundRecord{

@@ -29,6 +29,9 @@ type TrainOptions struct {
 	Links *topology.Matrix
 	// Progress receives rank 0's progress lines; nil prints nothing.
 	Progress io.Writer
+	// Watch is what the communicator Train builds reports (stalls, timeline); its Timeline
+	// also gets a span per local step and per round.
+	Watch collective.Watch
 }
 
 // Train runs this rank of a training job on the user's model: every rank of the job calls it
@@ -55,7 +58,7 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	ep = cfg.Stragglers.WrapEndpoint(ep)
 	comm := opts.Comm
 	if comm == nil {
-		c, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective, Links: opts.Links})
+		c, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective, Links: opts.Links, Watch: opts.Watch})
 		if err != nil {
 			return nil, fmt.Errorf("trainer: rank %d: --collective: %w", ep.Rank(), err)
 		}
@@ -65,6 +68,7 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	if err != nil {
 		return nil, err
 	}
+	w.Timeline = opts.Watch.Timeline
 	strat, err := reg.New(&cfg)
 	if err != nil {
 		return nil, err

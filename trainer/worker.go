@@ -111,6 +111,8 @@ type Worker struct {
 	Opt        *SGD
 	Inject     *Injector
 	Now        func() time.Time
+	// Timeline, when not nil, gets a span per local step (collective.Timeline).
+	Timeline *collective.Timeline
 
 	// Params is the model's parameter vector (Model.Params), which strategies update in
 	// place; Grads receives the gradient of each local step, already scaled to
@@ -183,6 +185,7 @@ func (w *Worker) Compute(ctx context.Context) (StepStats, error) {
 	compute := w.Now().Sub(t0)
 	extra := w.Inject.Extra(compute)
 	w.steps++
+	w.Timeline.Span(collective.TrackUser, "step", time.Now().Add(-compute), time.Now(), "step", w.steps, "loss", r.Loss)
 	return StepStats{Loss: r.Loss, Correct: r.Correct, Samples: r.Samples, Compute: compute + extra, Injected: extra}, nil
 }
 

@@ -222,7 +222,8 @@ func trainCommand() *cli.Command {
 // trainRank runs this process as one rank of a launched job, formed by hetsync.Init.
 func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error {
 	return o.joinRank(ctx, func(c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize(), Links: c.Links(), DataPath: dataPathOf(c)}
+		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize(), Links: c.Links(), DataPath: dataPathOf(c),
+			Watch: c.Watch()}
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(c.Size()), out, errOut
 			if err := prepareRunDir(ropts.Out); err != nil {
@@ -246,7 +247,8 @@ func dataPathOf(c *hetsync.Comm) string {
 // trainMem runs every rank as a goroutine over the in-process transport.
 func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 	return hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP, Links: c.Links(), DataPath: dataPathOf(c)}
+		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP, Links: c.Links(), DataPath: dataPathOf(c),
+			Watch: c.Watch()}
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
