@@ -59,7 +59,7 @@ func TestHeartbeatsReportActivityAndGoodbye(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st := eps[0].(transport.Liveness).Peer(1)
-		if st.Seq == 42 && st.Op == 3 && !st.Done && st.RTT > 0 {
+		if st.Seq == 42 && st.Op == 3 && !st.Done && st.RTT > 0 && eps[0].(transport.Liveness).Peer(2).RTT > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -69,6 +69,9 @@ func TestHeartbeatsReportActivityAndGoodbye(t *testing.T) {
 	}
 	if err := eps[2].Close(); err != nil {
 		t.Fatal(err)
+	}
+	for start := time.Now(); !eps[0].(transport.Liveness).Peer(2).Left && time.Since(start) < 10*time.Second; {
+		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(3 * timeout)
 	if st := eps[0].(transport.Liveness).Peer(2); !st.Left || st.Failed != nil {
