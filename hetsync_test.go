@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync"
+	"github.com/hetsync/hetsync/internal/freeport"
 )
 
 // sumCheck allreduces a vector of n elements whose element i is rank*n+i on every rank and
@@ -119,12 +120,12 @@ func envOf(m map[string]string) hetsync.Option {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_, port, _ := net.SplitHostPort(addr)
+	return port
 }
 
 const testSecret = "5ec2e75ec2e75ec2e75ec2e75ec2e75e"

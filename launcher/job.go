@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hetsync/hetsync/internal/freeport"
 )
 
 // Job describes the ranks to start on this machine and how to supervise them.
@@ -150,15 +152,12 @@ func (e *TimedOut) Error() string {
 	return fmt.Sprintf("job ran longer than --timeout %v; %d rank(s) still running: %s", e.Timeout, len(e.Running), strings.Join(parts, ", "))
 }
 
-// FreeLocalAddr returns 127.0.0.1:PORT with a port that was free a moment ago.
+// FreeLocalAddr returns 127.0.0.1:PORT with a port that was free a moment ago and that no
+// rank's own listener can take before rank 0 binds it (internal/freeport).
 func FreeLocalAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr("127.0.0.1")
 	if err != nil {
 		return "", fmt.Errorf("finding a free port for the rendezvous: %w", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		return "", err
 	}
 	return addr, nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/internal/freeport"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -214,12 +215,13 @@ func startSSHDWith(t *testing.T, o sshdOptions) *testSSHD {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	_, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 // config is an SSHConfig that logs in to s, with this test binary as the hosts' supervisor

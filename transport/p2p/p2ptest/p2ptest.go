@@ -4,7 +4,7 @@ package p2ptest
 
 import (
 	"context"
-	"net"
+	"github.com/hetsync/hetsync/internal/freeport"
 	"sync"
 	"testing"
 	"time"
@@ -18,12 +18,10 @@ import (
 // closed when the test ends; a failed join fails the test.
 func JoinLoopback(t testing.TB, size int, base p2p.Config, perRank func(r int, c *p2p.Config)) []transport.Endpoint {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
 	if base.JoinTimeout == 0 {
 		base.JoinTimeout = 50 * time.Second
 	}
