@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hetsync/hetsync/kernels/cuda"
 )
 
 // Bad command lines found by probing the command: each fails up front, before any rank
@@ -48,6 +50,16 @@ func TestBadInputFailsUpFront(t *testing.T) {
 		{[]string{"launch", "-np", "10000000", "true"}, []string{"--np 10000000", "this host cannot hold"}},
 		{[]string{"bench", "-np", "2", "--rendezvous", "127.0.0.1:"}, []string{`--rendezvous "127.0.0.1:"`}},
 		{[]string{"launch", "-np", "2", "--rendezvous", "127.0.0.1:0", "true"}, []string{`--rendezvous "127.0.0.1:0"`}},
+	}
+	tests = append(tests, struct {
+		args []string
+		want []string
+	}{append(mem, "--data", dir), []string{"--data " + dir + ": missing train-images-idx3-ubyte"}})
+	if !cuda.Built {
+		tests = append(tests, struct {
+			args []string
+			want []string
+		}{append(mem, "--device", "cpu,cuda:0"), []string{"--device cpu,cuda:0: this binary was built without CUDA support"}})
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
