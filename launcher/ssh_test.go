@@ -203,12 +203,13 @@ func TestSSHInterruptAndLostLauncherKillRemoteRanks(t *testing.T) {
 			res := make(chan error, 1)
 			go func() { res <- job.Run(ctx) }()
 			<-stdout.ready
-			// "ready" comes before the background sleep may have started: wait for all four.
-			for i := 0; len(processesMatching("sleep "+marker, true)) < 4; i++ {
-				if i == 200 {
+			// "ready" comes before the background sleep may have started: wait for all four
+			// (bounded only against a rank that never starts; SSH sessions on a loaded machine
+			// take seconds).
+			for deadline := time.Now().Add(2 * time.Minute); len(processesMatching("sleep "+marker, true)) < 4; time.Sleep(25 * time.Millisecond) {
+				if time.Now().After(deadline) {
 					t.Fatalf("want 4 sleeping ranks, have %d", len(processesMatching("sleep "+marker, true)))
 				}
-				time.Sleep(25 * time.Millisecond)
 			}
 			if how == "cancel" {
 				cancel()
