@@ -249,6 +249,9 @@ func Place(hosts []Host, np int, oversubscribe bool) ([]Slot, error) {
 	if np < 0 {
 		return nil, fmt.Errorf("-np %d: need at least 1 rank", np)
 	}
+	if np > len(hosts)*MaxSlots {
+		return nil, fmt.Errorf("-np %d: more than %d ranks on each of the %d host(s), even oversubscribed", np, MaxSlots, len(hosts))
+	}
 	if np > total && !oversubscribe {
 		return nil, fmt.Errorf("-np %d: more ranks than the %d slots of %d host(s) (%s); add hosts or slots, or pass --oversubscribe",
 			np, total, len(hosts), describeHosts(hosts))

@@ -107,6 +107,7 @@ func TestPlace(t *testing.T) {
 		{"oversubscribed twice", []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 1}}, 5, true, "a0/3 a1/3 a2/3 b0/2 b1/2", ""},
 		{"no hosts", nil, 1, false, "", "no hosts"},
 		{"negative", two, -1, false, "", "-np -1"},
+		{"oversubscribed beyond any host", two, 2*MaxSlots + 1, true, "", "-np 131073: more than 65536 ranks on each of the 2 host(s)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
