@@ -176,10 +176,13 @@ func TestJobPlacementEnvironment(t *testing.T) {
 
 func TestJobTimeoutLocal(t *testing.T) {
 	var log syncBuffer
-	job := &Job{NP: 3, Command: []string{"sh", "-c", `[ "$HETSYNC_RANK" = 1 ] && exit 0; exec sleep 600`}, Env: os.Environ(),
+	job := &Job{NP: 3, Command: []string{"sh", "-c", `[ "$HETSYNC_RANK" = 0 ] && exit 0; exec sleep 600`}, Env: os.Environ(),
 		Timeout: 500 * time.Millisecond, Grace: 200 * time.Millisecond, Log: &log}
+	// The timeout starts once every rank is started, and the last one starts only after rank 0
+	// has exited, however long that takes on a loaded machine: the ranks named are exact.
+	job.Spawner = &lastAfterRank0Exits{Spawner: LocalSpawner{}, last: job.NP - 1, exited: make(chan struct{})}
 	err := job.Run(testContext(t))
-	want := "job ran longer than --timeout 500ms; 2 rank(s) still running: 0, 2"
+	want := "job ran longer than --timeout 500ms; 2 rank(s) still running: 1, 2"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
