@@ -46,7 +46,7 @@ func TestBadInputFailsUpFront(t *testing.T) {
 		{[]string{"bench", "-np", "100000"}, []string{"--np 100000", "this host cannot hold"}},
 		{[]string{"bench", "-np", "100000", "--transport", "mem"}, []string{"--np 100000", "--transport mem", "cannot hold"}},
 		{[]string{"train", "-np", "100000", "--max-rounds", "1"}, []string{"--np 100000", "this host cannot hold"}},
-		{[]string{"train", "-np", "100000", "--max-rounds", "1", "--transport", "mem"}, []string{"--np 100000", "cannot hold"}},
+		{[]string{"train", "-np", "10000000", "--max-rounds", "1", "--transport", "mem"}, []string{"--np 10000000", "cannot hold"}},
 		{[]string{"launch", "-np", "10000000", "true"}, []string{"--np 10000000", "this host cannot hold"}},
 		{[]string{"bench", "-np", "2", "--rendezvous", "127.0.0.1:"}, []string{`--rendezvous "127.0.0.1:"`}},
 		{[]string{"launch", "-np", "2", "--rendezvous", "127.0.0.1:0", "true"}, []string{`--rendezvous "127.0.0.1:0"`}},
