@@ -303,7 +303,7 @@ func TestSSHConnectErrorsNameTheHost(t *testing.T) {
 	if err := os.WriteFile(wrongKnown, []byte(fmt.Sprintf("[127.0.0.1]:%d %s", s.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(wrongKey))))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	closedPort := freePort(t)
+	closed := closedPort(t)
 	host := fmt.Sprintf("127.0.0.1:%d", s.Port)
 	tests := []struct {
 		name string
@@ -316,8 +316,8 @@ func TestSSHConnectErrorsNameTheHost(t *testing.T) {
 			[]string{"ssh to host", host, "is not in known_hosts", "--ssh-insecure-skip-hostkey"}},
 		{"changed host key", func(c *SSHConfig) { c.KnownHostsFiles = []string{wrongKnown} },
 			[]string{host, "does NOT match", "man-in-the-middle"}},
-		{"unreachable", func(c *SSHConfig) { c.Port = closedPort },
-			[]string{fmt.Sprintf("ssh to host %s@127.0.0.1:%d: unreachable", currentUser(), closedPort), "refused"}},
+		{"unreachable", func(c *SSHConfig) { c.Port = closed },
+			[]string{fmt.Sprintf("ssh to host %s@127.0.0.1:%d: unreachable", currentUser(), closed), "refused"}},
 		{"user override", func(c *SSHConfig) {}, []string{"ssh to host nobody-hetsync@" + host}},
 	}
 	for _, tc := range tests {
