@@ -11,7 +11,7 @@ TESTFLAGS ?= -count=1 -timeout 900s
 TEST_SYSPKGS := openssh-server iproute2 openmpi-bin
 DEMO_OUT  ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: all build deps data test-deps test vet fmt-check demo bench bench-compute clean \
+.PHONY: all build deps data test-deps test vet fmt-check fuzz demo bench bench-compute clean \
         cuda cuda-fetch cuda-check cuda-test-gpu ptx
 
 all: build
@@ -35,9 +35,23 @@ fmt-check:
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
 
+# Fuzz targets of the parsers and decoders that read what another process or a user wrote,
+# each run briefly on top of its seed corpus (which `go test` also runs, as tests). A failing
+# input is saved under the package's testdata/fuzz and fails the target.
+FUZZTIME     ?= 3s
+FUZZ_TARGETS := ./transport:FuzzStreamRecv ./transport:FuzzDecodeHeader ./transport/p2p:FuzzRendezvousMessages \
+                ./launcher:FuzzParseHostList ./launcher:FuzzParseHostfile ./trainer/experiment:FuzzParse \
+                ./trainer/data:FuzzDecodeIDX
+
+fuzz: deps
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
+	  $(GO) test -tags '$(TAGS)' -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
 # The whole suite; transport and collective also under the race detector. The real data set is
 # required (HETSYNC_REQUIRE_DATA=1): a missing one fails the data test instead of skipping it.
-test: test-deps fmt-check vet
+test: test-deps fmt-check vet fuzz
 	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) -race ./transport/... ./collective/...
 	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) ./...
 

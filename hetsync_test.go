@@ -297,14 +297,15 @@ func initFails(t *testing.T, opts []hetsync.Option, want []string) {
 // Rank 0 alone cannot form a job of 2: Init gives up after the join timeout, naming the rank.
 func TestInitJoinTimeout(t *testing.T) {
 	env := launchers[0].env(0, 2, freePort(t))
-	start := time.Now()
 	c, err := hetsync.Init(context.Background(), envOf(env), hetsync.WithJoinTimeout(time.Second))
 	if err == nil {
 		c.Close()
 		t.Fatal("Init succeeded without rank 1")
 	}
-	if !strings.Contains(err.Error(), "rank 0") || time.Since(start) > 30*time.Second {
-		t.Fatalf("after %v: %v", time.Since(start), err)
+	// The join timeout, not the test's clock, ended the wait: the error says so.
+	if !strings.Contains(err.Error(), "rank 0") || !strings.Contains(err.Error(), "still missing rank(s) 1") ||
+		!errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Init without rank 1: %v; want rank 0's join timeout naming rank 1", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // LocalHostName is the host name that means "this machine, without SSH". Any other name
@@ -46,10 +47,12 @@ func ParseHostList(s string) ([]Host, error) {
 			continue
 		}
 		h, err := parseHostSlots(item)
+		if err == nil {
+			hosts, err = mergeHost(hosts, h)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("-H %q: %v", s, err)
 		}
-		hosts = mergeHost(hosts, h)
 	}
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("-H %q: no hosts", s)
@@ -96,10 +99,14 @@ func userPart(s string) string {
 	return ""
 }
 
+// MaxSlots bounds a host's slots, alone or summed over its lines: far beyond the ranks any
+// machine runs, low enough that counting and placing ranks cannot overflow or exhaust memory.
+const MaxSlots = 1 << 16
+
 func parseSlots(s string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("slots %q: want a whole number of at least 1", s)
+	if err != nil || n < 1 || n > MaxSlots {
+		return 0, fmt.Errorf("slots %q: want a whole number in [1, %d]", s, MaxSlots)
 	}
 	return n, nil
 }
@@ -115,21 +122,28 @@ func newHost(name string, slots int) (Host, error) {
 	if name == "" {
 		return h, fmt.Errorf("empty host name")
 	}
-	if strings.ContainsAny(name, " \t/@,") {
-		return h, fmt.Errorf("host name %q contains a space, '/', '@' or ','", name)
+	bad := func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("/@,", r) }
+	if strings.ContainsFunc(name, bad) {
+		return h, fmt.Errorf("host name %q contains a space, a control character, '/', '@' or ','", name)
+	}
+	if strings.ContainsFunc(h.User, bad) {
+		return h, fmt.Errorf("user %q of host %s contains a space, a control character, '/', '@' or ','", h.User, name)
 	}
 	h.Name, h.Slots = name, slots
 	return h, nil
 }
 
-func mergeHost(hosts []Host, h Host) []Host {
+func mergeHost(hosts []Host, h Host) ([]Host, error) {
 	for i := range hosts {
 		if hosts[i].Name == h.Name && hosts[i].User == h.User {
+			if hosts[i].Slots+h.Slots > MaxSlots {
+				return nil, fmt.Errorf("host %s: %d slots in all, more than %d", h, hosts[i].Slots+h.Slots, MaxSlots)
+			}
 			hosts[i].Slots += h.Slots
-			return hosts
+			return hosts, nil
 		}
 	}
-	return append(hosts, h)
+	return append(hosts, h), nil
 }
 
 // ParseHostfile reads a hostfile. Each line names one host, in Open MPI's syntax
@@ -149,10 +163,12 @@ func ParseHostfile(r io.Reader, name string) ([]Host, error) {
 			continue
 		}
 		h, err := parseHostfileLine(fields)
+		if err == nil {
+			hosts, err = mergeHost(hosts, h)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("hostfile %s:%d: %v", name, line, err)
 		}
-		hosts = mergeHost(hosts, h)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("hostfile %s: %w", name, err)
@@ -232,6 +248,9 @@ func Place(hosts []Host, np int, oversubscribe bool) ([]Slot, error) {
 	}
 	if np < 0 {
 		return nil, fmt.Errorf("-np %d: need at least 1 rank", np)
+	}
+	if np > len(hosts)*MaxSlots {
+		return nil, fmt.Errorf("-np %d: more than %d ranks on each of the %d host(s), even oversubscribed", np, MaxSlots, len(hosts))
 	}
 	if np > total && !oversubscribe {
 		return nil, fmt.Errorf("-np %d: more ranks than the %d slots of %d host(s) (%s); add hosts or slots, or pass --oversubscribe",

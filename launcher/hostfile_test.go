@@ -107,6 +107,7 @@ func TestPlace(t *testing.T) {
 		{"oversubscribed twice", []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 1}}, 5, true, "a0/3 a1/3 a2/3 b0/2 b1/2", ""},
 		{"no hosts", nil, 1, false, "", "no hosts"},
 		{"negative", two, -1, false, "", "-np -1"},
+		{"oversubscribed beyond any host", two, 2*MaxSlots + 1, true, "", "-np 131073: more than 65536 ranks on each of the 2 host(s)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,10 +176,13 @@ func TestJobPlacementEnvironment(t *testing.T) {
 
 func TestJobTimeoutLocal(t *testing.T) {
 	var log syncBuffer
-	job := &Job{NP: 3, Command: []string{"sh", "-c", `[ "$HETSYNC_RANK" = 1 ] && exit 0; exec sleep 600`}, Env: os.Environ(),
+	job := &Job{NP: 3, Command: []string{"sh", "-c", `[ "$HETSYNC_RANK" = 0 ] && exit 0; exec sleep 600`}, Env: os.Environ(),
 		Timeout: 500 * time.Millisecond, Grace: 200 * time.Millisecond, Log: &log}
+	// The timeout starts once every rank is started, and the last one starts only after rank 0
+	// has exited, however long that takes on a loaded machine: the ranks named are exact.
+	job.Spawner = &lastAfterRank0Exits{Spawner: LocalSpawner{}, last: job.NP - 1, exited: make(chan struct{})}
 	err := job.Run(testContext(t))
-	want := "job ran longer than --timeout 500ms; 2 rank(s) still running: 0, 2"
+	want := "job ran longer than --timeout 500ms; 2 rank(s) still running: 1, 2"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}

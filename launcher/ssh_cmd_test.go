@@ -104,7 +104,7 @@ func TestSSHBenchAndTrainAcrossTwoHosts(t *testing.T) {
 		}
 	})
 	t.Run("unreachable host", func(t *testing.T) {
-		closed := freePort(t)
+		closed := closedPort(t)
 		args := append(append([]string{}, benchArgs...), "-np", "2", "-H", "127.0.0.1:2")
 		args = append(args, s.sshArgs()...)
 		args = append(args, "--ssh-port", strconv.Itoa(closed))

@@ -203,12 +203,13 @@ func TestSSHInterruptAndLostLauncherKillRemoteRanks(t *testing.T) {
 			res := make(chan error, 1)
 			go func() { res <- job.Run(ctx) }()
 			<-stdout.ready
-			// "ready" comes before the background sleep may have started: wait for all four.
-			for i := 0; len(processesMatching("sleep "+marker, true)) < 4; i++ {
-				if i == 200 {
+			// "ready" comes before the background sleep may have started: wait for all four
+			// (bounded only against a rank that never starts; SSH sessions on a loaded machine
+			// take seconds).
+			for deadline := time.Now().Add(2 * time.Minute); len(processesMatching("sleep "+marker, true)) < 4; time.Sleep(25 * time.Millisecond) {
+				if time.Now().After(deadline) {
 					t.Fatalf("want 4 sleeping ranks, have %d", len(processesMatching("sleep "+marker, true)))
 				}
-				time.Sleep(25 * time.Millisecond)
 			}
 			if how == "cancel" {
 				cancel()
@@ -302,7 +303,7 @@ func TestSSHConnectErrorsNameTheHost(t *testing.T) {
 	if err := os.WriteFile(wrongKnown, []byte(fmt.Sprintf("[127.0.0.1]:%d %s", s.Port, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(wrongKey))))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	closedPort := freePort(t)
+	closed := closedPort(t)
 	host := fmt.Sprintf("127.0.0.1:%d", s.Port)
 	tests := []struct {
 		name string
@@ -315,8 +316,8 @@ func TestSSHConnectErrorsNameTheHost(t *testing.T) {
 			[]string{"ssh to host", host, "is not in known_hosts", "--ssh-insecure-skip-hostkey"}},
 		{"changed host key", func(c *SSHConfig) { c.KnownHostsFiles = []string{wrongKnown} },
 			[]string{host, "does NOT match", "man-in-the-middle"}},
-		{"unreachable", func(c *SSHConfig) { c.Port = closedPort },
-			[]string{fmt.Sprintf("ssh to host %s@127.0.0.1:%d: unreachable", currentUser(), closedPort), "refused"}},
+		{"unreachable", func(c *SSHConfig) { c.Port = closed },
+			[]string{fmt.Sprintf("ssh to host %s@127.0.0.1:%d: unreachable", currentUser(), closed), "refused"}},
 		{"user override", func(c *SSHConfig) {}, []string{"ssh to host nobody-hetsync@" + host}},
 		{"no hetsync on the host", func(c *SSHConfig) { c.SupervisorCommand = []string{"/nonexistent/hetsync", "_supervise"} },
 			[]string{"host 127.0.0.1: the supervisor `'/nonexistent/hetsync' '_supervise'` did not start", "--remote-hetsync"}},

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -222,6 +223,26 @@ func freePort(t *testing.T) int {
 	_, port, _ := net.SplitHostPort(addr)
 	n, _ := strconv.Atoi(port)
 	return n
+}
+
+// closedPort is a loopback port that refuses connections for the rest of the test: a socket
+// bound to it that never listens holds it, so no other process of a shared machine can take
+// it between the choice and the dial, as it can a port found free and released.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
 }
 
 // config is an SSHConfig that logs in to s, with this test binary as the hosts' supervisor

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hetsync/hetsync/kernels/cuda"
 )
 
 // Bad command lines found by probing the command: each fails up front, before any rank
@@ -44,10 +46,20 @@ func TestBadInputFailsUpFront(t *testing.T) {
 		{[]string{"bench", "-np", "100000"}, []string{"--np 100000", "this host cannot hold"}},
 		{[]string{"bench", "-np", "100000", "--transport", "mem"}, []string{"--np 100000", "--transport mem", "cannot hold"}},
 		{[]string{"train", "-np", "100000", "--max-rounds", "1"}, []string{"--np 100000", "this host cannot hold"}},
-		{[]string{"train", "-np", "100000", "--max-rounds", "1", "--transport", "mem"}, []string{"--np 100000", "cannot hold"}},
+		{[]string{"train", "-np", "10000000", "--max-rounds", "1", "--transport", "mem"}, []string{"--np 10000000", "cannot hold"}},
 		{[]string{"launch", "-np", "10000000", "true"}, []string{"--np 10000000", "this host cannot hold"}},
 		{[]string{"bench", "-np", "2", "--rendezvous", "127.0.0.1:"}, []string{`--rendezvous "127.0.0.1:"`}},
 		{[]string{"launch", "-np", "2", "--rendezvous", "127.0.0.1:0", "true"}, []string{`--rendezvous "127.0.0.1:0"`}},
+	}
+	tests = append(tests, struct {
+		args []string
+		want []string
+	}{append(mem, "--data", dir), []string{"--data " + dir + ": missing train-images-idx3-ubyte"}})
+	if !cuda.Built {
+		tests = append(tests, struct {
+			args []string
+			want []string
+		}{append(mem, "--device", "cpu,cuda:0"), []string{"--device cpu,cuda:0: this binary was built without CUDA support"}})
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

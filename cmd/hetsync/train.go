@@ -14,8 +14,10 @@ import (
 
 	"github.com/hetsync/hetsync"
 	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/kernels/cuda"
 	"github.com/hetsync/hetsync/launcher"
 	"github.com/hetsync/hetsync/trainer"
+	"github.com/hetsync/hetsync/trainer/data"
 	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
@@ -68,6 +70,15 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	o.Workload = trainer.Workload{Model: c.String("model"), Shard: c.String("shard")}
 	if o.Workload.Devices, err = trainer.ParseDevices(c.String("device")); err != nil {
 		return o, err
+	}
+	// Ranks on other hosts may run another binary (--remote-bin); ranks here run this one.
+	if !hostsGiven(c) && !cuda.Built && slices.ContainsFunc(o.Workload.Devices, func(d string) bool { return d != "cpu" }) {
+		return o, fmt.Errorf("--device %s: this binary was built without CUDA support; rebuild with `make cuda` (go build -tags cuda)", c.String("device"))
+	}
+	if o.DataDir != "" && !hostsGiven(c) {
+		if missing := data.HasFashionMNIST(o.DataDir); len(missing) > 0 {
+			return o, fmt.Errorf("--data %s: missing %s", o.DataDir, strings.Join(missing, ", "))
+		}
 	}
 	reg := trainer.Builtin()
 	if cfg.Options, err = strategyOptions(c, reg, cfg.Strategy); err != nil {

@@ -207,8 +207,11 @@ func decodeImages(r io.Reader, name string, size int64) (*Images, error) {
 	if rows <= 0 || cols <= 0 {
 		return nil, fmt.Errorf("idx: %s: wrong dimensions: %d×%d×%d (rows and cols must be positive)", name, n, rows, cols)
 	}
-	total := uint64(n) * uint64(rows) * uint64(cols)
-	if total > maxIDXElements {
+	// Each factor is below 2^32: bounding rows·cols first keeps the product of all three
+	// below 2^60, so it cannot wrap around to a small number.
+	perImage := uint64(rows) * uint64(cols)
+	total := uint64(n) * min(perImage, maxIDXElements+1)
+	if perImage > maxIDXElements || total > maxIDXElements {
 		return nil, fmt.Errorf("idx: %s: wrong dimensions: %d×%d×%d exceeds %d bytes", name, n, rows, cols, maxIDXElements)
 	}
 	if size >= 0 && uint64(size) < 16+total {

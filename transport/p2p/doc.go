@@ -45,7 +45,15 @@
 // registered rank. When all Size ranks have registered, rank 0 sends each the full table.
 // When JoinTimeout expires first, rank 0 fails with the list of missing ranks and tells the
 // ranks that did register. A connection refused by the gater never reaches this protocol:
-// rank 0 keeps waiting for the real rank.
+// rank 0 keeps waiting for the real rank. Rank 0 keeps answering the protocol after the job
+// formed: a late registration (a second process with a running rank's number) is told that
+// the job has formed. A rendezvous port already taken is reported as such before libp2p
+// tries it.
+//
+// Before its files are made, a joining rank sweeps those of ranks killed during an earlier
+// job's setup (sweep.go): segment and host-proof files in /dev/shm that no process holds a
+// lock on (a live rank locks its own), and rank sockets in os.TempDir() that nothing listens
+// on, of this user and older than two minutes.
 //
 // # Data paths
 //

@@ -65,11 +65,8 @@ func newProofFile(dir string, tag jobTag, rank int) (*proofFile, error) {
 	if err != nil {
 		return pf, nil
 	}
-	werr := shm.HoldLock(int(f.Fd()))
-	if werr == nil {
-		_, werr = f.Write(token)
-	}
-	if werr != nil {
+	_ = shm.HoldLock(int(f.Fd())) // without flock here, the sweep cannot take the file either
+	if _, werr := f.Write(token); werr != nil {
 		f.Close()
 		os.Remove(path)
 		return pf, nil

@@ -78,9 +78,13 @@ func readMsg(r io.Reader, v any) error {
 	if size > maxControlMsg {
 		return fmt.Errorf("control message of %d bytes exceeds the limit of %d", size, maxControlMsg)
 	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
+	// The buffer grows with what arrives: a length prefix alone cannot claim the limit.
+	b, err := io.ReadAll(io.LimitReader(r, int64(size)))
+	if err != nil {
 		return err
+	}
+	if len(b) < int(size) {
+		return fmt.Errorf("control message of %d bytes ends after %d: %w", size, len(b), io.ErrUnexpectedEOF)
 	}
 	return json.Unmarshal(b, v)
 }
@@ -341,18 +345,26 @@ func exchange(ctx context.Context, cfg Config, s network.Stream, where string, s
 		return nil, fmt.Errorf("%s: waiting for the peer table: %w", where, err)
 	}
 	_ = s.Close()
+	if err := checkTable(cfg, table); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return table.Peers, nil
+}
+
+// checkTable validates rank 0's answer: a refusal, or one entry per rank, in rank order.
+func checkTable(cfg Config, table peerTable) error {
 	if table.Error != "" {
-		return nil, fmt.Errorf("%s: rank 0 refused: %s", where, table.Error)
+		return fmt.Errorf("rank 0 refused: %s", table.Error)
 	}
 	if len(table.Peers) != cfg.Size {
-		return nil, fmt.Errorf("%s: the peer table has %d ranks, want %d", where, len(table.Peers), cfg.Size)
+		return fmt.Errorf("the peer table has %d ranks, want %d", len(table.Peers), cfg.Size)
 	}
 	for r, p := range table.Peers {
 		if p.Rank != r || len(p.Token) != tokenLen {
-			return nil, fmt.Errorf("%s: the peer table is malformed at rank %d", where, r)
+			return fmt.Errorf("the peer table is malformed at rank %d", r)
 		}
 	}
-	return table.Peers, nil
+	return nil
 }
 
 // sortedRanks formats a list of ranks for messages.

@@ -79,3 +79,41 @@ func TestSweepLeftovers(t *testing.T) {
 		}
 	}
 }
+
+// A job's join sweeps what a killed job left on the host: a segment and a host-proof file in
+// /dev/shm and a socket in TMPDIR, all older than staleAge, are gone once a job has formed.
+func TestJoinSweepsKilledRanksFiles(t *testing.T) {
+	if _, err := os.Stat(shm.DefaultDir); err != nil {
+		t.Skipf("no %s on this system", shm.DefaultDir)
+	}
+	sockDir := t.TempDir()
+	t.Setenv("TMPDIR", sockDir)
+	old := time.Now().Add(-2 * staleAge)
+	dead := newJobTag("killed " + t.Name())
+	seg := filepath.Join(shm.DefaultDir, "hetsync-shm-"+strings.Repeat("de", 16))
+	proof := filepath.Join(shm.DefaultDir, proofPrefix+dead.String()+"-1-"+strings.Repeat("ad", 8))
+	for _, p := range []string{seg, proof} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(p) })
+	}
+	sock := unixSocketPath(dead, 1)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	for _, p := range []string{seg, proof, sock} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startJob(t, Config{Size: 2, Secret: "sweeper " + t.Name(), Security: SecurityNone, JoinTimeout: 20 * time.Second, Logger: quiet}, nil)
+	for _, p := range []string{seg, proof, sock} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s of a killed job is still there after a join", p)
+		}
+	}
+}

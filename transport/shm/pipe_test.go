@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -272,11 +273,27 @@ func TestReadDeadline(t *testing.T) {
 func TestWriteDeadline(t *testing.T) {
 	a, b := newPair(t, Options{RingSize: MinRingSize})
 	want := pattern(0, 3*MinRingSize)
-	a.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
-	n, err := a.Write(want)
-	if !isTimeout(err) || n != MinRingSize {
-		t.Fatalf("Write into a full ring = %d, %v; want %d and a timeout", n, err, MinRingSize)
+	type result struct {
+		n   int
+		err error
 	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := a.Write(want)
+		done <- result{n, err}
+	}()
+	// The deadline is set once the ring is full, so what went in does not depend on how fast
+	// the writer got there.
+	for b.Buffered() < MinRingSize {
+		runtime.Gosched()
+	}
+	a.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
+	r := <-done
+	n := r.n
+	if !isTimeout(r.err) || n != MinRingSize {
+		t.Fatalf("Write into a full ring = %d, %v; want %d and a timeout", n, r.err, MinRingSize)
+	}
+	a.SetWriteDeadline(time.Time{})
 	errc := make(chan error, 1)
 	go func() {
 		_, err := a.Write(want[n:])

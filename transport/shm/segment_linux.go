@@ -50,11 +50,9 @@ func Create(opts Options) (*Segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm segment for %s: creating %s: %w", opts.Peer, path, err)
 	}
-	if err := HoldLock(fd); err != nil {
-		syscall.Close(fd)
-		os.Remove(path)
-		return nil, fmt.Errorf("shm segment for %s: locking %s: %w", opts.Peer, path, err)
-	}
+	// A directory without flock leaves the file unlocked, and the sweep, unable to lock it
+	// either, leaves it alone.
+	_ = HoldLock(fd)
 	keep := false
 	defer func() {
 		if !keep {
