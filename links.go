@@ -69,7 +69,10 @@ func (c *config) planLinks(ctx context.Context, ep transport.Endpoint, env launc
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		m, err := topology.Measure(ctx, ep, planMeasureOptions())
+		// Measure's default probes grow until each outlasts a round trip, so that a shaped
+		// link is read rather than a traffic shaper's burst: what the planner's rack grouping
+		// needs (docs/results/topology-measured.md).
+		m, err := topology.Measure(ctx, ep, topology.MeasureOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("rank %d: measuring the links (%s from %s): %w", env.Rank, mode, from, err)
 		}
@@ -95,16 +98,4 @@ func readLinksFile(path string, size int) (*topology.Matrix, error) {
 		return nil, fmt.Errorf("matrix file %s: a matrix of %d ranks for a job of %d", path, m.P, size)
 	}
 	return m, nil
-}
-
-// planMeasureOptions are Init's probes: up to 8 MiB, grown until one outlasts a round trip by
-// 20 ms. The planner joins hosts into a rack when their link is within a factor of 2 of the
-// fastest link between hosts, so the fast links must be read to better than that: a shorter
-// probe fits in a traffic shaper's burst or in a busy host's scheduling noise and reads the
-// memory of the two hosts rather than the link, and a rack whose hosts are read 2.3 times
-// apart is planned as separate racks, each with an uplink of its own. Measuring this way
-// costs a second or two more at the start of a job whose allreduces then take seconds
-// (docs/results/topology-measured.md).
-func planMeasureOptions() topology.MeasureOptions {
-	return topology.MeasureOptions{MaxLargeBytes: 8 << 20, MinLargeTime: 20 * time.Millisecond}
 }
