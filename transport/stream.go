@@ -458,6 +458,10 @@ func (e *streamEndpoint) Send(ctx context.Context, to int, h Header, payload []b
 		}
 		if e.isClosed() {
 			err = errEndpointClosed
+		} else if ferr := p.failure(); ferr != nil {
+			// The peer was failed (its heartbeats stopped, its stream broke) and its
+			// connection closed: say why, rather than "use of closed network connection".
+			err = ferr
 		}
 		if n > 0 {
 			// Part of the frame is on the wire: the stream is out of step for good. Close it
@@ -895,6 +899,16 @@ func (p *streamPeer) frameArrived() (ready, streaming bool, err error) {
 }
 
 // fail poisons the read side: queued messages stay deliverable, every later Recv gets err.
+// failure is the error the peer was failed with, nil while it is alive.
+func (p *streamPeer) failure() error {
+	if !p.dead.Load() {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
 func (p *streamPeer) fail(err error) {
 	e := p.ep
 	var fe *FrameError

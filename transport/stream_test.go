@@ -886,3 +886,23 @@ func TestStreamPollingReceiverReadsItself(t *testing.T) {
 		})
 	}
 }
+
+// A send to a peer that was failed from outside the data path (its heartbeats stopped)
+// reports why the peer was failed, not the closed connection the failure left behind.
+func TestStreamSendToFailedPeerSaysWhy(t *testing.T) {
+	for _, kind := range streamKinds {
+		t.Run(kind, func(t *testing.T) {
+			ep, _ := rawPeer(t, kind, DefaultStreamOptions())
+			why := &UnresponsiveError{Rank: 0, Peer: 1, Silent: 9 * time.Second, Limit: 8 * time.Second}
+			ep.(PeerFailer).FailPeer(1, why)
+			err := ep.Send(context.Background(), 1, Header{Seq: 1}, payloadOf(64, 1))
+			var pe *PeerError
+			if !errors.As(err, &pe) || pe.Peer != 1 || !errors.Is(err, why) {
+				t.Fatalf("send to the failed peer: got %v, want a *PeerError wrapping %v", err, why)
+			}
+			if strings.Contains(err.Error(), "closed network connection") {
+				t.Fatalf("send to the failed peer: %v names the closed connection, not why", err)
+			}
+		})
+	}
+}
