@@ -161,7 +161,7 @@ func (c *Comm) logPairs(log *slog.Logger, o collective.Options) {
 	if p, ok := ep.(interface{ DataPaths() []string }); ok {
 		paths = p.DataPaths()
 	}
-	live, _ := ep.(transport.Liveness)
+	live, _ := transport.LivenessOf(ep)
 	if live != nil && o.Links == nil {
 		deadline := time.Now().Add(rttWait)
 		for r := 0; r < c.Size() && time.Now().Before(deadline); r++ {

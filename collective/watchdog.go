@@ -61,7 +61,7 @@ func (c *Comm) initWatch() {
 	if w.log == nil {
 		w.log = slog.Default()
 	}
-	w.live, _ = c.base.(transport.Liveness)
+	w.live, _ = transport.LivenessOf(c.base)
 	if w.live != nil {
 		w.act = w.live.Activity()
 	} else {

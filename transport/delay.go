@@ -45,6 +45,10 @@ func (d *Delayed) Start(t time.Time) { d.epoch.Store(t.UnixNano()) }
 // is still where it runs.
 func (d *Delayed) SameHost() []bool { return SameHost(d.Endpoint) }
 
+// Unwrap is the decorated endpoint (Decorator), so that what it implements beyond Endpoint
+// (the heartbeats' Liveness) stays reachable through the straggler's decoration.
+func (d *Delayed) Unwrap() Endpoint { return d.Endpoint }
+
 // DelayedSends is the number of sends delayed so far.
 func (d *Delayed) DelayedSends() uint64 { return d.delayed.Load() }
 

@@ -79,3 +79,38 @@ func TestDelayedSendHonoursContext(t *testing.T) {
 		t.Fatalf("err = %v, want a PeerError for peer 1 wrapping context.Canceled", err)
 	}
 }
+
+// liveEndpoint is an endpoint with heartbeats, as the p2p transport's.
+type liveEndpoint struct {
+	Endpoint
+	act Activity
+}
+
+func (l *liveEndpoint) Activity() *Activity     { return &l.act }
+func (l *liveEndpoint) Peer(peer int) PeerState { return PeerState{} }
+
+// The heartbeats of a straggler's endpoint stay reachable through its delays, so that its
+// stall reports still say what each peer last did.
+func TestLivenessOfSeesThroughTheDelays(t *testing.T) {
+	eps := NewMemJob(2)
+	defer eps[0].Close()
+	defer eps[1].Close()
+	live := &liveEndpoint{Endpoint: eps[0]}
+	cases := []struct {
+		name string
+		ep   Endpoint
+		want Liveness
+	}{
+		{"plain", eps[0], nil},
+		{"live", live, live},
+		{"delayed live", NewDelayed(live, time.Millisecond, nil), live},
+		{"delayed twice", NewDelayed(NewDelayed(live, time.Millisecond, nil), time.Millisecond, nil), live},
+		{"delayed plain", NewDelayed(eps[0], time.Millisecond, nil), nil},
+	}
+	for _, tc := range cases {
+		got, ok := LivenessOf(tc.ep)
+		if ok != (tc.want != nil) || got != tc.want {
+			t.Errorf("%s: LivenessOf = %v, %v; want %v", tc.name, got, ok, tc.want)
+		}
+	}
+}
