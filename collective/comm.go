@@ -85,6 +85,7 @@ const (
 	kindBarrier
 	kindAllToAll
 	kindPointToPoint
+	kindAttribution // the stamps that end an attributed call (attrib.go)
 )
 
 func (k collKind) String() string {
@@ -105,6 +106,8 @@ func (k collKind) String() string {
 		return "alltoall"
 	case kindPointToPoint:
 		return "send/recv"
+	case kindAttribution:
+		return "attribution"
 	}
 	return "collective?"
 }
@@ -152,7 +155,8 @@ type Comm struct {
 	sendSig, recvSig     chan struct{}
 	senderDone           chan error
 	cancelCall           context.CancelFunc
-	watch                watchdog // stall reports and the endpoint's activity record (watchdog.go)
+	watch                watchdog    // stall reports and the endpoint's activity record (watchdog.go)
+	attr                 attribution // who the calls waited for (attrib.go)
 
 	// point-to-point messages, in order per peer and direction (see p2p.go)
 	p2pMu            sync.Mutex
@@ -473,11 +477,20 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
 		Op: c.signature(kind, buf.DType, op, n, root)}
 	start := c.replan.clock()
+	attributed := c.attr.beginStamps(s, time.Now())
 	err = c.execute(ctx, s, buf, aux, op, h)
+	if attributed {
+		c.attr.endStamps(time.Now())
+	}
 	if err != nil {
 		err = c.callErr(ctx, kind, seq, limit, err)
 	} else {
 		err = c.replanAfter(ctx, seq, kind, n, buf.DType, start)
+	}
+	if err == nil && attributed {
+		if err = c.attribute(ctx, seq, kind, len(buf.Bytes), s); err != nil {
+			err = c.callErr(ctx, kind, seq, limit, err)
+		}
 	}
 	if err != nil {
 		c.broken = err

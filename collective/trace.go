@@ -166,8 +166,7 @@ func (t *Timeline) call(c *Comm, seq uint64, kind collKind, bytes int, start, en
 }
 
 // message records a send to or a receive from peer (a rank of c) of bytes.
-func (t *Timeline) message(c *Comm, recv bool, peer, bytes int, start time.Time) {
-	end := time.Now()
+func (t *Timeline) message(c *Comm, recv bool, peer, bytes int, start, end time.Time) {
 	track, name := TrackSend, "send"
 	if recv {
 		track, name = TrackRecv, "recv"
@@ -216,17 +215,27 @@ func (t *Timeline) Close() error {
 	return nil
 }
 
-// traceNow is the start of a message when c has a timeline, else the zero time.
+// traceNow is the start of a message when c has a timeline or stamps its messages for
+// attribution, else the zero time.
 func (c *Comm) traceNow() time.Time {
-	if c.opts.Watch.Timeline == nil {
+	if c.opts.Watch.Timeline == nil && !c.attr.recording {
 		return time.Time{}
 	}
 	return time.Now()
 }
 
-// traceMessage records a message that started at start (traceNow).
+// traceMessage records a message that started at start (traceNow) in the timeline and in the
+// call's attribution stamps.
 func (c *Comm) traceMessage(recv bool, peer, bytes int, start time.Time) {
-	if tl := c.opts.Watch.Timeline; tl != nil {
-		tl.message(c, recv, peer, bytes, start)
+	tl := c.opts.Watch.Timeline
+	if tl == nil && !c.attr.recording {
+		return
+	}
+	end := time.Now()
+	if c.attr.recording {
+		c.attr.message(recv, start, end)
+	}
+	if tl != nil {
+		tl.message(c, recv, peer, bytes, start, end)
 	}
 }

@@ -121,7 +121,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 			Rank: w.Rank, Round: round, TimeS: now.Seconds(), Samples: st.Samples, LocalSteps: st.LocalSteps,
 			ComputeS: st.Compute.Seconds(), CommS: st.Comm.Seconds(), WaitS: st.Wait.Seconds(),
 			BytesSent: int64(stats.BytesSent - lastStats.BytesSent), BytesRecv: int64(stats.BytesRecv - lastStats.BytesRecv),
-			Loss: st.Loss,
+			Loss: st.Loss, LateRank: -1,
 		}
 		rec.Extra = roundExtras(st)
 		lastStats = stats

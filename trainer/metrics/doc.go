@@ -31,13 +31,16 @@
 //	bytes_recv   int     payload bytes this rank received during the round
 //	loss         float   mean training loss over the round's batches (null if not finite)
 //	local_steps  int     local SGD steps taken this round
+//	late_rank    int     the rank this rank waited for longest in the round's collectives,
+//	                     -1 when it waited for none (absent in older files: read as -1)
+//	late_wait_s  float   seconds this rank waited for late_rank (absent: read as 0)
 //	accuracy     float   test accuracy, present only when this round was evaluated
 //	…            float   strategy-specific extras ([a-z0-9_]+ keys), e.g. staleness,
 //	                     version, clock, switched
 //
 // Example:
 //
-//	{"rank":1,"round":7,"time_s":3.52,"samples":256,"compute_s":0.31,"comm_s":0.02,"wait_s":0.11,"bytes_sent":1017640,"bytes_recv":1017640,"loss":0.61,"local_steps":4,"staleness":2}
+//	{"rank":1,"round":7,"time_s":3.52,"samples":256,"compute_s":0.31,"comm_s":0.02,"wait_s":0.11,"bytes_sent":1017640,"bytes_recv":1017640,"loss":0.61,"local_steps":4,"late_rank":3,"late_wait_s":0.09,"staleness":2}
 //
 // # eval.jsonl (EvalRecord)
 //

@@ -20,14 +20,14 @@ func TestRoundRecordJSON(t *testing.T) {
 		rec  RoundRecord
 		want string
 	}{
-		{"minimal", RoundRecord{}, `{"rank":0,"round":0,"time_s":0,"samples":0,"compute_s":0,"comm_s":0,"wait_s":0,"bytes_sent":0,"bytes_recv":0,"loss":0,"local_steps":0}`},
+		{"minimal", RoundRecord{LateRank: -1}, `{"rank":0,"round":0,"time_s":0,"samples":0,"compute_s":0,"comm_s":0,"wait_s":0,"bytes_sent":0,"bytes_recv":0,"loss":0,"local_steps":0,"late_rank":-1,"late_wait_s":0}`},
 		{"evaluated", RoundRecord{Rank: 1, Round: 7, TimeS: 3.52, Samples: 256, ComputeS: 0.31, CommS: 0.02, WaitS: 0.11,
-			BytesSent: 1017640, BytesRecv: 1017641, Loss: 0.61, LocalSteps: 4, Accuracy: 0.8125, HasAccuracy: true},
-			`{"rank":1,"round":7,"time_s":3.52,"samples":256,"compute_s":0.31,"comm_s":0.02,"wait_s":0.11,"bytes_sent":1017640,"bytes_recv":1017641,"loss":0.61,"local_steps":4,"accuracy":0.8125}`},
-		{"extras", RoundRecord{Rank: 2, Round: 1, Loss: 1e-7, Extra: []Field{{"staleness", 3}, {"version", 12}}},
-			`{"rank":2,"round":1,"time_s":0,"samples":0,"compute_s":0,"comm_s":0,"wait_s":0,"bytes_sent":0,"bytes_recv":0,"loss":1e-07,"local_steps":0,"staleness":3,"version":12}`},
-		{"zero accuracy still written", RoundRecord{HasAccuracy: true},
-			`{"rank":0,"round":0,"time_s":0,"samples":0,"compute_s":0,"comm_s":0,"wait_s":0,"bytes_sent":0,"bytes_recv":0,"loss":0,"local_steps":0,"accuracy":0}`},
+			BytesSent: 1017640, BytesRecv: 1017641, Loss: 0.61, LocalSteps: 4, LateRank: 3, LateWaitS: 0.305, Accuracy: 0.8125, HasAccuracy: true},
+			`{"rank":1,"round":7,"time_s":3.52,"samples":256,"compute_s":0.31,"comm_s":0.02,"wait_s":0.11,"bytes_sent":1017640,"bytes_recv":1017641,"loss":0.61,"local_steps":4,"late_rank":3,"late_wait_s":0.305,"accuracy":0.8125}`},
+		{"extras", RoundRecord{Rank: 2, Round: 1, Loss: 1e-7, LateRank: 0, LateWaitS: 1e-3, Extra: []Field{{"staleness", 3}, {"version", 12}}},
+			`{"rank":2,"round":1,"time_s":0,"samples":0,"compute_s":0,"comm_s":0,"wait_s":0,"bytes_sent":0,"bytes_recv":0,"loss":1e-07,"local_steps":0,"late_rank":0,"late_wait_s":0.001,"staleness":3,"version":12}`},
+		{"zero accuracy still written", RoundRecord{LateRank: -1, HasAccuracy: true},
+			`{"rank":0,"round":0,"time_s":0,"samples":0,"compute_s":0,"comm_s":0,"wait_s":0,"bytes_sent":0,"bytes_recv":0,"loss":0,"local_steps":0,"late_rank":-1,"late_wait_s":0,"accuracy":0}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +49,36 @@ func TestRoundRecordJSON(t *testing.T) {
 				t.Fatalf("round trip: got %+v, want %+v", back, tc.rec)
 			}
 		})
+	}
+}
+
+// TestRoundRecordWithoutLateFields reads lines written before late_rank and late_wait_s
+// existed: they mean "waited for no one".
+func TestRoundRecordWithoutLateFields(t *testing.T) {
+	cases := []struct {
+		name, line           string
+		wantRank, wantExtras int
+		wantWait             float64
+	}{
+		{"both absent", `{"rank":1,"round":2,"wait_s":0.5}`, -1, 0, 0},
+		{"wait absent", `{"rank":1,"round":2,"late_rank":3}`, 3, 0, 0},
+		{"rank absent", `{"rank":1,"round":2,"late_wait_s":0.25}`, -1, 0, 0.25},
+		{"both present, with an extra", `{"rank":0,"round":0,"late_rank":0,"late_wait_s":1.5,"clock":4}`, 0, 1, 1.5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			recs, err := ReadRounds(strings.NewReader(tc.line), "old.jsonl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := recs[0]
+			if r.LateRank != tc.wantRank || r.LateWaitS != tc.wantWait || len(r.Extra) != tc.wantExtras {
+				t.Fatalf("late_rank %d late_wait_s %v extras %v; want %d, %v and %d extras", r.LateRank, r.LateWaitS, r.Extra, tc.wantRank, tc.wantWait, tc.wantExtras)
+			}
+		})
+	}
+	if _, err := ReadRounds(strings.NewReader(`{"rank":1,"round":2,"late_rank":-3}`), "bad.jsonl"); err == nil || !strings.Contains(err.Error(), "bad.jsonl:1") {
+		t.Fatalf("late_rank -3 read as %v, want an error naming bad.jsonl:1", err)
 	}
 }
 
@@ -84,6 +114,11 @@ func TestRoundRecordValidate(t *testing.T) {
 		{"NaN time", RoundRecord{TimeS: math.NaN()}, "time_s = NaN"},
 		{"negative wait", RoundRecord{WaitS: -0.5}, "wait_s = -0.5"},
 		{"infinite compute", RoundRecord{ComputeS: math.Inf(1)}, "compute_s = +Inf"},
+		{"late rank below -1", RoundRecord{LateRank: -2}, "late_rank -2"},
+		{"negative late wait", RoundRecord{LateRank: 1, LateWaitS: -0.1}, "late_wait_s = -0.1"},
+		{"NaN late wait", RoundRecord{LateRank: 1, LateWaitS: math.NaN()}, "late_wait_s = NaN"},
+		{"infinite late wait", RoundRecord{LateRank: 1, LateWaitS: math.Inf(1)}, "late_wait_s = +Inf"},
+		{"reserved extra late_rank", RoundRecord{Extra: []Field{{"late_rank", 1}}}, "collides"},
 		{"reserved extra", RoundRecord{Extra: []Field{{"loss", 1}}}, "collides"},
 		{"duplicate extra", RoundRecord{Extra: []Field{{"a", 1}, {"a", 2}}}, "given twice"},
 		{"bad extra key", RoundRecord{Extra: []Field{{`x"y`, 1}}}, "keys are"},

@@ -25,6 +25,11 @@ type RoundRecord struct {
 	BytesRecv  int64   `json:"bytes_recv"`
 	Loss       float64 `json:"loss"` // mean training loss of the round; NaN is written as null
 	LocalSteps int     `json:"local_steps"`
+	// LateRank is the rank this rank waited for longest in the round's collectives, -1 when it
+	// waited for none; LateWaitS is how long it waited for that rank, in seconds. Files written
+	// before these fields existed read as -1 and 0.
+	LateRank  int     `json:"late_rank"`
+	LateWaitS float64 `json:"late_wait_s"`
 	// Accuracy is written only when HasAccuracy is set (the round was evaluated).
 	Accuracy    float64 `json:"accuracy,omitempty"`
 	HasAccuracy bool    `json:"-"`
@@ -50,7 +55,7 @@ type EvalRecord struct {
 
 // roundKeys are the fixed keys of a RoundRecord, in output order.
 var roundKeys = []string{"rank", "round", "time_s", "samples", "compute_s", "comm_s", "wait_s",
-	"bytes_sent", "bytes_recv", "loss", "local_steps", "accuracy"}
+	"bytes_sent", "bytes_recv", "loss", "local_steps", "late_rank", "late_wait_s", "accuracy"}
 
 // Validate reports negative counters, times that are negative or not finite, and Extra keys
 // that are empty, duplicated or reserved.
@@ -69,11 +74,13 @@ func (r *RoundRecord) check() error {
 		return fmt.Errorf("rank %d: round %d < 0", r.Rank, r.Round)
 	case r.Samples < 0 || r.BytesSent < 0 || r.BytesRecv < 0 || r.LocalSteps < 0:
 		return fmt.Errorf("rank %d round %d: negative counter", r.Rank, r.Round)
+	case r.LateRank < -1:
+		return fmt.Errorf("rank %d round %d: late_rank %d, want a rank or -1 for none", r.Rank, r.Round, r.LateRank)
 	}
 	for _, d := range [...]struct {
 		name string
 		v    float64
-	}{{"time_s", r.TimeS}, {"compute_s", r.ComputeS}, {"comm_s", r.CommS}, {"wait_s", r.WaitS}} {
+	}{{"time_s", r.TimeS}, {"compute_s", r.ComputeS}, {"comm_s", r.CommS}, {"wait_s", r.WaitS}, {"late_wait_s", r.LateWaitS}} {
 		if !(d.v >= 0) || math.IsInf(d.v, 0) {
 			return fmt.Errorf("rank %d round %d: %s = %v, want a finite duration ≥ 0", r.Rank, r.Round, d.name, d.v)
 		}
@@ -138,6 +145,9 @@ func (r *RoundRecord) AppendJSON(b []byte) []byte {
 	b = appendFloatField(b, "loss", r.Loss)
 	b = append(b, `,"local_steps":`...)
 	b = strconv.AppendInt(b, int64(r.LocalSteps), 10)
+	b = append(b, `,"late_rank":`...)
+	b = strconv.AppendInt(b, int64(r.LateRank), 10)
+	b = appendFloatField(b, "late_wait_s", r.LateWaitS)
 	if r.HasAccuracy {
 		b = appendFloatField(b, "accuracy", r.Accuracy)
 	}
@@ -179,11 +189,12 @@ func (r *RoundRecord) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return err
 	}
-	*r = RoundRecord{}
-	ints := map[string]*int{"rank": &r.Rank, "round": &r.Round, "samples": &r.Samples, "local_steps": &r.LocalSteps}
+	*r = RoundRecord{LateRank: -1}
+	ints := map[string]*int{"rank": &r.Rank, "round": &r.Round, "samples": &r.Samples, "local_steps": &r.LocalSteps,
+		"late_rank": &r.LateRank}
 	int64s := map[string]*int64{"bytes_sent": &r.BytesSent, "bytes_recv": &r.BytesRecv}
 	floats := map[string]*float64{"time_s": &r.TimeS, "compute_s": &r.ComputeS, "comm_s": &r.CommS,
-		"wait_s": &r.WaitS, "loss": &r.Loss, "accuracy": &r.Accuracy}
+		"wait_s": &r.WaitS, "late_wait_s": &r.LateWaitS, "loss": &r.Loss, "accuracy": &r.Accuracy}
 	for _, k := range []string{"rank", "round"} {
 		if _, ok := m[k]; !ok {
 			return fmt.Errorf("missing %q", k)
