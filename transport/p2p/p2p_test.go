@@ -875,110 +875,134 @@ func checkAllReduce(t *testing.T, eps []transport.Endpoint) {
 	}
 }
 
-// writePartialFrame writes, on rank r's raw shared-memory pipe to rank `to`, the header of a
-// 1 MiB frame and only the first 1000 bytes of its payload: a peer stopped mid-message.
+// writePartialFrame writes, on rank r's raw data connection to rank `to` (beneath its
+// framing), the header of a 1 MiB frame and only the first 1000 bytes of its payload: a peer
+// stopped mid-message.
 func writePartialFrame(ep transport.Endpoint, to int) error {
-	pipe, ok := ep.(*endpoint).conns[to].(*shm.Pipe)
-	if !ok {
-		return fmt.Errorf("rank %d's connection to rank %d is a %T, not a shared-memory pipe", ep.Rank(), to, ep.(*endpoint).conns[to])
-	}
 	var hdr [transport.FrameHeaderSize]byte
 	f := transport.FrameHeader{Header: partialHeader, RawLen: 1 << 20, WireLen: 1 << 20}
 	transport.MarshalFrameHeader(hdr[:], &f, crc32.MakeTable(crc32.Castagnoli))
-	if _, err := pipe.Write(hdr[:]); err != nil {
+	conn := ep.(*endpoint).conns[to]
+	if _, err := conn.Write(hdr[:]); err != nil {
 		return err
 	}
-	_, err := pipe.Write(make([]byte, 1000))
+	_, err := conn.Write(make([]byte, 1000))
 	return err
 }
 
 var partialHeader = transport.Header{Channel: transport.ChanUser, Seq: 1, Op: 0x5eed}
 
-// TestShmPeerClosesMidMessage: a rank whose peer closes its endpoint in the middle of a frame
-// gets an error naming the peer, not a hang.
-func TestShmPeerClosesMidMessage(t *testing.T) {
-	base := Config{Size: 2, Secret: "shm close mid-message", DataPath: DataPathShm, Security: SecurityNone,
-		JoinTimeout: 30 * time.Second, Logger: quiet}
-	eps := startJob(t, base, nil)
-	if err := writePartialFrame(eps[1], 0); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, err := eps[0].Recv(ctx, 1, partialHeader, make([]byte, 1<<20))
-		errc <- err
-	}()
-	// rank 1's Close half-closes at once, then lingers until rank 0 closes too (or
-	// DefaultLinger): rank 0 takes its error first and then closes, as a job's ranks do
-	closed := make(chan error, 1)
-	go func() { closed <- eps[1].Close() }()
-	err := <-errc
-	if err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "rank 1") ||
-		!errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Fatalf("Recv from a peer that closed mid-message: %v; want a truncated-stream error naming rank 1", err)
-	}
-	if err := eps[0].Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-closed; err != nil {
-		t.Fatal(err)
+// TestPeerClosesMidFrame: a rank whose peer closes its endpoint in the middle of a frame gets
+// an error naming the peer, not a hang, on every data path.
+func TestPeerClosesMidFrame(t *testing.T) {
+	for _, tc := range []struct{ path, security string }{
+		{DataPathShm, SecurityNone}, {DataPathUnix, SecurityNone}, {DataPathTCP, SecurityNone},
+		{DataPathTLS, SecurityNone}, {DataPathStream, SecurityTLS},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			base := Config{Size: 2, Secret: "close mid-frame " + tc.path, DataPath: tc.path, Security: tc.security,
+				JoinTimeout: 30 * time.Second, Logger: quiet}
+			eps := startJob(t, base, nil)
+			if got := connPath(eps[1].(*endpoint).conns[0]); got != tc.path {
+				t.Fatalf("rank 1's connection to rank 0 is %s, want %s", got, tc.path)
+			}
+			if err := writePartialFrame(eps[1], 0); err != nil {
+				t.Fatal(err)
+			}
+			errc := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, err := eps[0].Recv(ctx, 1, partialHeader, make([]byte, 1<<20))
+				errc <- err
+			}()
+			// rank 1's Close half-closes at once, then lingers until rank 0 closes too (or
+			// DefaultLinger): rank 0 takes its error first and then closes, as a job's ranks do
+			closed := make(chan error, 1)
+			go func() { closed <- eps[1].Close() }()
+			err := <-errc
+			var pe *transport.PeerError
+			if err == nil || errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Rank != 0 || pe.Peer != 1 ||
+				!errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("Recv from a peer that closed mid-frame: %v; want a truncated-stream *PeerError of rank 0 naming rank 1", err)
+			}
+			t.Log(err)
+			if err := eps[0].Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-closed; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
-// TestShmPeerKilled: rank 1 runs in a child process that writes half a frame and is then
-// killed (SIGKILL, so nothing is closed): rank 0's Recv fails with an error naming rank 1.
-func TestShmPeerKilled(t *testing.T) {
-	base := Config{Size: 2, Secret: "shm peer killed", DataPath: DataPathShm, Security: SecurityNone,
-		JoinTimeout: 30 * time.Second, Logger: quiet}
-	addr, res0 := startRank0(t, base)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "HETSYNC_P2P_CHILD="+addr, "HETSYNC_P2P_CHILD_SECRET="+base.Secret)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+// TestPeerKilledMidFrame: rank 1 runs in a child process that writes half a frame and is
+// then killed (SIGKILL, so nothing is closed): rank 0's Recv fails with an error naming rank 1,
+// on a shared-memory pipe (whose peer is seen gone) and on a TCP connection (which the
+// kernel ends).
+func TestPeerKilledMidFrame(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want error
+	}{{DataPathShm, shm.ErrPeerGone}, {DataPathTCP, io.ErrUnexpectedEOF}} {
+		t.Run(tc.path, func(t *testing.T) {
+			base := Config{Size: 2, Secret: "peer killed " + tc.path, DataPath: tc.path, Security: SecurityNone,
+				JoinTimeout: 30 * time.Second, Logger: quiet}
+			addr, res0 := startRank0(t, base)
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "HETSYNC_P2P_CHILD="+addr, "HETSYNC_P2P_CHILD_SECRET="+base.Secret,
+				"HETSYNC_P2P_CHILD_PATH="+tc.path)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr lockedBuffer
+			cmd.Stderr = &stderr
+			if _, err := cmd.StdinPipe(); err != nil { // the child blocks reading it until killed
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer cmd.Process.Kill()
+			r0 := <-res0
+			if r0.err != nil {
+				t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
+			}
+			defer r0.ep.Close()
+			if got := connPath(r0.ep.(*endpoint).conns[1]); got != tc.path {
+				t.Fatalf("rank 0's connection to rank 1 is %s, want %s", got, tc.path)
+			}
+			errc := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, err := r0.ep.Recv(ctx, 1, partialHeader, make([]byte, 1<<20))
+				errc <- err
+			}()
+			line := make([]byte, 6)
+			if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
+				t.Fatalf("child: %q, %v; stderr: %s", line, err, stderr.String())
+			}
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			err = <-errc
+			var pe *transport.PeerError
+			if !errors.As(err, &pe) || pe.Rank != 0 || pe.Peer != 1 || !errors.Is(err, tc.want) {
+				t.Fatalf("Recv from a killed peer: %v; want a *PeerError of rank 0 naming rank 1 that wraps %v", err, tc.want)
+			}
+			t.Log(err)
+		})
 	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if _, err := cmd.StdinPipe(); err != nil { // the child blocks reading it until killed
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	r0 := <-res0
-	if r0.err != nil {
-		t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
-	}
-	defer r0.ep.Close()
-	errc := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, err := r0.ep.Recv(ctx, 1, partialHeader, make([]byte, 1<<20))
-		errc <- err
-	}()
-	line := make([]byte, 6)
-	if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
-		t.Fatalf("child: %q, %v; stderr: %s", line, err, stderr.String())
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	err = <-errc
-	if err == nil || !errors.Is(err, shm.ErrPeerGone) || !strings.Contains(err.Error(), "rank 1") {
-		t.Fatalf("Recv from a killed peer: %v; want an error naming rank 1 that wraps shm.ErrPeerGone", err)
-	}
-	t.Log(err)
 }
 
-// TestMain runs rank 1 of TestShmPeerKilled when the test binary is started as its child.
+// TestMain runs rank 1 of TestPeerKilledMidFrame when the test binary is started as its child.
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("HETSYNC_P2P_CHILD"); addr != "" {
-		os.Exit(killedChild(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
+		os.Exit(killedChild(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET"), os.Getenv("HETSYNC_P2P_CHILD_PATH")))
 	}
 	if args := os.Getenv(envNetnsRank); args != "" {
 		os.Exit(netnsRank(args))
@@ -986,9 +1010,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func killedChild(addr, secret string) int {
+func killedChild(addr, secret, path string) int {
 	ep, err := Join(context.Background(), Config{Rank: 1, Size: 2, Rendezvous: addr, Secret: secret,
-		DataPath: DataPathShm, Security: SecurityNone, JoinTimeout: 30 * time.Second, Logger: quiet})
+		DataPath: path, Security: SecurityNone, JoinTimeout: 30 * time.Second, Logger: quiet})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 3
