@@ -61,6 +61,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	// Heterogeneity is the worker's, whatever the strategy: compute-mode stragglers count
 	// their windows from here, as the rounds' clocks do.
 	applyComputeStragglers(w)
+	late := startLateWaits(w.Comm)
 	if err := strat.Start(ctx, w); err != nil {
 		return nil, err
 	}
@@ -121,8 +122,9 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 			Rank: w.Rank, Round: round, TimeS: now.Seconds(), Samples: st.Samples, LocalSteps: st.LocalSteps,
 			ComputeS: st.Compute.Seconds(), CommS: st.Comm.Seconds(), WaitS: st.Wait.Seconds(),
 			BytesSent: int64(stats.BytesSent - lastStats.BytesSent), BytesRecv: int64(stats.BytesRecv - lastStats.BytesRecv),
-			Loss: st.Loss, LateRank: -1,
+			Loss: st.Loss,
 		}
+		rec.LateRank, rec.LateWaitS = late.round()
 		rec.Extra = roundExtras(st)
 		lastStats = stats
 		samples += int64(st.Samples)

@@ -118,7 +118,7 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 		return o, err
 	}
 	cfg := bench.Config{Factor: c.Int("f"), Warmup: c.Int("w"), Iters: c.Int("n"), Check: c.Int("c"), Root: c.Int("r"),
-		TargetSeconds: c.Float64("target-sec"), Settle: c.Duration("settle")}
+		Attribute: c.Int("attribute"), TargetSeconds: c.Float64("target-sec"), Settle: c.Duration("settle")}
 	if cfg.Op, err = bench.ParseOp(c.String("op")); err != nil {
 		return o, fmt.Errorf("--op: %v", err)
 	}
@@ -238,6 +238,7 @@ func benchCommand() *cli.Command {
 			&cli.Float64Flag{Name: "target-sec", EnvVars: []string{"TARGET_SEC"}, Usage: "size each timed loop to about this many seconds (at least 2 calls, a tenth more to warm up), as the peers' harness does for Open MPI and Gloo (0 = -n calls)"},
 			&cli.IntFlag{Name: "w", Value: 5, Usage: "warm-up iterations per size"},
 			&cli.IntFlag{Name: "c", Value: 1, Usage: "checked iterations per size (0 = no check)"},
+			&cli.IntFlag{Name: "attribute", Value: 3, Usage: "untimed iterations per size, after the checked ones, that measure the arrival skew and the late rank (skew, late columns; 0 = none)"},
 			&cli.StringFlag{Name: "o", Value: "sum", Usage: "reduction: sum, avg, min, max, prod"},
 			&cli.IntFlag{Name: "r", Value: 0, Usage: "broadcast root"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (nccl-tests table) or tsv (shared/peers columns); with --links, text or json"},

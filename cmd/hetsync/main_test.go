@@ -114,7 +114,8 @@ func parseTSV(t *testing.T, s string) []tsvTable {
 			tabs[len(tabs)-1].rows = append(tabs[len(tabs)-1].rows, row)
 		}
 	}
-	want := "bytes count iters avg_us min_us max_us algbw_GBps busbw_GBps check"
+	// The harness's columns first, in its order; then the attribution's.
+	want := "bytes count iters avg_us min_us max_us algbw_GBps busbw_GBps check skew_us late_rank"
 	if strings.Join(hdr, " ") != want {
 		t.Fatalf("TSV header %q, want %q", hdr, want)
 	}
@@ -146,6 +147,11 @@ func checkAllOK(t *testing.T, tabs []tsvTable, p int, collectives []string, size
 			bus, err2 := strconv.ParseFloat(r["busbw_GBps"], 64)
 			if err1 != nil || err2 != nil || avg <= 0 || bus < 0 {
 				t.Errorf("%s row %d: avg_us %q busbw %q", collectives[i], j, r["avg_us"], r["busbw_GBps"])
+			}
+			skew, err1 := strconv.ParseFloat(r["skew_us"], 64)
+			late, err2 := strconv.Atoi(r["late_rank"])
+			if err1 != nil || err2 != nil || !(skew >= 0) || late < -1 || late >= p {
+				t.Errorf("%s row %d: skew_us %q late_rank %q", collectives[i], j, r["skew_us"], r["late_rank"])
 			}
 		}
 	}

@@ -296,7 +296,8 @@ func TestSummarize(t *testing.T) {
 
 var goldenRows = []Row{
 	{Bytes: 4096, Count: 1024, Type: "float", RedOp: "sum", Algo: "ring", Iters: 20, AvgUs: 55.994, MinUs: 50.5, MaxUs: 60.25, AlgBW: 0.07315, BusBW: 0.10972, Checks: 1},
-	{Bytes: 16384, Count: 4096, Type: "float", RedOp: "sum", Algo: "ring", Iters: 20, AvgUs: 101.31, MinUs: 99, MaxUs: 103, AlgBW: 0.1617, BusBW: 0.2426, Checks: 1, Wrong: 5},
+	{Bytes: 16384, Count: 4096, Type: "float", RedOp: "sum", Algo: "ring", Iters: 20, AvgUs: 101.31, MinUs: 99, MaxUs: 103, AlgBW: 0.1617, BusBW: 0.2426, Checks: 1, Wrong: 5,
+		Attribution: Attribution{Calls: 3, SkewUs: 812.456, LateRank: 2, Culprit: "rank 2"}},
 }
 
 func goldenMeta() Meta {
@@ -325,9 +326,9 @@ func writeTable(t *testing.T, f Format, rows []Row) string {
 func TestTSVFormat(t *testing.T) {
 	got := writeTable(t, TSV, goldenRows)
 	want := "# hetsync bench P=4 collective=ring op=allreduce\n" +
-		"#bytes\tcount\titers\tavg_us\tmin_us\tmax_us\talgbw_GBps\tbusbw_GBps\tcheck\n" +
-		"4096\t1024\t20\t55.99\t50.50\t60.25\t0.0732\t0.1097\tOK\n" +
-		"16384\t4096\t20\t101.31\t99.00\t103.00\t0.1617\t0.2426\twrong=5\n"
+		"#bytes\tcount\titers\tavg_us\tmin_us\tmax_us\talgbw_GBps\tbusbw_GBps\tcheck\tskew_us\tlate_rank\n" +
+		"4096\t1024\t20\t55.99\t50.50\t60.25\t0.0732\t0.1097\tOK\tnan\t-1\n" +
+		"16384\t4096\t20\t101.31\t99.00\t103.00\t0.1617\t0.2426\twrong=5\t812.46\t2\n"
 	if got != want {
 		t.Fatalf("TSV:\n%s\nwant:\n%s", got, want)
 	}
@@ -355,7 +356,8 @@ func TestTSVFormat(t *testing.T) {
 			nrows++
 		}
 	}
-	if p != 4 || nrows != 2 || len(hdr) != 9 || hdr[0] != "bytes" || hdr[8] != "check" {
+	// The harness's columns come first, in their order; the new ones after them.
+	if p != 4 || nrows != 2 || len(hdr) != 11 || hdr[0] != "bytes" || hdr[8] != "check" || hdr[9] != "skew_us" || hdr[10] != "late_rank" {
 		t.Errorf("parsed P=%d, %d rows, header %q", p, nrows, hdr)
 	}
 }
@@ -374,10 +376,10 @@ func TestTextFormat(t *testing.T) {
 		}
 	}
 	wantFields := [][]string{
-		{"#", "size", "count", "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "min", "max"},
-		{"#", "(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(us)"},
-		{"4096", "1024", "float", "sum", "ring", "55.99", "0.07", "0.11", "0", "50.50", "60.25"},
-		{"16384", "4096", "float", "sum", "ring", "101.31", "0.16", "0.24", "5", "99.00", "103.00"},
+		{"#", "size", "count", "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "min", "max", "skew", "late"},
+		{"#", "(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)", "(us)", "(us)", "(us)", "rank"},
+		{"4096", "1024", "float", "sum", "ring", "55.99", "0.07", "0.11", "0", "50.50", "60.25", "N/A", "N/A"},
+		{"16384", "4096", "float", "sum", "ring", "101.31", "0.16", "0.24", "5", "99.00", "103.00", "812.46", "2"},
 		{"#", "Out", "of", "bounds", "values", ":", "5", "FAILED"},
 		{"#", "Avg", "bus", "bandwidth", ":", "0.1762"},
 		{"#"},

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,8 +40,9 @@ func TestRunOverCollectiveComm(t *testing.T) {
 
 // runCollectiveJob runs a Runner on every rank of an in-process job of p ranks, as hetsync
 // bench does (the communicator under test and a ring communicator for the results, on one
-// endpoint), and returns rank 0's rows.
-func runCollectiveJob(t *testing.T, p int, algo string, cfg Config) []Row {
+// endpoint), and returns rank 0's rows. wrap, when given, wraps each rank's communicator under
+// test.
+func runCollectiveJob(t *testing.T, p int, algo string, cfg Config, wrap ...func(r int, c *collective.Comm) Communicator) []Row {
 	t.Helper()
 	eps := transport.NewMemJob(p)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -56,7 +58,11 @@ func runCollectiveJob(t *testing.T, p int, algo string, cfg Config) []Row {
 			if err == nil {
 				var gather *collective.Comm
 				if gather, err = collective.New(eps[r], collective.Options{Algorithm: "ring"}); err == nil {
-					rows[r], err = (&Runner{Comm: comm, Gather: gather, Config: cfg}).Run(ctx)
+					var under Communicator = comm
+					for _, w := range wrap {
+						under = w(r, comm)
+					}
+					rows[r], err = (&Runner{Comm: under, Gather: gather, Config: cfg}).Run(ctx)
 				}
 			}
 			if err != nil {
@@ -94,6 +100,49 @@ func TestSettleAt64Ranks(t *testing.T) {
 				if r.Wrong != 0 || r.Iters != 2 {
 					t.Errorf("%s: %d wrong, %d iterations", fmt.Sprint(r.Bytes), r.Wrong, r.Iters)
 				}
+			}
+		})
+	}
+}
+
+// lateComm is a rank that starts every allreduce late.
+type lateComm struct {
+	*collective.Comm
+	delay time.Duration
+}
+
+func (c lateComm) AllReduce(ctx context.Context, buf collective.Buffer, op collective.ReduceOp) error {
+	time.Sleep(c.delay)
+	return c.Comm.AllReduce(ctx, buf, op)
+}
+
+// TestAttributionNamesTheSlowRank injects a rank that starts every call 300 ms late, far
+// above a loaded host's noise: the rows' late rank and culprit name it and the TSV's
+// late_rank column says so.
+func TestAttributionNamesTheSlowRank(t *testing.T) {
+	for _, tc := range []struct {
+		algo    string
+		p, late int
+	}{{"ring", 2, 0}, {"butterfly", 3, 2}, {"binary-blocks", 5, 1}} {
+		t.Run(fmt.Sprintf("%s/p=%d", tc.algo, tc.p), func(t *testing.T) {
+			cfg := Config{Op: AllReduce, MinBytes: 4 << 10, MaxBytes: 4 << 10, Factor: 2, Iters: 1, Attribute: 3}
+			rows := runCollectiveJob(t, tc.p, tc.algo, cfg, func(r int, c *collective.Comm) Communicator {
+				if r == tc.late {
+					return lateComm{Comm: c, delay: 300 * time.Millisecond}
+				}
+				return c
+			})
+			r := rows[0]
+			if r.Calls != 3 || r.LateRank != tc.late || r.Culprit != fmt.Sprintf("rank %d", tc.late) || !(r.SkewUs > 0) {
+				t.Fatalf("row %+v: want 3 attributed calls naming rank %d", r, tc.late)
+			}
+			var b strings.Builder
+			tab := &Table{W: &b, Format: TSV, Meta: Meta{P: tc.p, Collective: tc.algo, Op: AllReduce, Config: cfg}}
+			if err := tab.Row(r); err != nil {
+				t.Fatal(err)
+			}
+			if f := strings.Split(strings.TrimSpace(b.String()), "\t"); f[len(f)-1] != fmt.Sprint(tc.late) {
+				t.Fatalf("TSV row %q: last column (late_rank) is not %d", b.String(), tc.late)
 			}
 		})
 	}

@@ -85,8 +85,8 @@ type Table struct {
 }
 
 const (
-	textCols = "%12s  %12s  %8s  %6s  %14s  %10s  %7s  %7s  %7s  %10s  %10s\n"
-	textHdr  = "#%11s  %12s  %8s  %6s  %14s  %10s  %7s  %7s  %7s  %10s  %10s\n" // '#' takes one column
+	textCols = "%12s  %12s  %8s  %6s  %14s  %10s  %7s  %7s  %7s  %10s  %10s  %10s  %5s\n"
+	textHdr  = "#%11s  %12s  %8s  %6s  %14s  %10s  %7s  %7s  %7s  %10s  %10s  %10s  %5s\n" // '#' takes one column
 )
 
 // Header writes the lines before the rows.
@@ -97,7 +97,8 @@ func (t *Table) Header() error {
 	case TSV:
 		// Exactly one "# " line, carrying P=: the peers' summarize.py reads P from it.
 		fmt.Fprintf(&b, "# hetsync bench P=%d collective=%s op=%s\n", m.P, m.Collective, m.Op)
-		b.WriteString("#bytes\tcount\titers\tavg_us\tmin_us\tmax_us\talgbw_GBps\tbusbw_GBps\tcheck\n")
+		// The harness reads columns by name: new ones go after check.
+		b.WriteString("#bytes\tcount\titers\tavg_us\tmin_us\tmax_us\talgbw_GBps\tbusbw_GBps\tcheck\tskew_us\tlate_rank\n")
 	default:
 		c := m.Config
 		fmt.Fprintf(&b, "# hetsync bench: P=%d collective=%s op=%s", m.P, m.Collective, m.Op)
@@ -112,8 +113,8 @@ func (t *Table) Header() error {
 		}
 		b.WriteString("\n")
 		b.WriteString("#\n")
-		fmt.Fprintf(&b, textHdr, "      size", "count", "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "min", "max")
-		fmt.Fprintf(&b, textHdr, "       (B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)")
+		fmt.Fprintf(&b, textHdr, "      size", "count", "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "min", "max", "skew", "late")
+		fmt.Fprintf(&b, textHdr, "       (B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "rank")
 	}
 	_, err := io.WriteString(t.W, b.String())
 	return err
@@ -125,18 +126,34 @@ func (t *Table) Row(r Row) error {
 	var err error
 	switch t.Format {
 	case TSV:
-		_, err = fmt.Fprintf(t.W, "%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.4f\t%.4f\t%s\n",
-			r.Bytes, r.Count, r.Iters, r.AvgUs, r.MinUs, r.MaxUs, r.AlgBW, r.BusBW, r.CheckString())
+		skew := "nan"
+		if r.Calls > 0 {
+			skew = fmt.Sprintf("%.2f", r.SkewUs)
+		}
+		_, err = fmt.Fprintf(t.W, "%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.4f\t%.4f\t%s\t%s\t%d\n",
+			r.Bytes, r.Count, r.Iters, r.AvgUs, r.MinUs, r.MaxUs, r.AlgBW, r.BusBW, r.CheckString(), skew, r.lateRank())
 	default:
 		wrong := "N/A"
 		if r.Checks > 0 {
 			wrong = fmt.Sprint(r.Wrong)
 		}
+		skew, late := "N/A", "N/A"
+		if r.Calls > 0 {
+			skew, late = fmt.Sprintf("%.2f", r.SkewUs), fmt.Sprint(r.lateRank())
+		}
 		_, err = fmt.Fprintf(t.W, textCols, fmt.Sprint(r.Bytes), fmt.Sprint(r.Count), r.Type, r.RedOp, r.Algo,
 			fmt.Sprintf("%.2f", r.AvgUs), fmt.Sprintf("%.2f", r.AlgBW), fmt.Sprintf("%.2f", r.BusBW), wrong,
-			fmt.Sprintf("%.2f", r.MinUs), fmt.Sprintf("%.2f", r.MaxUs))
+			fmt.Sprintf("%.2f", r.MinUs), fmt.Sprintf("%.2f", r.MaxUs), skew, late)
 	}
 	return err
+}
+
+// lateRank is the row's late rank, -1 when nothing was attributed.
+func (r Row) lateRank() int {
+	if r.Calls == 0 {
+		return -1
+	}
+	return r.LateRank
 }
 
 // Trailer writes the lines after the rows: in text, nccl-tests' out-of-bounds count and average

@@ -42,7 +42,11 @@ type Config struct {
 	// 4 KiB allreduce; docs/results/tuning.md).
 	Settle time.Duration
 	Check  int // -c: checked calls per size (after the timed ones)
-	Root   int // broadcast root
+	// Attribute is how many calls per size run with attribution on, after the checked ones
+	// and untimed (attribution adds an exchange to each call): they fill the rows' arrival
+	// skew, late rank and culprit (docs/attribution.md).
+	Attribute int
+	Root      int // broadcast root
 }
 
 // Validate checks the configuration against a job of p ranks.
@@ -76,6 +80,9 @@ func (c Config) Validate(p int) error {
 	if c.Check < 0 {
 		return fmt.Errorf("-c %d: checked iterations must be >= 0", c.Check)
 	}
+	if c.Attribute < 0 {
+		return fmt.Errorf("--attribute %d: attributed iterations must be >= 0", c.Attribute)
+	}
 	if c.Root < 0 || c.Root >= p {
 		return fmt.Errorf("-r %d: root must be a rank in [0, %d)", c.Root, p)
 	}
@@ -104,6 +111,8 @@ type Row struct {
 	BusBW  float64 `json:"busbw_GBps"`
 	Checks int     `json:"checks"` // checked calls per rank; 0 = not checked
 	Wrong  int64   `json:"wrong"`  // wrong elements over all ranks and checked calls
+	// Attribution is whom the size's attributed calls waited for (Config.Attribute).
+	Attribution
 }
 
 // CheckString is the TSV check column: "OK", "wrong=N", or "unchecked".
@@ -258,6 +267,12 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 			}
 			wrong += countWrong(cfg.Op, red, rank, p, cfg.Root, b, expect)
 		}
+		clear(b)
+		clear(s)
+		attr, err := attribute(comm, cfg.Attribute, call)
+		if err != nil {
+			return rows, where("attributed", err)
+		}
 
 		clear(stats)
 		stats[2*rank], stats[2*rank+1] = perCall, float64(wrong)
@@ -265,7 +280,7 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 			return rows, where("gathering results", err)
 		}
 		row := summarize(cfg, comm.Algorithm(), p, n, stats)
-		row.Iters = iters
+		row.Iters, row.Attribution = iters, attr
 		rows = append(rows, row)
 		if onRow != nil {
 			if err := onRow(row); err != nil {
