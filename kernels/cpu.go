@@ -62,6 +62,10 @@ type CPU struct {
 	kernel  *microKernel // nil when engine is "openblas"
 	gemm    []*gemmWork  // one per thread
 	col     [][]float32  // im2col workspace, one per thread
+	pad     [][]float32  // a zero-padded input sample, one per thread
+	dpad    [][]float32  // a zero-padded input gradient, one per thread
+	geom    convGeom     // the convolution being run
+	segs    []convSeg    // its output positions in runs
 	dwPart  [][]float32  // per-thread weight-gradient partials for Conv2DBackward
 	wPack   []float32    // a convolution's weights, packed once for all samples
 	job     convJob      // the convolution being run
@@ -97,6 +101,8 @@ func NewCPUWith(cfg CPUConfig) (*CPU, error) {
 		d.gemm[i] = &gemmWork{}
 	}
 	d.col = make([][]float32, cfg.Threads)
+	d.pad = make([][]float32, cfg.Threads)
+	d.dpad = make([][]float32, cfg.Threads)
 	d.dwPart = make([][]float32, cfg.Threads)
 	return d, nil
 }
