@@ -3,8 +3,13 @@ package kernels
 // Conv2D and its backward pass lower each sample to a GEMM through im2col: the sample's
 // receptive fields become the columns of a (C·KH·KW)×(OutH·OutW) matrix, so the convolution is
 // W (Out×C·KH·KW) times that matrix. Samples are split over the device's threads, each with its
-// own im2col buffer and single-threaded GEMM; with OpenBLAS the samples run in order and BLAS
-// uses the threads instead.
+// own buffers and single-threaded GEMM; with OpenBLAS the samples run in order and BLAS uses
+// the threads instead.
+//
+// Every gather and scatter works on a zero-padded copy of the sample (convGeom), so that the
+// im2col entry of tap r and output position q is xp[taps[r]+pos(q)] with no bounds test, and a
+// run of output positions along one output row is a run of adjacent input values: packing a
+// GEMM panel is a few copies per row instead of a test per element.
 
 func (d *CPU) convArgs(op string, batch int, s ConvShape) bool {
 	if err := s.Validate(); err != nil {
@@ -52,17 +57,33 @@ type convJob struct {
 }
 
 // convSamples runs the device's convJob over the batch: split over threads (each range's
-// GEMMs get one thread), or in one range with all threads given to BLAS.
+// GEMMs get one thread), or in one range with all threads given to BLAS. It sets up the
+// geometry and each used slot's buffers first: padded samples with zero borders and, when
+// colLen > 0, im2col matrices.
 func (d *CPU) convSamples(batch, colLen int) {
-	if d.kernel == nil || d.threads == 1 || batch < 2 {
-		d.col[0] = grow(d.col[0], colLen)
-		if batch > 0 {
-			d.convRange(0, 0, batch, d.threads)
+	g := &d.geom
+	g.set(d.job.s)
+	d.segs = g.segments(d.segs[:0], 0, d.job.cols)
+	slots := 1
+	if d.kernel != nil && d.threads > 1 && batch >= 2 {
+		slots = min(d.threads, batch)
+	}
+	for t := 0; t < slots; t++ {
+		d.col[t] = grow(d.col[t], colLen)
+		if !g.usesInputRaw {
+			d.pad[t] = grow(d.pad[t], g.paddedLen)
+			clear(d.pad[t])
+			if d.job.dxs != nil {
+				d.dpad[t] = grow(d.dpad[t], g.paddedLen)
+			}
 		}
+	}
+	if batch == 0 {
 		return
 	}
-	for t := range d.col {
-		d.col[t] = grow(d.col[t], colLen)
+	if slots == 1 {
+		d.convRange(0, 0, batch, d.threads)
+		return
 	}
 	parallel(d.threads, batch, func(t, lo, hi int) { d.convRange(t, lo, hi, 1) })
 }
@@ -75,21 +96,26 @@ func (d *CPU) convRange(t, lo, hi, threads int) {
 	}
 }
 
+// setConvB points workspace t's convB at padded sample xp.
+func (d *CPU) setConvB(t int, xp []float32, trans bool) *convB {
+	c := &d.gemm[t].conv
+	c.g, c.xp, c.trans = &d.geom, xp, trans
+	return c
+}
+
 // convForwardRange computes samples [lo, hi) of the forward pass with workspace slot t.
 func (d *CPU) convForwardRange(t, lo, hi, threads int) {
 	j := &d.job
+	g := &d.geom
 	s, rows, cols := j.s, j.rows, j.cols
-	col := d.col[t]
 	for n := lo; n < hi; n++ {
-		xn := j.xs[n*s.InLen() : (n+1)*s.InLen()]
+		xp := g.padded(d.pad[t], j.xs[n*s.InLen():(n+1)*s.InLen()])
 		yn := j.ys[n*s.OutLen() : (n+1)*s.OutLen()]
 		if d.kernel != nil {
-			w := d.gemm[t]
-			w.conv = convB{x: xn, s: s}
-			gemmPackedB(*d.kernel, d.gemm[t:t+threads], false, s.Out, cols, rows, 1, nil, d.wPack, &w.conv, 0, yn)
+			gemmPackedB(*d.kernel, d.gemm[t:t+threads], false, s.Out, cols, rows, 1, nil, d.wPack, d.setConvB(t, xp, false), 0, yn)
 		} else {
-			im2col(col, xn, s)
-			d.sgemm(false, false, s.Out, cols, rows, 1, j.ws, col, 0, yn, threads, t)
+			g.im2col(d.col[t], xp, d.segs)
+			d.sgemm(false, false, s.Out, cols, rows, 1, j.ws, d.col[t], 0, yn, threads, t)
 		}
 		for o := 0; o < s.Out; o++ {
 			v := j.bs[o]
@@ -105,6 +131,7 @@ func (d *CPU) convForwardRange(t, lo, hi, threads int) {
 // weight gradient of slot t > 0 goes to its partial sum.
 func (d *CPU) convBackwardRange(t, lo, hi, threads int) {
 	j := &d.job
+	g := &d.geom
 	s, rows, cols := j.s, j.rows, j.cols
 	col := d.col[t]
 	part := j.dws
@@ -113,17 +140,15 @@ func (d *CPU) convBackwardRange(t, lo, hi, threads int) {
 	}
 	for n := lo; n < hi; n++ {
 		dyn := j.dys[n*s.OutLen() : (n+1)*s.OutLen()]
-		xn := j.xs[n*s.InLen() : (n+1)*s.InLen()]
+		xp := g.padded(d.pad[t], j.xs[n*s.InLen():(n+1)*s.InLen()])
 		beta := float32(1)
 		if n == lo {
 			beta = 0
 		}
 		if d.kernel != nil {
-			w := d.gemm[t]
-			w.conv = convB{x: xn, s: s, trans: true}
-			gemmPackedB(*d.kernel, d.gemm[t:t+threads], false, s.Out, rows, cols, 1, dyn, nil, &w.conv, beta, part)
+			gemmPackedB(*d.kernel, d.gemm[t:t+threads], false, s.Out, rows, cols, 1, dyn, nil, d.setConvB(t, xp, true), beta, part)
 		} else {
-			im2col(col, xn, s)
+			g.im2col(col, xp, d.segs)
 			d.sgemm(false, true, s.Out, rows, cols, 1, dyn, col, beta, part, threads, t)
 		}
 		if j.dxs == nil {
@@ -136,7 +161,15 @@ func (d *CPU) convBackwardRange(t, lo, hi, threads int) {
 		} else {
 			d.sgemm(true, false, rows, cols, s.Out, 1, j.ws, dyn, 0, col, threads, t)
 		}
-		col2im(j.dxs[n*s.InLen():(n+1)*s.InLen()], col, s)
+		dxn := j.dxs[n*s.InLen() : (n+1)*s.InLen()]
+		if g.usesInputRaw {
+			clear(dxn)
+			g.col2im(dxn, col, d.segs)
+			continue
+		}
+		clear(d.dpad[t])
+		g.col2im(d.dpad[t], col, d.segs)
+		g.unpad(dxn, d.dpad[t])
 	}
 }
 
@@ -185,192 +218,178 @@ func (d *CPU) Conv2DBackward(dx, dw, db, dy, x, w Tensor, batch int, s ConvShape
 	}
 }
 
-// convB is the im2col matrix of one sample x as GEMM operand B, packed straight from x without
-// writing the matrix out: op(B) is col ((C·KH·KW)×(OutH·OutW)) or, when trans, colᵀ.
+// convGeom is a convolution's geometry over a zero-padded sample: C planes of hp×wp with the
+// input at offset (Pad, Pad) of each. Tap r = (c, kh, kw) of output position q = (oh, ow)
+// reads xp[taps[r] + pos(q)].
+type convGeom struct {
+	s            ConvShape
+	hp, wp       int
+	oh, ow, st   int
+	taps         []int // c·hp·wp + kh·wp + kw for every im2col row
+	paddedLen    int   // C·hp·wp
+	usesInputRaw bool  // no padding: the sample itself is the padded sample
+}
+
+// convSeg is a run of n output positions, starting dst positions after the first one asked
+// for, whose inputs are adjacent: tap r reads xp[taps[r]+src : taps[r]+src+n].
+type convSeg struct{ dst, src, n int }
+
+func (g *convGeom) set(s ConvShape) {
+	g.s = s
+	g.hp, g.wp = s.H+2*s.Pad, s.W+2*s.Pad
+	g.oh, g.ow, g.st = s.OutH(), s.OutW(), s.stride()
+	g.paddedLen = s.C * g.hp * g.wp
+	g.usesInputRaw = s.Pad == 0
+	rows := s.C * s.KH * s.KW
+	if cap(g.taps) < rows {
+		g.taps = make([]int, rows)
+	}
+	g.taps = g.taps[:rows]
+	r := 0
+	for c := 0; c < s.C; c++ {
+		for kh := 0; kh < s.KH; kh++ {
+			for kw := 0; kw < s.KW; kw++ {
+				g.taps[r] = c*g.hp*g.wp + kh*g.wp + kw
+				r++
+			}
+		}
+	}
+}
+
+// segments appends to segs the runs of output positions [q0, q0+n): along an output row when
+// the stride is 1, one position each otherwise.
+func (g *convGeom) segments(segs []convSeg, q0, n int) []convSeg {
+	for q := q0; q < q0+n; {
+		row, col := q/g.ow, q%g.ow
+		m := 1
+		if g.st == 1 {
+			m = min(g.ow-col, q0+n-q)
+		}
+		segs = append(segs, convSeg{dst: q - q0, src: row*g.st*g.wp + col*g.st, n: m})
+		q += m
+	}
+	return segs
+}
+
+// padded returns sample x as a padded sample: x itself without padding, otherwise x copied
+// into the interior of buf, whose border the caller has zeroed.
+func (g *convGeom) padded(buf, x []float32) []float32 {
+	if g.usesInputRaw {
+		return x
+	}
+	s := g.s
+	for c := 0; c < s.C; c++ {
+		for h := 0; h < s.H; h++ {
+			o := c*g.hp*g.wp + (h+s.Pad)*g.wp + s.Pad
+			copy(buf[o:o+s.W], x[(c*s.H+h)*s.W:(c*s.H+h+1)*s.W])
+		}
+	}
+	return buf
+}
+
+// unpad writes the interior of padded sample xp to dx.
+func (g *convGeom) unpad(dx, xp []float32) {
+	s := g.s
+	for c := 0; c < s.C; c++ {
+		for h := 0; h < s.H; h++ {
+			o := c*g.hp*g.wp + (h+s.Pad)*g.wp + s.Pad
+			copy(dx[(c*s.H+h)*s.W:(c*s.H+h+1)*s.W], xp[o:o+s.W])
+		}
+	}
+}
+
+// im2col writes the im2col matrix of padded sample xp into col (rows taps, columns output
+// positions); segs are the segments of all OutH·OutW positions.
+func (g *convGeom) im2col(col, xp []float32, segs []convSeg) {
+	cols := g.oh * g.ow
+	for r, t := range g.taps {
+		row := col[r*cols : (r+1)*cols]
+		for _, sg := range segs {
+			copy(row[sg.dst:sg.dst+sg.n], xp[t+sg.src:t+sg.src+sg.n])
+		}
+	}
+}
+
+// col2im is the adjoint of im2col: it adds every entry of col into the element of padded
+// sample dxp that it was read from.
+func (g *convGeom) col2im(dxp, col []float32, segs []convSeg) {
+	cols := g.oh * g.ow
+	for r, t := range g.taps {
+		row := col[r*cols : (r+1)*cols]
+		for _, sg := range segs {
+			dst := dxp[t+sg.src : t+sg.src+sg.n]
+			for i, v := range row[sg.dst : sg.dst+sg.n] {
+				dst[i] += v
+			}
+		}
+	}
+}
+
+// convB is the im2col matrix of one padded sample xp as GEMM operand B, packed straight from
+// xp without writing the matrix out: op(B) is col ((C·KH·KW)×(OutH·OutW)) or, when trans,
+// colᵀ.
 type convB struct {
-	x     []float32
-	s     ConvShape
+	g     *convGeom
+	xp    []float32
 	trans bool
+	segs  []convSeg // scratch, kept so that packing allocates nothing in steady state
 }
 
 func (p *convB) packB(dst []float32, jc, nc, pc, kc, nR int) {
-	s := p.s
-	kk2 := s.KH * s.KW
+	g := p.g
+	if p.trans {
+		p.packTrans(dst, jc, nc, pc, kc, nR)
+		return
+	}
+	// Rows of B are taps pc+kk; columns are output positions jc+jr+j.
 	for jr := 0; jr < nc; jr += nR {
 		nr := min(nR, nc-jr)
 		pan := dst[(jr/nR)*nR*kc : (jr/nR+1)*nR*kc]
-		if !p.trans {
-			// Rows of B are (c, kh, kw) = pc+kk, stepped without dividing; columns are
-			// output positions jc+jr+j.
-			c, kh, kw := pc/kk2, (pc%kk2)/s.KW, pc%s.KW
-			oh0, ow0 := (jc+jr)/s.OutW(), (jc+jr)%s.OutW()
+		p.segs = g.segments(p.segs[:0], jc+jr, nr)
+		for kk := 0; kk < kc; kk++ {
+			d := pan[kk*nR : kk*nR+nR]
+			src := p.xp[g.taps[pc+kk]:]
+			for _, sg := range p.segs {
+				copy(d[sg.dst:sg.dst+sg.n], src[sg.src:sg.src+sg.n])
+			}
+			clear(d[nr:])
+		}
+	}
+}
+
+// packTrans packs colᵀ: rows of B are output positions pc+kk, columns are taps jc+jr+j. Four
+// taps go together, so each position writes four adjacent values.
+func (p *convB) packTrans(dst []float32, jc, nc, pc, kc, nR int) {
+	g := p.g
+	p.segs = g.segments(p.segs[:0], pc, kc)
+	for jr := 0; jr < nc; jr += nR {
+		nr := min(nR, nc-jr)
+		pan := dst[(jr/nR)*nR*kc : (jr/nR+1)*nR*kc]
+		j := 0
+		for ; j+4 <= nr; j += 4 {
+			t := g.taps[jc+jr+j : jc+jr+j+4]
+			for _, sg := range p.segs {
+				s0 := p.xp[t[0]+sg.src : t[0]+sg.src+sg.n]
+				s1 := p.xp[t[1]+sg.src : t[1]+sg.src+sg.n]
+				s2 := p.xp[t[2]+sg.src : t[2]+sg.src+sg.n]
+				s3 := p.xp[t[3]+sg.src : t[3]+sg.src+sg.n]
+				for q := range s0 {
+					d := (*[4]float32)(pan[(sg.dst+q)*nR+j:])
+					d[0], d[1], d[2], d[3] = s0[q], s1[q], s2[q], s3[q]
+				}
+			}
+		}
+		for ; j < nr; j++ {
+			t := g.taps[jc+jr+j]
+			for _, sg := range p.segs {
+				for q, v := range p.xp[t+sg.src : t+sg.src+sg.n] {
+					pan[(sg.dst+q)*nR+j] = v
+				}
+			}
+		}
+		if nr < nR {
 			for kk := 0; kk < kc; kk++ {
-				d := pan[kk*nR : kk*nR+nR]
-				gatherField(d, 1, p.x[c*s.H*s.W:(c+1)*s.H*s.W], s, kh, kw, oh0, ow0, nr)
-				clear(d[nr:])
-				if kw++; kw == s.KW {
-					kw = 0
-					if kh++; kh == s.KH {
-						kh, c = 0, c+1
-					}
-				}
-			}
-			continue
-		}
-		// Rows of B are output positions pc+kk; columns are (c, kh, kw) = jc+jr+j.
-		for j := 0; j < nR; j++ {
-			if j >= nr {
-				for kk := 0; kk < kc; kk++ {
-					pan[kk*nR+j] = 0
-				}
-				continue
-			}
-			r := jc + jr + j
-			c, kh, kw := r/kk2, (r%kk2)/s.KW, r%s.KW
-			gatherField(pan[j:], nR, p.x[c*s.H*s.W:(c+1)*s.H*s.W], s, kh, kw, pc/s.OutW(), pc%s.OutW(), kc)
-		}
-	}
-}
-
-// gatherField writes, for n output positions from (oh, o) on in row-major order, the input
-// value that kernel tap (kh, kw) reads from plane (0 in the padding) to dst[0], dst[stride],
-// dst[2·stride], ...
-func gatherField(dst []float32, stride int, plane []float32, s ConvShape, kh, kw, oh, o, n int) {
-	ow, st := s.OutW(), s.stride()
-	for i := 0; i < n; {
-		seg := min(ow-o, n-i)
-		ih := oh*st - s.Pad + kh
-		if ih < 0 || ih >= s.H {
-			for q := 0; q < seg; q++ {
-				dst[(i+q)*stride] = 0
-			}
-		} else if row := plane[ih*s.W : ih*s.W+s.W]; st == 1 {
-			// iw = o+q-Pad+kw is inside the row for q in [lo, hi).
-			iw0 := o - s.Pad + kw
-			lo, hi := min(max(0, -iw0), seg), max(min(seg, s.W-iw0), 0)
-			hi = max(hi, lo)
-			q := 0
-			for ; q < lo; q++ {
-				dst[(i+q)*stride] = 0
-			}
-			if lo == hi {
-				// The whole segment reads padding.
-			} else if stride == 1 {
-				out := dst[i+lo : i+hi]
-				in := row[iw0+lo : iw0+hi]
-				for k := range out {
-					out[k] = in[k]
-				}
-			} else {
-				for ; q < hi; q++ {
-					dst[(i+q)*stride] = row[iw0+q]
-				}
-			}
-			for q = hi; q < seg; q++ {
-				dst[(i+q)*stride] = 0
-			}
-		} else {
-			for q := 0; q < seg; q++ {
-				iw := (o+q)*st - s.Pad + kw
-				v := float32(0)
-				if iw >= 0 && iw < s.W {
-					v = row[iw]
-				}
-				dst[(i+q)*stride] = v
-			}
-		}
-		i += seg
-		o, oh = 0, oh+1
-	}
-}
-
-// im2col writes the receptive fields of one C×H×W sample into col, row (c, kh, kw), column
-// (oh, ow), with zeros where the window hangs over the padding.
-func im2col(col, x []float32, s ConvShape) {
-	oh, ow, st := s.OutH(), s.OutW(), s.stride()
-	p := 0
-	for c := 0; c < s.C; c++ {
-		plane := x[c*s.H*s.W : (c+1)*s.H*s.W]
-		for kh := 0; kh < s.KH; kh++ {
-			for kw := 0; kw < s.KW; kw++ {
-				for i := 0; i < oh; i++ {
-					dst := col[p : p+ow]
-					p += ow
-					ih := i*st - s.Pad + kh
-					if ih < 0 || ih >= s.H {
-						for j := range dst {
-							dst[j] = 0
-						}
-						continue
-					}
-					row := plane[ih*s.W : (ih+1)*s.W]
-					if st == 1 {
-						// iw = j - Pad + kw; valid for j in [lo, hi).
-						off := kw - s.Pad
-						lo, hi := max(0, -off), min(ow, s.W-off)
-						for j := 0; j < lo && j < ow; j++ {
-							dst[j] = 0
-						}
-						if lo < hi {
-							copy(dst[lo:hi], row[lo+off:hi+off])
-						}
-						for j := max(hi, 0); j < ow; j++ {
-							dst[j] = 0
-						}
-						continue
-					}
-					for j := range dst {
-						iw := j*st - s.Pad + kw
-						if iw < 0 || iw >= s.W {
-							dst[j] = 0
-						} else {
-							dst[j] = row[iw]
-						}
-					}
-				}
-			}
-		}
-	}
-}
-
-// col2im is the adjoint of im2col: it overwrites dx with the sum, over receptive fields, of
-// the column entries that read each input element.
-func col2im(dx, col []float32, s ConvShape) {
-	for i := range dx {
-		dx[i] = 0
-	}
-	oh, ow, st := s.OutH(), s.OutW(), s.stride()
-	p := 0
-	for c := 0; c < s.C; c++ {
-		plane := dx[c*s.H*s.W : (c+1)*s.H*s.W]
-		for kh := 0; kh < s.KH; kh++ {
-			for kw := 0; kw < s.KW; kw++ {
-				for i := 0; i < oh; i++ {
-					src := col[p : p+ow]
-					p += ow
-					ih := i*st - s.Pad + kh
-					if ih < 0 || ih >= s.H {
-						continue
-					}
-					row := plane[ih*s.W : (ih+1)*s.W]
-					if st == 1 {
-						off := kw - s.Pad
-						lo, hi := max(0, -off), min(ow, s.W-off)
-						if lo < hi {
-							dst := row[lo+off : hi+off]
-							for j, v := range src[lo:hi] {
-								dst[j] += v
-							}
-						}
-						continue
-					}
-					for j, v := range src {
-						iw := j*st - s.Pad + kw
-						if iw >= 0 && iw < s.W {
-							row[iw] += v
-						}
-					}
-				}
+				clear(pan[kk*nR+nr : kk*nR+nR])
 			}
 		}
 	}

@@ -62,6 +62,10 @@ type CPU struct {
 	kernel  *microKernel // nil when engine is "openblas"
 	gemm    []*gemmWork  // one per thread
 	col     [][]float32  // im2col workspace, one per thread
+	pad     [][]float32  // a zero-padded input sample, one per thread
+	dpad    [][]float32  // a zero-padded input gradient, one per thread
+	geom    convGeom     // the convolution being run
+	segs    []convSeg    // its output positions in runs
 	dwPart  [][]float32  // per-thread weight-gradient partials for Conv2DBackward
 	wPack   []float32    // a convolution's weights, packed once for all samples
 	job     convJob      // the convolution being run
@@ -97,6 +101,8 @@ func NewCPUWith(cfg CPUConfig) (*CPU, error) {
 		d.gemm[i] = &gemmWork{}
 	}
 	d.col = make([][]float32, cfg.Threads)
+	d.pad = make([][]float32, cfg.Threads)
+	d.dpad = make([][]float32, cfg.Threads)
 	d.dwPart = make([][]float32, cfg.Threads)
 	return d, nil
 }
@@ -546,22 +552,27 @@ func (d *CPU) SGD(param, grad, velocity Tensor, lr, momentum, weightDecay float3
 
 // SGDStep is the SGD update of Device.SGD on host slices (velocity may be nil when momentum is
 // 0). It is the single definition of the update, so every backend and the optimizer agree bit
-// for bit.
+// for bit. The bulk goes through SIMD code where the platform has it (sgdVector), which rounds
+// exactly as the loop below: the float32 conversions keep the compiler from fusing a multiply
+// and an add into one FMA, which rounds once where the vector code rounds twice.
 func SGDStep(param, grad, velocity []float32, lr, momentum, weightDecay float32) {
 	grad = grad[:len(param)]
+	if momentum != 0 {
+		velocity = velocity[:len(param)]
+	}
+	done := sgdVector(param, grad, velocity, lr, momentum, weightDecay)
 	if momentum == 0 {
-		for i, g := range grad {
-			g += weightDecay * param[i]
-			param[i] -= lr * g
+		for i := done; i < len(param); i++ {
+			g := grad[i] + float32(weightDecay*param[i])
+			param[i] -= float32(lr * g)
 		}
 		return
 	}
-	velocity = velocity[:len(param)]
-	for i, g := range grad {
-		g += weightDecay * param[i]
-		v := momentum*velocity[i] + g
+	for i := done; i < len(param); i++ {
+		g := grad[i] + float32(weightDecay*param[i])
+		v := float32(momentum*velocity[i]) + g
 		velocity[i] = v
-		param[i] -= lr * v
+		param[i] -= float32(lr * v)
 	}
 }
 

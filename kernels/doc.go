@@ -20,7 +20,8 @@
 //   - "go": the same packed GEMM with a portable micro-kernel; builds everywhere.
 //
 // The default build needs no cgo and no tag. With the packed engines, convolutions never write
-// the im2col matrix: the GEMM packs its panels straight from the input image (convB).
+// the im2col matrix: the GEMM packs its panels straight from a zero-padded copy of the input
+// sample (convB, convGeom).
 //
 // Threads (CPUConfig.Threads) bound how many goroutines one op uses; give each rank on a host
 // its share of the cores. With the same thread count, every op is deterministic: the same

@@ -15,10 +15,11 @@ const (
 	gemmMaxNR = 32
 )
 
-// microKernel adds Σ_p a[p·mr+i]·b[p·nr+j] to c[i·ldc+j] for i < mr, j < nr, p < kc.
+// microKernel adds Σ_p a[p·mr+i]·b[p·nr+j] to c[i·ldc+j] for i < mr, j < nr, p < kc, or,
+// when load is false, stores the sum there without reading c.
 type microKernel struct {
 	mr, nr int
-	fn     func(kc int, a, b, c []float32, ldc int)
+	fn     func(kc int, a, b, c []float32, ldc int, load bool)
 }
 
 // gemmWork is one thread's packing buffers, grown on first use and kept.
@@ -83,12 +84,13 @@ func prepackA(kern microKernel, dst, a []float32, transA bool, m, k int, alpha f
 // packed by prepackA (then a, transA and alpha are not used: alpha was applied when packing).
 func gemmPackedB(kern microKernel, work []*gemmWork, transA bool, m, n, k int, alpha float32, a, ap []float32, b bPacker, beta float32, c []float32) {
 	c = c[:m*n]
-	switch beta {
-	case 1:
-	case 0:
-		for i := range c {
-			c[i] = 0
-		}
+	// With beta = 0 the first K slice stores its tiles instead of adding them, so c is
+	// neither cleared first nor read.
+	overwrite := beta == 0 && alpha != 0 && k > 0
+	switch {
+	case overwrite, beta == 1:
+	case beta == 0:
+		clear(c)
 	default:
 		for i := range c {
 			c[i] *= beta
@@ -103,6 +105,7 @@ func gemmPackedB(kern microKernel, work []*gemmWork, transA bool, m, n, k int, a
 		panels := (nc + kern.nr - 1) / kern.nr
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
+			load := !overwrite || pc > 0
 			w0.b = grow(w0.b, panels*kern.nr*kc)
 			b.packB(w0.b, jc, nc, pc, kc, kern.nr)
 			for ic := 0; ic < m; ic += gemmMC {
@@ -117,10 +120,10 @@ func gemmPackedB(kern microKernel, work []*gemmWork, transA bool, m, n, k int, a
 					apBlock = w0.a
 				}
 				if len(work) == 1 || panels < 2 {
-					gemmBlock(kern, w0, apBlock, w0.b, c, n, ic, mc, jc, nc, kc, 0, panels)
+					gemmBlock(kern, w0, apBlock, w0.b, c, n, ic, mc, jc, nc, kc, 0, panels, load)
 					continue
 				}
-				gemmParallel(kern, work, apBlock, w0.b, c, n, ic, mc, jc, nc, kc, panels)
+				gemmParallel(kern, work, apBlock, w0.b, c, n, ic, mc, jc, nc, kc, panels, load)
 			}
 		}
 	}
@@ -128,7 +131,7 @@ func gemmPackedB(kern microKernel, work []*gemmWork, transA bool, m, n, k int, a
 
 // gemmParallel splits the column panels of one packed block over the threads of work. It is
 // a function of its own so that the closure's captures escape only on this path.
-func gemmParallel(kern microKernel, work []*gemmWork, ap, bp, c []float32, ldc, ic, mc, jc, nc, kc, panels int) {
+func gemmParallel(kern microKernel, work []*gemmWork, ap, bp, c []float32, ldc, ic, mc, jc, nc, kc, panels int, load bool) {
 	threads := min(len(work), panels)
 	var wg sync.WaitGroup
 	for t := 0; t < threads; t++ {
@@ -136,15 +139,15 @@ func gemmParallel(kern microKernel, work []*gemmWork, ap, bp, c []float32, ldc, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gemmBlock(kern, work[t], ap, bp, c, ldc, ic, mc, jc, nc, kc, lo, hi)
+			gemmBlock(kern, work[t], ap, bp, c, ldc, ic, mc, jc, nc, kc, lo, hi, load)
 		}()
 	}
 	wg.Wait()
 }
 
 // gemmBlock multiplies the packed row block (mc×kc) by column panels [plo, phi) of the packed
-// slice of B and adds the result into c.
-func gemmBlock(kern microKernel, w *gemmWork, ap, bp, c []float32, ldc, ic, mc, jc, nc, kc, plo, phi int) {
+// slice of B and adds the result into c (stores it, when load is false).
+func gemmBlock(kern microKernel, w *gemmWork, ap, bp, c []float32, ldc, ic, mc, jc, nc, kc, plo, phi int, load bool) {
 	mR, nR := kern.mr, kern.nr
 	for jp := plo; jp < phi; jp++ {
 		jr := jp * nR
@@ -155,14 +158,17 @@ func gemmBlock(kern microKernel, w *gemmWork, ap, bp, c []float32, ldc, ic, mc, 
 			apan := ap[(ir/mR)*mR*kc : (ir/mR+1)*mR*kc]
 			off := (ic+ir)*ldc + jc + jr
 			if mr == mR && nr == nR {
-				kern.fn(kc, apan, bpan, c[off:], ldc)
+				kern.fn(kc, apan, bpan, c[off:], ldc, load)
 				continue
 			}
 			t := w.tile[:mR*nR]
-			clear(t)
-			kern.fn(kc, apan, bpan, t, nR)
+			kern.fn(kc, apan, bpan, t, nR, false)
 			for i := 0; i < mr; i++ {
 				row := c[off+i*ldc : off+i*ldc+nr]
+				if !load {
+					copy(row, t[i*nR:i*nR+nr])
+					continue
+				}
 				for j := range row {
 					row[j] += t[i*nR+j]
 				}
@@ -263,7 +269,7 @@ const (
 // gemmKernelGo is the portable micro-kernel.
 var gemmKernelGo = microKernel{goMR, goNR, gemmKernelGo6x16}
 
-func gemmKernelGo6x16(kc int, a, b, c []float32, ldc int) {
+func gemmKernelGo6x16(kc int, a, b, c []float32, ldc int, load bool) {
 	var acc [goMR][goNR]float32
 	a = a[:kc*goMR]
 	b = b[:kc*goNR]
@@ -293,6 +299,10 @@ func gemmKernelGo6x16(kc int, a, b, c []float32, ldc int) {
 	}
 	for i := 0; i < goMR; i++ {
 		row := c[i*ldc : i*ldc+goNR]
+		if !load {
+			copy(row, acc[i][:])
+			continue
+		}
 		for j := range row {
 			row[j] += acc[i][j]
 		}

@@ -13,7 +13,7 @@ func xgetbv0() uint32
 // sgemmKernel6x16AVX2 is the AVX2/FMA micro-kernel; see microKernel.
 //
 //go:noescape
-func sgemmKernel6x16AVX2(kc int, a, b, c *float32, ldc int)
+func sgemmKernel6x16AVX2(kc int, a, b, c *float32, ldc int, load bool)
 
 func haveAVX2FMA() bool {
 	maxLeaf, _, _, _ := cpuidex(0, 0)
@@ -35,7 +35,7 @@ func haveAVX2FMA() bool {
 // sgemmKernel8x32AVX512 is the AVX-512 micro-kernel; see microKernel.
 //
 //go:noescape
-func sgemmKernel8x32AVX512(kc int, a, b, c *float32, ldc int)
+func sgemmKernel8x32AVX512(kc int, a, b, c *float32, ldc int, load bool)
 
 func haveAVX512() bool {
 	if !haveAVX2FMA() {
@@ -53,7 +53,7 @@ var (
 	gemmKernelAVX512 = microKernel{8, 32, sgemmAVX512}
 )
 
-func sgemmAVX2(kc int, a, b, c []float32, ldc int) {
+func sgemmAVX2(kc int, a, b, c []float32, ldc int, load bool) {
 	if kc == 0 {
 		return
 	}
@@ -61,15 +61,15 @@ func sgemmAVX2(kc int, a, b, c []float32, ldc int) {
 	_ = a[kc*6-1]
 	_ = b[kc*16-1]
 	_ = c[5*ldc+15]
-	sgemmKernel6x16AVX2(kc, &a[0], &b[0], &c[0], ldc)
+	sgemmKernel6x16AVX2(kc, &a[0], &b[0], &c[0], ldc, load)
 }
 
-func sgemmAVX512(kc int, a, b, c []float32, ldc int) {
+func sgemmAVX512(kc int, a, b, c []float32, ldc int, load bool) {
 	if kc == 0 {
 		return
 	}
 	_ = a[kc*8-1]
 	_ = b[kc*32-1]
 	_ = c[7*ldc+31]
-	sgemmKernel8x32AVX512(kc, &a[0], &b[0], &c[0], ldc)
+	sgemmKernel8x32AVX512(kc, &a[0], &b[0], &c[0], ldc, load)
 }

@@ -20,9 +20,9 @@ TEXT ·xgetbv0(SB), NOSPLIT, $0-4
 	MOVL AX, ret+0(FP)
 	RET
 
-// func sgemmKernel6x16AVX2(kc int, a, b, c *float32, ldc int)
+// func sgemmKernel6x16AVX2(kc int, a, b, c *float32, ldc int, load bool)
 // Accumulators: Y0..Y11 (row i: Y(2i), Y(2i+1)); B row: Y12, Y13; broadcasts: Y14, Y15.
-TEXT ·sgemmKernel6x16AVX2(SB), NOSPLIT, $0-40
+TEXT ·sgemmKernel6x16AVX2(SB), NOSPLIT, $0-41
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -158,6 +158,9 @@ loop1:
 	DECQ CX
 	JNE loop1
 store:
+	MOVBLZX load+40(FP), R9
+	TESTQ R9, R9
+	JEQ storew
 	VADDPS (DX), Y0, Y0
 	VMOVUPS Y0, (DX)
 	VADDPS 32(DX), Y1, Y1
@@ -189,10 +192,31 @@ store:
 	VMOVUPS Y11, 32(DX)
 	VZEROUPPER
 	RET
+// The first K slice of a GEMM with beta = 0 overwrites C instead of adding to it.
+storew:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R8, DX
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ R8, DX
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ R8, DX
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	ADDQ R8, DX
+	VMOVUPS Y8, (DX)
+	VMOVUPS Y9, 32(DX)
+	ADDQ R8, DX
+	VMOVUPS Y10, (DX)
+	VMOVUPS Y11, 32(DX)
+	VZEROUPPER
+	RET
 
-// func sgemmKernel8x32AVX512(kc int, a, b, c *float32, ldc int)
+// func sgemmKernel8x32AVX512(kc int, a, b, c *float32, ldc int, load bool)
 // Accumulators: Z0..Z15 (row i: Z(2i), Z(2i+1)); B row: Z16, Z17; broadcasts: Z18..Z25.
-TEXT ·sgemmKernel8x32AVX512(SB), NOSPLIT, $0-40
+TEXT ·sgemmKernel8x32AVX512(SB), NOSPLIT, $0-41
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -362,6 +386,9 @@ one512:
 	DECQ CX
 	JNE one512
 store512:
+	MOVBLZX load+40(FP), R9
+	TESTQ R9, R9
+	JEQ store512w
 	VADDPS (DX), Z0, Z0
 	VMOVUPS Z0, (DX)
 	VADDPS 64(DX), Z1, Z1
@@ -400,6 +427,33 @@ store512:
 	VADDPS (DX), Z14, Z14
 	VMOVUPS Z14, (DX)
 	VADDPS 64(DX), Z15, Z15
+	VMOVUPS Z15, 64(DX)
+	VZEROUPPER
+	RET
+// The first K slice of a GEMM with beta = 0 overwrites C instead of adding to it.
+store512w:
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z3, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z5, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z6, (DX)
+	VMOVUPS Z7, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z8, (DX)
+	VMOVUPS Z9, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z10, (DX)
+	VMOVUPS Z11, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z12, (DX)
+	VMOVUPS Z13, 64(DX)
+	ADDQ R8, DX
+	VMOVUPS Z14, (DX)
 	VMOVUPS Z15, 64(DX)
 	VZEROUPPER
 	RET

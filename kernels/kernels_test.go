@@ -409,6 +409,36 @@ func TestMaxPool2(t *testing.T) {
 	}
 }
 
+// TestMaxPool2Ties: the first maximum in row-major window order wins, as in PyTorch.
+func TestMaxPool2Ties(t *testing.T) {
+	d, _ := NewCPU(1)
+	negZero := float32(math.Copysign(0, -1))
+	for _, c := range []struct {
+		window [4]float32 // row-major 2×2
+		want   int32
+	}{
+		{[4]float32{0, 0, 0, 0}, 0},
+		{[4]float32{1, 3, 3, 2}, 1},
+		{[4]float32{1, 2, 3, 3}, 2},
+		{[4]float32{-1, -1, -1, 0}, 3},
+		{[4]float32{negZero, 0, 0, 0}, 0},
+	} {
+		w := c.window
+		xt := tensor(t, d, []float32{w[0], w[1], w[2], w[3]})
+		yt := tensor(t, d, make([]float32, 1))
+		at, _ := d.AllocIndex(1)
+		d.MaxPool2(yt, at, xt, 1, 1, 2, 2)
+		am := make([]int32, 1)
+		copy(am, at.(*cpuTensor).i)
+		if err := d.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if y := host(t, d, yt)[0]; am[0] != c.want || math.Float32bits(y) != math.Float32bits(w[c.want]) {
+			t.Errorf("window %v: max %v at %d, want %v at %d", w, y, am[0], w[c.want], c.want)
+		}
+	}
+}
+
 func TestViewSharesMemory(t *testing.T) {
 	d, _ := NewCPU(1)
 	x := tensor(t, d, []float32{1, 2, 3, 4, 5})

@@ -1,6 +1,9 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 func (d *CPU) poolArgs(op string, batch, c, h, w int) bool {
 	if !d.dims(op, batch, c, h, w) {
@@ -32,24 +35,22 @@ func (d *CPU) MaxPool2(y, argmax, x Tensor, batch, c, h, w int) {
 	for pl := 0; pl < planes; pl++ {
 		base := pl * h * w
 		for i := 0; i < oh; i++ {
-			r0 := base + 2*i*w
-			r1 := r0 + w
-			for j := 0; j < ow; j++ {
-				bi := r0 + 2*j
-				bv := xs[bi]
-				if v := xs[r0+2*j+1]; v > bv {
-					bv, bi = v, r0+2*j+1
-				}
-				if v := xs[r1+2*j]; v > bv {
-					bv, bi = v, r1+2*j
-				}
-				if v := xs[r1+2*j+1]; v > bv {
-					bv, bi = v, r1+2*j+1
-				}
-				ys[q] = bv
-				as[q] = int32(bi)
-				q++
+			r0 := xs[base+2*i*w : base+2*i*w+w]
+			r1 := xs[base+2*i*w+w : base+2*i*w+2*w]
+			yr, ar := ys[q:q+ow], as[q:q+ow]
+			for j := range yr {
+				// The first maximum in row-major window order wins (strict comparisons), as
+				// in PyTorch. The comparisons select without branches: on activations the
+				// winner's place is random, so a branch would mispredict about every other
+				// window.
+				bv, bo := r0[2*j], 0
+				bv, bo = pick(r0[2*j+1] > bv, r0[2*j+1], bv, 1, bo)
+				bv, bo = pick(r1[2*j] > bv, r1[2*j], bv, w, bo)
+				bv, bo = pick(r1[2*j+1] > bv, r1[2*j+1], bv, w+1, bo)
+				yr[j] = bv
+				ar[j] = int32(base + 2*i*w + 2*j + bo)
 			}
+			q += ow
 		}
 	}
 }
@@ -67,9 +68,7 @@ func (d *CPU) MaxPool2Backward(dx, dy, argmax Tensor, batch, c, h, w int) {
 	if dxs == nil || dys == nil || as == nil {
 		return
 	}
-	for i := range dxs {
-		dxs[i] = 0
-	}
+	clear(dxs)
 	for q, g := range dys {
 		i := int(as[q])
 		if i < 0 || i >= len(dxs) {
@@ -78,4 +77,19 @@ func (d *CPU) MaxPool2Backward(dx, dy, argmax Tensor, batch, c, h, w int) {
 		}
 		dxs[i] += g
 	}
+}
+
+// b2i is 1 for true and 0 for false; the compiler makes it a SETcc, not a branch.
+func b2i(c bool) int {
+	if c {
+		return 1
+	}
+	return 0
+}
+
+// pick returns (v, o) when c and (bv, bo) otherwise, selecting through masks, without a branch.
+func pick(c bool, v, bv float32, o, bo int) (float32, int) {
+	m := -b2i(c)
+	vb := (math.Float32bits(v) & uint32(m)) | (math.Float32bits(bv) &^ uint32(m))
+	return math.Float32frombits(vb), (o & m) | (bo &^ m)
 }
