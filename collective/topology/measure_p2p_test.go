@@ -107,23 +107,39 @@ func TestMeasureAcrossNetworkNamespaces(t *testing.T) {
 // 32 KiB bucket and 50 ms of queue, and a 400 Mbit/s link with the script's bucket of 10 ms of
 // traffic, which a probe of 1 MiB reads at about twice the rate (a faster link would measure
 // the two shared cores as much as the link).
+//
+// A link read faster than its rate fails at once. One read slower is measured again, up to
+// three times in all: on a loaded host the ranks that time the probes may wait for a core,
+// which no shaping explains, so the fastest of the reads is the one that says what Measure
+// sees of the link.
 func TestMeasureShapedLink(t *testing.T) {
+	const attempts = 3
 	for _, spec := range []netns.Spec{
 		{Topology: netns.Uniform, Hosts: 2, RateMbit: 100, BurstBytes: 32 << 10, Latency: 50 * time.Millisecond},
 		{Topology: netns.Uniform, Hosts: 2, RateMbit: 400},
 	} {
 		t.Run(fmt.Sprintf("%d-mbit", spec.RateMbit), func(t *testing.T) {
 			n := netns.ForTest(t, spec)
-			reps := measureInNamespaces(t, n, []int{0, 1})
-			topology.CheckMeasured(t, matrices(reps), []int{0, 1})
 			want := 8.0 / (float64(spec.RateMbit) * 1e6) // seconds per byte
-			for _, l := range [][2]int{{0, 1}, {1, 0}} {
-				beta := reps[0].Matrix.Links[l[0]][l[1]].Beta
-				t.Logf("rank %d -> %d: beta %.3g s/B (%.1f Mbit/s), want %.3g; measuring took %.2f s",
-					l[0], l[1], beta, 8/beta/1e6, want, reps[0].Seconds)
-				if beta < 0.75*want || beta > 1.25*want {
-					t.Errorf("rank %d -> %d: beta %.3g s/B (%.1f Mbit/s) is not within 25%% of %.3g (%d Mbit/s)",
-						l[0], l[1], beta, 8/beta/1e6, want, spec.RateMbit)
+			for attempt := 1; ; attempt++ {
+				reps := measureInNamespaces(t, n, []int{0, 1})
+				topology.CheckMeasured(t, matrices(reps), []int{0, 1})
+				slow := false
+				for _, l := range [][2]int{{0, 1}, {1, 0}} {
+					beta := reps[0].Matrix.Links[l[0]][l[1]].Beta
+					t.Logf("read %d: rank %d -> %d: beta %.3g s/B (%.1f Mbit/s), want %.3g; measuring took %.2f s",
+						attempt, l[0], l[1], beta, 8/beta/1e6, want, reps[0].Seconds)
+					if beta < 0.75*want {
+						t.Fatalf("rank %d -> %d: beta %.3g s/B (%.1f Mbit/s) is faster than the link, beyond 25%% of %.3g (%d Mbit/s)",
+							l[0], l[1], beta, 8/beta/1e6, want, spec.RateMbit)
+					}
+					slow = slow || beta > 1.25*want
+				}
+				if !slow {
+					return
+				}
+				if attempt == attempts {
+					t.Fatalf("every one of %d reads was slower than 25%% beyond %.3g s/B (%d Mbit/s)", attempts, want, spec.RateMbit)
 				}
 			}
 		})
