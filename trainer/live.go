@@ -106,7 +106,7 @@ func (l *liveRun) endEarly(ctx context.Context, cause error) error {
 	}
 	reason := cause.Error()
 	if ctx.Err() != nil {
-		reason = "interrupted: " + context.Cause(ctx).Error()
+		reason = metrics.Interrupted + context.Cause(ctx).Error()
 	}
 	if _, err := metrics.EndEarly(l.dir, reason); err != nil {
 		return fmt.Errorf("trainer: rank 0: recording the early end of %s: %w", l.dir, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -276,10 +277,41 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 		extra = []string{"--out", o.Out}
 	}
 	// Rank 0 may run on another host: its own check is the one that counts there.
-	if !hostsGiven(c) {
+	local := !hostsGiven(c)
+	if local {
 		if err := prepareRunDir(o.outDir()); err != nil {
 			return usageError{err}
 		}
 	}
-	return launchSelf(c, "train", o.NP, extra...)
+	err := launchSelf(c, "train", o.NP, extra...)
+	if err != nil && local {
+		closeFailedRun(c.App.ErrWriter, o.Out, err)
+	}
+	return err
+}
+
+// closeFailedRun gives the run directory of a failed job a summary.json that says it ended
+// early, when rank 0 did not write one itself (it was killed, or never got to its run
+// directory), so that what the ranks wrote is reported as a run that ended early. When the
+// launcher stopped rank 0 (a rank failed first, Ctrl-C, --timeout), rank 0 saw only its own
+// stop: the launcher's account, naming the rank that failed or the signal, replaces it.
+func closeFailedRun(errOut io.Writer, dir string, cause error) {
+	if _, err := os.Stat(filepath.Join(dir, metrics.ConfigFile)); err != nil {
+		return // rank 0 never started the run: there is nothing to report
+	}
+	if s, err := metrics.ReadSummary(dir); err == nil && s.EndedEarly != nil &&
+		strings.HasPrefix(s.EndedEarly.Reason, metrics.Interrupted) {
+		s.EndedEarly.Reason = cause.Error()
+		if err := metrics.WriteSummary(dir, s); err != nil {
+			fmt.Fprintf(errOut, "hetsync train: %v\n", err)
+		}
+	}
+	s, err := metrics.EndEarly(dir, cause.Error())
+	if err != nil {
+		fmt.Fprintf(errOut, "hetsync train: the run directory %s has no summary: %v\n", dir, err)
+		return
+	}
+	if s.EndedEarly != nil {
+		fmt.Fprintf(errOut, "hetsync train: run %s %s\n", dir, s.EndedEarly)
+	}
 }

@@ -78,6 +78,10 @@ func (e EarlyEnd) String() string {
 	return fmt.Sprintf("ended early at round %d (%s)", e.Round, e.Reason)
 }
 
+// Interrupted begins the reason of a run whose rank 0 was stopped from outside (a signal, a
+// cancelled context) rather than failing itself: whoever stopped it may know better why.
+const Interrupted = "interrupted: "
+
 // NoSummaryReason is the reason a run directory without summary.json ended early for: nobody
 // was left to write one (the process that would have was killed too).
 const NoSummaryReason = "no summary.json: the job was stopped before it could write one"
@@ -121,18 +125,20 @@ func ReadSummary(dir string) (Summary, error) {
 	return s, nil
 }
 
-// Ending says how the run in dir ended: nil when its summary.json records a run that ran to
-// its stop rule, its EarlyEnd when it ended early, and an EarlyEnd with NoSummaryReason when
-// it has no summary.json. rounds are the run's records, for the round of the last case.
-func Ending(dir string, rounds []RoundRecord) (*EarlyEnd, error) {
+// Ending says how the run in dir ended: its summary.json's EndedEarly when it has one, and
+// an EarlyEnd with NoSummaryReason when it has neither summary.json nor gathered records in
+// metrics.jsonl (what a job killed with its launcher leaves); otherwise nil, a run that ran
+// to its end. rounds are the run's records, for the round of the last case. A summary.json
+// that does not parse says nothing: the records, not it, are what a run measured.
+func Ending(dir string, rounds []RoundRecord) *EarlyEnd {
 	s, err := ReadSummary(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return &EarlyEnd{Reason: NoSummaryReason, Round: lastRound(rounds)}, nil
+	if err == nil {
+		return s.EndedEarly
 	}
-	if err != nil {
-		return nil, err
+	if fi, serr := os.Stat(filepath.Join(dir, MetricsFile)); errors.Is(err, os.ErrNotExist) && (serr != nil || fi.Size() == 0) {
+		return &EarlyEnd{Reason: NoSummaryReason, Round: lastRound(rounds)}
 	}
-	return s.EndedEarly, nil
+	return nil
 }
 
 func lastRound(rounds []RoundRecord) int {

@@ -61,6 +61,9 @@ type Row struct {
 	WallS       float64 `json:"wall_s"`
 	Throughput  float64 `json:"throughput_samples_per_s"`
 	TrafficMBps float64 `json:"traffic_mb_per_s"`
+	// EndedEarly says where and why the run ended before its stop rule (its numbers cover
+	// what it measured until then); absent when it ran to its end.
+	EndedEarly *metrics.EarlyEnd `json:"ended_early,omitempty"`
 	// PerRank has each rank's computation ratios (compute ÷ elapsed, and ESync's
 	// 1 − aggregate ÷ elapsed) and times.
 	PerRank []metrics.RankSummary `json:"per_rank"`
@@ -110,6 +113,7 @@ func Build(runs []Run, baseline string) (*Report, error) {
 			Hetero: r.Setup.Hetero(), Ranks: r.Setup.Ranks, TimeToAccuracy: s.TimeToAccuracy,
 			FinalAcc: s.FinalAccuracy, TailAcc: tails[r], BestAcc: s.BestAccuracy, Evaluations: s.Evaluations,
 			WallS: s.WallS, Throughput: s.Throughput, TrafficMBps: s.TrafficMBps, PerRank: s.PerRank,
+			EndedEarly: r.EndedEarly,
 		}
 		if row.TimeToAccuracy == nil {
 			row.TimeToAccuracy = map[string]float64{}
@@ -165,6 +169,11 @@ func (rep *Report) Markdown() string {
 		fmt.Fprintf(&b, "Speedup = time to accuracy of run `%s` ÷ that of the run, at the highest target both reached. t@baseline tail−0.01 is when the run first reached the baseline's tail accuracy (the mean of its last tenth of evaluations, its converged accuracy) minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n", rep.Baseline)
 	} else {
 		b.WriteString("Speedup = time to accuracy of the first ssgd run of the same scenario (model, ranks, seed, shard, heterogeneity) ÷ that of the run, at the highest target both reached. t@baseline tail−0.01 is when the run first reached its baseline's tail accuracy (the mean of its last tenth of evaluations, its converged accuracy) minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n")
+	}
+	for _, r := range rep.Rows {
+		if r.EndedEarly != nil {
+			fmt.Fprintf(&b, "Run `%s` %s: its numbers cover what it measured until then.\n\n", r.Name, r.EndedEarly)
+		}
 	}
 	b.WriteString("| run | strategy | shard | heterogeneity |")
 	for _, k := range rep.Targets {
