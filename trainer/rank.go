@@ -94,6 +94,10 @@ type RankOptions struct {
 	DataPath string
 	// Watch is what the rank's communicator reports (TrainOptions.Watch).
 	Watch collective.Watch
+	// AfterRound and AfterEval, when set, see each of this rank's round records and rank 0's
+	// evaluations as they are taken (a live exporter), besides the run directory.
+	AfterRound func(*metrics.RoundRecord)
+	AfterEval  func(EvalResult)
 }
 
 // RankResult is what RunRank returns.
@@ -176,6 +180,12 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 		return nil, err
 	}
 	topts.AfterRound, topts.AfterEval = live.round, live.eval
+	if after := opts.AfterRound; after != nil {
+		topts.AfterRound = func(r *metrics.RoundRecord) { live.round(r); after(r) }
+	}
+	if after := opts.AfterEval; after != nil {
+		topts.AfterEval = func(e EvalResult) { live.eval(e); after(e) }
+	}
 	fail := func(err error) (*RankResult, error) {
 		if eerr := live.endEarly(ctx, err); eerr != nil {
 			err = errors.Join(err, eerr)
