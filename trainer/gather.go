@@ -88,6 +88,7 @@ const (
 	ctrlStop    uint32 = 0x54520001
 	ctrlMetrics uint32 = 0x54520002
 	ctrlStart   uint32 = 0x54520003
+	ctrlRunDir  uint32 = 0x54520004
 )
 
 // controlBarrier returns on every rank once all ranks have entered it: the others report to

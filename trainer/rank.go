@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -65,7 +66,9 @@ type RunRecord struct {
 type RankOptions struct {
 	// DataDir is the --data flag ("" searches $HETSYNC_DATA, the Debian package, the cache).
 	DataDir string
-	// Out is the run directory rank 0 writes ("" writes nothing).
+	// Out is the run directory rank 0 writes ("" writes nothing). The other ranks take rank
+	// 0's (their own Out is not used) and append their records to its ranks/ on their own
+	// host as the job runs, a local copy of what they send rank 0 at the end.
 	Out string
 	// Config is what config.json records (typically a RunRecord plus launch details); nil
 	// records the RunRecord.
@@ -91,6 +94,10 @@ type RankOptions struct {
 	DataPath string
 	// Watch is what the rank's communicator reports (TrainOptions.Watch).
 	Watch collective.Watch
+	// AfterRound and AfterEval, when set, see each of this rank's round records and rank 0's
+	// evaluations as they are taken (a live exporter), besides the run directory.
+	AfterRound func(*metrics.RoundRecord)
+	AfterEval  func(EvalResult)
 }
 
 // RankResult is what RunRank returns.
@@ -160,27 +167,49 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 			return nil, err
 		}
 	}
-	res, err := Train(ctx, ep, cfg, m, topts)
+	runDir, err := shareRunDir(ctx, ep, opts.Out)
 	if err != nil {
 		return nil, err
-	}
-	gctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	all, err := GatherRecords(gctx, ep, res.Records)
-	if err != nil {
-		return nil, err
-	}
-	out := &RankResult{Result: res}
-	if rank != 0 || opts.Out == "" {
-		return out, nil
 	}
 	config := opts.Config
 	if config == nil {
 		config = RunRecord{Config: cfg, Workload: wl}
 	}
-	sum, err := WriteRun(opts.Out, config, all, res.Evals, Ran{Collective: res.Collective, DataPath: opts.DataPath})
+	live, err := openLiveRun(runDir, rank, config)
 	if err != nil {
 		return nil, err
+	}
+	topts.AfterRound, topts.AfterEval = live.round, live.eval
+	if after := opts.AfterRound; after != nil {
+		topts.AfterRound = func(r *metrics.RoundRecord) { live.round(r); after(r) }
+	}
+	if after := opts.AfterEval; after != nil {
+		topts.AfterEval = func(e EvalResult) { live.eval(e); after(e) }
+	}
+	fail := func(err error) (*RankResult, error) {
+		if eerr := live.endEarly(ctx, err); eerr != nil {
+			err = errors.Join(err, eerr)
+		}
+		return nil, err
+	}
+	res, err := Train(ctx, ep, cfg, m, topts)
+	if err != nil {
+		return fail(err)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	all, err := GatherRecords(gctx, ep, res.Records)
+	if err != nil {
+		return fail(err)
+	}
+	out := &RankResult{Result: res}
+	if rank != 0 || runDir == "" {
+		live.close()
+		return out, live.err()
+	}
+	sum, err := live.finish(all, Ran{Collective: res.Collective, DataPath: opts.DataPath})
+	if err != nil {
+		return fail(err)
 	}
 	out.Summary = &sum
 	if opts.Progress != nil {

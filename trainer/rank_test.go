@@ -125,12 +125,115 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			seen := map[int]bool{}
+			seen := map[int]int{}
 			for _, r := range rounds {
-				seen[r.Rank] = true
+				seen[r.Rank]++
 			}
-			if !seen[0] || !seen[1] {
+			if seen[0] == 0 || seen[1] == 0 {
 				t.Fatalf("metrics.jsonl lacks a rank: %v", seen)
+			}
+			// every rank also wrote its own records as it ran, and rank 0 its evaluations
+			for r := range size {
+				if n := countLines(t, metrics.RankRecordsPath(filepath.Join(out, strat+"-"+tc.coll), r)); n != seen[r] {
+					t.Errorf("ranks/rank-%d.jsonl has %d lines, metrics.jsonl %d records of the rank", r, n, seen[r])
+				}
+			}
+			if n := countLines(t, filepath.Join(out, strat+"-"+tc.coll, metrics.EvalFile)); n != sum.Evaluations {
+				t.Errorf("eval.jsonl has %d lines, summary %d evaluations", n, sum.Evaluations)
+			}
+			if written.EndedEarly != nil {
+				t.Errorf("a finished run's summary says %v", written.EndedEarly)
+			}
+		})
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// TestRunRankEndsEarly stops ranks halfway, by cancelling the job's context (Ctrl-C) and by
+// one rank dying, and checks that rank 0 leaves a run directory with what the ranks measured
+// and a summary saying that the run ended early, where and why.
+func TestRunRankEndsEarly(t *testing.T) {
+	dir := t.TempDir()
+	writeStripeIDX(t, dir, data.TrainImagesFile, data.TrainLabelsFile, 240, 0)
+	writeStripeIDX(t, dir, data.TestImagesFile, data.TestLabelsFile, 60, 3)
+	for _, tc := range []struct {
+		name   string
+		size   int
+		killed int // the rank that dies; -1 cancels every rank's context
+		reason string
+	}{
+		{"interrupt-1", 1, -1, "interrupted: context canceled"},
+		{"interrupt-3", 3, -1, "interrupted: context canceled"},
+		{"rank-2-dies", 3, 2, "rank 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, tc.name)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cfg := Config{Strategy: "ssgd", Collective: "ring", Batch: 8, MaxRounds: 1 << 20, Eval: EvalEvery{Rounds: 5}}
+			cfg.Defaults()
+			eps := transport.NewMemJob(tc.size)
+			errs := make([]error, tc.size)
+			ctxs := make([]context.Context, tc.size)
+			cancels := make([]context.CancelFunc, tc.size)
+			for r := range ctxs {
+				ctxs[r], cancels[r] = context.WithCancel(ctx)
+				defer cancels[r]()
+			}
+			var wg sync.WaitGroup
+			for r, ep := range eps {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[r] = RunRank(ctxs[r], ep, cfg, Workload{}, RankOptions{DataDir: dir, Threads: 1, EvalBatch: 32, Out: out})
+					if r == tc.killed {
+						ep.Close()
+					}
+				}()
+			}
+			// halfway: once the last rank has written 12 rounds of its own
+			last := metrics.RankRecordsPath(out, tc.size-1)
+			for {
+				b, _ := os.ReadFile(last)
+				if strings.Count(string(b), "\n") >= 12 {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatal("the ranks did not write 12 rounds in time")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if tc.killed < 0 {
+				cancel()
+			} else {
+				cancels[tc.killed]()
+			}
+			wg.Wait()
+			if errs[0] == nil {
+				t.Fatal("rank 0 returned no error")
+			}
+			sum, err := metrics.ReadSummary(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.EndedEarly == nil || !strings.Contains(sum.EndedEarly.Reason, tc.reason) || sum.EndedEarly.Round < 11 {
+				t.Fatalf("summary.json ended_early = %+v, want round ≥ 11 and a reason with %q (rank 0: %v)", sum.EndedEarly, tc.reason, errs[0])
+			}
+			t.Logf("%s", sum.EndedEarly)
+			if sum.Ranks != tc.size || sum.Evaluations < 1 {
+				t.Fatalf("summary of %d ranks and %d evaluations, want %d ranks and at least one evaluation", sum.Ranks, sum.Evaluations, tc.size)
+			}
+			_, rounds, _, err := metrics.LoadRun(out)
+			if err != nil || len(rounds) < 12*tc.size {
+				t.Fatalf("LoadRun: %d records, %v", len(rounds), err)
 			}
 		})
 	}

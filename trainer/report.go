@@ -25,6 +25,23 @@ func WriteRun(dir string, config any, all []metrics.RoundRecord, evals []EvalRes
 		return metrics.Summary{}, err
 	}
 	defer rd.Close()
+	ev := append([]EvalResult(nil), evals...)
+	sort.SliceStable(ev, func(i, j int) bool { return ev[i].SnapshotTime < ev[j].SnapshotTime })
+	for _, e := range ev {
+		if e.Err != nil {
+			continue
+		}
+		rec := metrics.EvalRecord{TimeS: e.SnapshotTime.Seconds(), Round: e.GlobalRound, Accuracy: e.Acc, Loss: e.Loss}
+		if err := rd.Evals().WriteEval(&rec); err != nil {
+			return metrics.Summary{}, err
+		}
+	}
+	return finishRun(rd, all, ran)
+}
+
+// finishRun writes every rank's records into rd's metrics.jsonl, by rank then round, and
+// summary.json, which also records ran.
+func finishRun(rd *metrics.RunDir, all []metrics.RoundRecord, ran Ran) (metrics.Summary, error) {
 	recs := append([]metrics.RoundRecord(nil), all...)
 	sort.SliceStable(recs, func(i, j int) bool {
 		if recs[i].Rank != recs[j].Rank {
@@ -37,23 +54,12 @@ func WriteRun(dir string, config any, all []metrics.RoundRecord, evals []EvalRes
 			return metrics.Summary{}, err
 		}
 	}
-	ev := append([]EvalResult(nil), evals...)
-	sort.SliceStable(ev, func(i, j int) bool { return ev[i].SnapshotTime < ev[j].SnapshotTime })
-	for _, e := range ev {
-		if e.Err != nil {
-			continue
-		}
-		rec := metrics.EvalRecord{TimeS: e.SnapshotTime.Seconds(), Round: e.GlobalRound, Accuracy: e.Acc, Loss: e.Loss}
-		if err := rd.Evals().WriteEval(&rec); err != nil {
-			return metrics.Summary{}, err
-		}
-	}
 	sum, err := rd.Finish()
 	if err != nil || (ran == Ran{}) {
 		return sum, err
 	}
 	sum.Collective, sum.DataPath = ran.Collective, ran.DataPath
-	return sum, metrics.WriteSummary(dir, sum)
+	return sum, metrics.WriteSummary(rd.Path, sum)
 }
 
 // FormatSummary renders a summary for the terminal.

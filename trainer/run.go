@@ -23,6 +23,9 @@ type RunOptions struct {
 	ProgressEvery time.Duration
 	// AfterRound, when set, sees each round's record on every rank (tests, live plots).
 	AfterRound func(w *Worker, rec *metrics.RoundRecord)
+	// AfterEval, when set, sees each of rank 0's evaluations as it is taken, the final one
+	// last (a run directory written as the job runs).
+	AfterEval func(EvalResult)
 }
 
 // Result is what Run returns on one rank.
@@ -142,6 +145,9 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 			}
 			for _, r := range ev.Take() {
 				res.Evals = append(res.Evals, r)
+				if opts.AfterEval != nil {
+					opts.AfterEval(r)
+				}
 				if r.Err != nil {
 					return nil, fmt.Errorf("trainer: rank 0: evaluating the round-%d snapshot: %w", r.Round, r.Err)
 				}
@@ -175,7 +181,8 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	}
 	if ev != nil {
 		ev.Drain(ctx)
-		res.Evals = append(res.Evals, ev.Take()...)
+		drained := ev.Take()
+		res.Evals = append(res.Evals, drained...)
 		t0 := time.Now()
 		acc, loss, err := opts.Eval(ctx, w.Params)
 		if err != nil {
@@ -186,6 +193,11 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 			Round: last, GlobalRound: prog.Rounds, SnapshotTime: res.Elapsed, GlobalSamples: prog.GlobalSamples,
 			Epochs: rule.EpochsDone(prog), Acc: acc, Loss: loss, EvalSeconds: time.Since(t0).Seconds(),
 		})
+		if opts.AfterEval != nil {
+			for _, r := range res.Evals[len(res.Evals)-len(drained)-1:] {
+				opts.AfterEval(r)
+			}
+		}
 		res.FinalAcc, res.FinalLoss = acc, loss
 		for _, r := range res.Evals {
 			if r.Err == nil {

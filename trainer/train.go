@@ -7,6 +7,7 @@ import (
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/trainer/metrics"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -32,6 +33,10 @@ type TrainOptions struct {
 	// Watch is what the communicator Train builds reports (stalls, timeline); its Timeline
 	// also gets a span per local step and per round.
 	Watch collective.Watch
+	// AfterRound, when set, sees each of this rank's round records as the round ends, and
+	// AfterEval each of rank 0's evaluations as it is taken (RunOptions).
+	AfterRound func(*metrics.RoundRecord)
+	AfterEval  func(EvalResult)
 }
 
 // Train runs this rank of a training job on the user's model: every rank of the job calls it
@@ -73,7 +78,10 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	if err != nil {
 		return nil, err
 	}
-	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress}
+	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, AfterEval: opts.AfterEval}
+	if opts.AfterRound != nil {
+		ropts.AfterRound = func(_ *Worker, rec *metrics.RoundRecord) { opts.AfterRound(rec) }
+	}
 	if ep.Rank() == 0 {
 		ropts.Eval = opts.Eval
 	}

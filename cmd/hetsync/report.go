@@ -13,14 +13,16 @@ func reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "report",
 		OnUsageError: onUsageError,
-		Usage:        "compare finished runs: report.md, summary.json and PNG figures",
+		Usage:        "compare runs: report.md, summary.json and figures (PNG and SVG)",
 		ArgsUsage:    "RUN_DIR...",
 		Description: "report reads run directories written by hetsync train (config.json, metrics.jsonl,\n" +
 			"eval.jsonl) and writes into --out: report.md (time to accuracy 0.70…0.90, speedup against a\n" +
 			"baseline, time to the baseline's final accuracy minus a point and its ratio to the baseline's\n" +
 			"time, final and best accuracy, throughput, traffic, per-rank computation ratios),\n" +
 			"summary.json, and figures (accuracy against time per shard, throughput, traffic, computation\n" +
-			"ratios). The default baseline of each scenario (model, ranks, seed, shard, heterogeneity) is\n" +
+			"ratios, a per-rank timeline of each run, the seconds each rank made the others wait). A run\n" +
+			"that ended early (Ctrl-C, a failed rank, --timeout) is reported from what it measured, and\n" +
+			"says so. The default baseline of each scenario (model, ranks, seed, shard, heterogeneity) is\n" +
 			"its first ssgd run; --baseline NAME compares every run with the run directory named NAME.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "output directory (required)"},

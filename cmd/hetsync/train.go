@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/hetsync/hetsync/launcher"
 	"github.com/hetsync/hetsync/trainer"
 	"github.com/hetsync/hetsync/trainer/data"
+	"github.com/hetsync/hetsync/trainer/exporter"
 	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
@@ -31,6 +33,8 @@ type trainOptions struct {
 	DataDir  string
 	netOptions
 	Threads int
+	// MetricsAddr is --metrics-addr: where ranks serve live Prometheus metrics ("" none).
+	MetricsAddr string
 }
 
 // trainLaunch is what config.json records besides the training configuration.
@@ -46,7 +50,7 @@ type trainLaunch struct {
 func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	o := trainOptions{
 		NP: c.Int("np"), Out: c.String("out"), DataDir: c.String("data"), netOptions: netOptionsFrom(c),
-		Threads: c.Int("threads"),
+		Threads: c.Int("threads"), MetricsAddr: c.String("metrics-addr"),
 	}
 	cfg := trainer.Config{
 		Strategy: c.String("sync"), Collective: c.String("collective"),
@@ -117,6 +121,11 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	}
 	if !slices.Contains(collective.Algorithms(), cfg.Collective) && !slices.Contains(collective.Configurations(), cfg.Collective) {
 		return o, fmt.Errorf("--collective %q: known algorithms are %s, and with --plan-links %s", cfg.Collective, strings.Join(collective.Algorithms(), ", "), strings.Join(collective.Configurations(), ", "))
+	}
+	if o.MetricsAddr != "" {
+		if _, err := exporter.RankAddr(o.MetricsAddr, 0); err != nil {
+			return o, err
+		}
 	}
 	if o.Threads < 0 {
 		return o, fmt.Errorf("--threads %d: must not be negative", o.Threads)
@@ -190,6 +199,7 @@ func trainCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "run directory (default runs/SYNC-COLLECTIVE-TIME)"},
 			&cli.StringFlag{Name: "data", Usage: "Fashion-MNIST directory (default: $HETSYNC_DATA, the Debian package, the cache, download)"},
 			&cli.IntFlag{Name: "threads", Usage: "kernel threads per rank (0 = cores / ranks on this host)"},
+			&cli.StringFlag{Name: "metrics-addr", Usage: "serve live Prometheus metrics of each rank at http://HOST:PORT/metrics (rank r of a host on PORT+r; --transport mem serves every rank on PORT; port 0 picks free ports, printed at the start)"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "compute device: cpu, cuda:N, or one per rank (cuda:0,cpu,cpu,cpu); cuda needs a binary from `make cuda`"},
 		}, heteroFlags(), netFlags(0), strategyFlags(trainer.Builtin()), jobFlags(true)),
 		Action: func(c *cli.Context) error {
@@ -232,8 +242,19 @@ func trainCommand() *cli.Command {
 
 // trainRank runs this process as one rank of a launched job, formed by hetsync.Init.
 func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx) // ends the metrics server with the rank
+	defer cancel()
 	return o.joinRank(ctx, func(c *hetsync.Comm) error {
 		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize(), Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch()}
+		if o.MetricsAddr != "" {
+			addr, err := exporter.RankAddr(o.MetricsAddr, c.Rank())
+			if err != nil {
+				return fmt.Errorf("rank %d: %w", c.Rank(), err)
+			}
+			if err := serveMetrics(ctx, addr, errOut, fmt.Sprintf("rank %d", c.Rank()), &ropts); err != nil {
+				return fmt.Errorf("rank %d: %w", c.Rank(), err)
+			}
+		}
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(c.Size()), out, errOut
 			if err := prepareRunDir(ropts.Out); err != nil {
@@ -254,10 +275,40 @@ func dataPathOf(c *hetsync.Comm) string {
 	return s.Transport + " data-path=" + s.DataPath
 }
 
+// serveMetrics serves an exporter of the ranks whose options it hooks into at addr until ctx
+// ends, and prints where; who names the ranks in that line.
+func serveMetrics(ctx context.Context, addr string, errOut io.Writer, who string, hooks ...*trainer.RankOptions) error {
+	ex := exporter.New()
+	at, err := ex.Serve(ctx, addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(errOut, "%s: live metrics at http://%s/metrics\n", who, at)
+	for _, h := range hooks {
+		h.AfterRound = ex.Observe
+		h.AfterEval = func(e trainer.EvalResult) {
+			if e.Err == nil {
+				ex.ObserveEval(e.Acc, e.Loss)
+			}
+		}
+	}
+	return nil
+}
+
 // trainMem runs every rank as a goroutine over the in-process transport.
 func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx) // ends the metrics server with the job
+	defer cancel()
+	// one exporter serves every rank of the process, told apart by their rank label
+	var hook trainer.RankOptions
+	if o.MetricsAddr != "" {
+		if err := serveMetrics(ctx, o.MetricsAddr, os.Stderr, fmt.Sprintf("ranks 0-%d", o.NP-1), &hook); err != nil {
+			return err
+		}
+	}
 	return hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP, Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch()}
+		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP, Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(),
+			AfterRound: hook.AfterRound, AfterEval: hook.AfterEval}
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
@@ -276,10 +327,41 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 		extra = []string{"--out", o.Out}
 	}
 	// Rank 0 may run on another host: its own check is the one that counts there.
-	if !hostsGiven(c) {
+	local := !hostsGiven(c)
+	if local {
 		if err := prepareRunDir(o.outDir()); err != nil {
 			return usageError{err}
 		}
 	}
-	return launchSelf(c, "train", o.NP, extra...)
+	err := launchSelf(c, "train", o.NP, extra...)
+	if err != nil && local {
+		closeFailedRun(c.App.ErrWriter, o.Out, err)
+	}
+	return err
+}
+
+// closeFailedRun gives the run directory of a failed job a summary.json that says it ended
+// early, when rank 0 did not write one itself (it was killed, or never got to its run
+// directory), so that what the ranks wrote is reported as a run that ended early. When the
+// launcher stopped rank 0 (a rank failed first, Ctrl-C, --timeout), rank 0 saw only its own
+// stop: the launcher's account, naming the rank that failed or the signal, replaces it.
+func closeFailedRun(errOut io.Writer, dir string, cause error) {
+	if _, err := os.Stat(filepath.Join(dir, metrics.ConfigFile)); err != nil {
+		return // rank 0 never started the run: there is nothing to report
+	}
+	if s, err := metrics.ReadSummary(dir); err == nil && s.EndedEarly != nil &&
+		strings.HasPrefix(s.EndedEarly.Reason, metrics.Interrupted) {
+		s.EndedEarly.Reason = cause.Error()
+		if err := metrics.WriteSummary(dir, s); err != nil {
+			fmt.Fprintf(errOut, "hetsync train: %v\n", err)
+		}
+	}
+	s, err := metrics.EndEarly(dir, cause.Error())
+	if err != nil {
+		fmt.Fprintf(errOut, "hetsync train: the run directory %s has no summary: %v\n", dir, err)
+		return
+	}
+	if s.EndedEarly != nil {
+		fmt.Fprintf(errOut, "hetsync train: run %s %s\n", dir, s.EndedEarly)
+	}
 }

@@ -11,8 +11,15 @@
 //	  config.json    the run configuration (whatever the trainer passed, indented JSON)
 //	  metrics.jsonl  one round record per line, every rank, in arrival order
 //	  eval.jsonl     one evaluation record per line
-//	  summary.json   written by RunDir.Finish from the three files above
+//	  summary.json   written by RunDir.Finish from the three files above, or by EndEarly
+//	                 with "ended_early": {"reason", "round"} for a run stopped before its end
 //	  logs/rank-N.log
+//	  ranks/rank-N.jsonl  each rank's own records, one line written per round as it ends
+//
+// config.json, eval.jsonl and ranks/ are written as the job runs, so a job that is
+// interrupted, times out or loses a rank leaves what it measured; metrics.jsonl is written at
+// the end from the records rank 0 gathered over the runtime (ranks on other hosts keep their
+// ranks/ file on their own host). LoadRun reads ranks/ when metrics.jsonl is empty.
 //
 // # metrics.jsonl (RoundRecord)
 //

@@ -327,8 +327,13 @@ func (w *Writer) WriteRaw(line []byte) error {
 // ReadRounds parses metrics.jsonl; a line that is not JSON or not a valid record (RoundRecord.Validate)
 // is an error naming the line. name is used in errors (a file name).
 func ReadRounds(r io.Reader, name string) ([]RoundRecord, error) {
+	return readRounds(r, name, false)
+}
+
+// readRounds is ReadRounds; torn skips a torn last line (readLines).
+func readRounds(r io.Reader, name string, torn bool) ([]RoundRecord, error) {
 	var out []RoundRecord
-	err := readLines(r, name, func(line []byte) error {
+	err := readLines(r, name, torn, func(line []byte) error {
 		var rec RoundRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
 			return err
@@ -345,8 +350,13 @@ func ReadRounds(r io.Reader, name string) ([]RoundRecord, error) {
 // ReadEvals parses eval.jsonl; a line that is not JSON or not a valid evaluation (a negative
 // round or time, an accuracy outside [0, 1]) is an error naming the line.
 func ReadEvals(r io.Reader, name string) ([]EvalRecord, error) {
+	return readEvals(r, name, false)
+}
+
+// readEvals is ReadEvals; torn skips a torn last line (readLines).
+func readEvals(r io.Reader, name string, torn bool) ([]EvalRecord, error) {
 	var out []EvalRecord
-	err := readLines(r, name, func(line []byte) error {
+	err := readLines(r, name, torn, func(line []byte) error {
 		var rec EvalRecord
 		if err := json.Unmarshal(line, &rec); err != nil {
 			return err
@@ -360,20 +370,44 @@ func ReadEvals(r io.Reader, name string) ([]EvalRecord, error) {
 	return out, err
 }
 
-func readLines(r io.Reader, name string, each func([]byte) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
+// maxLine bounds one JSON line, so a file without newlines cannot take all memory.
+const maxLine = 16 << 20
+
+// readLines calls each for every non-blank line. With torn set, a last line that has no
+// newline and is not JSON is skipped rather than an error: it is what a writer killed in the
+// middle of a line leaves in a file written as the job runs, and the lines before it are what
+// the run measured.
+func readLines(r io.Reader, name string, torn bool, each func([]byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		raw, rerr := readLine(br)
+		if rerr != nil && rerr != io.EOF {
+			return fmt.Errorf("metrics: %s:%d: %w", name, n, rerr)
 		}
-		if err := each(line); err != nil {
-			return fmt.Errorf("metrics: %s:%d: %w", name, n, err)
+		line := bytes.TrimSpace(raw)
+		skip := torn && rerr == io.EOF && len(raw) > 0 && raw[len(raw)-1] != '\n' && !json.Valid(line)
+		if len(line) > 0 && !skip {
+			if err := each(line); err != nil {
+				return fmt.Errorf("metrics: %s:%d: %w", name, n, err)
+			}
+		}
+		if rerr == io.EOF {
+			return nil
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("metrics: %s: %w", name, err)
+}
+
+// readLine reads up to and including the next newline, or to the end of input (io.EOF).
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxLine {
+			return nil, fmt.Errorf("line longer than %d bytes", maxLine)
+		}
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
 	}
-	return nil
 }

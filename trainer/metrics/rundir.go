@@ -16,6 +16,8 @@ const (
 	EvalFile    = "eval.jsonl"
 	SummaryFile = "summary.json"
 	LogsDir     = "logs"
+	// RanksDir holds each rank's own records, appended as the job runs (rank-N.jsonl).
+	RanksDir = "ranks"
 )
 
 // RunPath returns root/name-YYYYMMDD-HHMMSS (UTC), the default place of a new run.
@@ -28,8 +30,9 @@ func RunPath(root, name string, start time.Time) string {
 //	config.json    the run's configuration, as given to CreateRunDir
 //	metrics.jsonl  one RoundRecord per line, all ranks
 //	eval.jsonl     one EvalRecord per line
-//	summary.json   Summarize's result, written by Finish
+//	summary.json   Summarize's result, written by Finish (or EndEarly)
 //	logs/          per-rank output (rank-N.log)
+//	ranks/         each rank's records as it measured them (rank-N.jsonl, OpenRankRecords)
 type RunDir struct {
 	Path    string
 	metrics *os.File
@@ -44,8 +47,10 @@ func CreateRunDir(path string, config any) (*RunDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: run dir %s: encoding config: %w", path, err)
 	}
-	if err := os.MkdirAll(filepath.Join(path, LogsDir), 0o755); err != nil {
-		return nil, fmt.Errorf("metrics: run dir: %w", err)
+	for _, sub := range []string{LogsDir, RanksDir} {
+		if err := os.MkdirAll(filepath.Join(path, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("metrics: run dir: %w", err)
+		}
 	}
 	cfgPath := filepath.Join(path, ConfigFile)
 	f, err := os.OpenFile(cfgPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -146,7 +151,9 @@ func WriteSummary(dir string, s Summary) error {
 }
 
 // LoadRun reads config.json, metrics.jsonl and eval.jsonl of a run directory. A missing
-// eval.jsonl reads as no evaluations; a missing config.json or metrics.jsonl is an error.
+// eval.jsonl reads as no evaluations; a metrics.jsonl that is missing or empty (a job that
+// ended before rank 0 gathered the ranks' records) reads the ranks' own files under ranks/
+// instead; a missing config.json is an error, and so is a run with neither.
 func LoadRun(dir string) (config json.RawMessage, rounds []RoundRecord, evals []EvalRecord, err error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
 	config, err = os.ReadFile(cfgPath)
@@ -158,12 +165,23 @@ func LoadRun(dir string) (config json.RawMessage, rounds []RoundRecord, evals []
 	}
 	mPath := filepath.Join(dir, MetricsFile)
 	mf, err := os.Open(mPath)
-	if err != nil {
+	switch {
+	case err == nil:
+		rounds, err = ReadRounds(mf, mPath)
+		mf.Close()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+	case !errors.Is(err, os.ErrNotExist):
 		return nil, nil, nil, fmt.Errorf("metrics: %w", err)
 	}
-	defer mf.Close()
-	if rounds, err = ReadRounds(mf, mPath); err != nil {
-		return nil, nil, nil, err
+	if len(rounds) == 0 {
+		if rounds, err = readRankFiles(dir); err != nil {
+			return nil, nil, nil, err
+		}
+		if len(rounds) == 0 && mf == nil {
+			return nil, nil, nil, fmt.Errorf("metrics: run %s has neither %s nor records under %s/", dir, MetricsFile, RanksDir)
+		}
 	}
 	ePath := filepath.Join(dir, EvalFile)
 	ef, err := os.Open(ePath)
@@ -174,7 +192,7 @@ func LoadRun(dir string) (config json.RawMessage, rounds []RoundRecord, evals []
 		return nil, nil, nil, fmt.Errorf("metrics: %w", err)
 	}
 	defer ef.Close()
-	if evals, err = ReadEvals(ef, ePath); err != nil {
+	if evals, err = readEvals(ef, ePath, true); err != nil {
 		return nil, nil, nil, err
 	}
 	return config, rounds, evals, nil

@@ -40,6 +40,9 @@ type Summary struct {
 	RecvMBps        float64       `json:"recv_mb_per_s"`
 	PerRank         []RankSummary `json:"per_rank"`
 	MeanComputation float64       `json:"mean_computation_ratio"`
+	// EndedEarly is set when the run stopped before its stop rule (EndEarly); nil when it
+	// ran to its end.
+	EndedEarly *EarlyEnd `json:"ended_early,omitempty"`
 }
 
 // RankSummary is one rank's totals.

@@ -35,9 +35,13 @@
 // Test accuracy against time is drawn per shard kind, and per shard kind and heterogeneity
 // when a shard kind's runs differ in it (accuracy_iid_slowdown-1-1-2-4.png), so that a sweep
 // over several seeds stays readable.
-// The PNGs are drawn by a small renderer of this package on image/png with the fixed 7×13
-// bitmap font of golang.org/x/image/font/basicfont: no cgo, no system fonts, identical bytes
-// on every machine.
+// Every figure is written twice, name.png and name.svg, drawn by gonum.org/v1/plot with its
+// embedded Liberation fonts: no cgo, no system fonts. Bar figures draw a configuration that
+// was run with several seeds as one bar, the mean, with an error bar of ± one standard
+// deviation. timeline_RUN.png has a row per rank with its compute, communication and wait
+// seconds per round stacked, on one scale, so the rank that computes longest and the ranks
+// that wait for it stand out; made_others_wait.png, drawn when the rounds record late_rank
+// and late_wait_s, has the seconds the other ranks waited for each rank.
 //
 // This package must never run training, talk to the network, or modify a run directory: it
 // reads runs and writes only into the output directory it is given.

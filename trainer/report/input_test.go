@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // A report does not trust the files of a run: records a trainer cannot write are errors that
@@ -76,5 +78,50 @@ func TestWriteRefusesARunDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dirs[1], MarkdownFile)); err == nil {
 		t.Errorf("a refused report wrote %s into the run directory", MarkdownFile)
+	}
+}
+
+// A run that ended early is reported from what it measured, and the report says so: one
+// whose summary.json records the early end, and one killed with its launcher (no summary,
+// metrics.jsonl empty, the ranks' own files under ranks/).
+func TestReportSaysARunEndedEarly(t *testing.T) {
+	root := t.TempDir()
+	dirs := writeFakeRuns(t)[:1]
+	early := writeFakeRun(t, root, fakeRun{name: "interrupted", strategy: "esync", shard: "iid",
+		evals: [][2]float64{{2, 0.6}}, compute: []float64{1, 1, 1}, comm: []float64{0, 0, 0}, wait: []float64{0, 0, 0}, elapsed: 3, samples: 300})
+	if _, err := metrics.EndEarly(early, "interrupted: interrupt signal received"); err != nil {
+		t.Fatal(err)
+	}
+	killed := writeFakeRun(t, root, fakeRun{name: "killed", strategy: "asgd", shard: "iid",
+		compute: []float64{1, 1}, comm: []float64{0, 0}, wait: []float64{0, 0}, elapsed: 3, samples: 300})
+	b, err := os.ReadFile(filepath.Join(killed, metrics.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(killed, metrics.RanksDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSpace(string(b)), "\n")
+	write(t, metrics.RankRecordsPath(killed, 0), lines[0]+lines[1]+"\n")
+	write(t, metrics.RankRecordsPath(killed, 1), lines[2]+"{\"rank\":1,\"ro") // torn by the kill
+	write(t, filepath.Join(killed, metrics.MetricsFile), "")
+	rep, err := Write(filepath.Join(root, "report"), append(dirs, early, killed), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := rep.Markdown()
+	for _, want := range []string{
+		"Run `interrupted` ended early at round 1 (interrupted: interrupt signal received)",
+		"Run `killed` ended early at round 1 (" + metrics.NoSummaryReason + ")",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md does not say %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Run `ssgd` ended early") || rep.Rows[0].EndedEarly != nil {
+		t.Error("a finished run is reported as ended early")
+	}
+	if k := rep.Rows[2]; k.EndedEarly == nil || len(k.PerRank) != 2 || k.PerRank[1].Rounds != 1 {
+		t.Errorf("killed run: %+v, per rank %+v; want rank 1 with its one whole round", k.EndedEarly, k.PerRank)
 	}
 }

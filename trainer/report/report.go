@@ -61,6 +61,9 @@ type Row struct {
 	WallS       float64 `json:"wall_s"`
 	Throughput  float64 `json:"throughput_samples_per_s"`
 	TrafficMBps float64 `json:"traffic_mb_per_s"`
+	// EndedEarly says where and why the run ended before its stop rule (its numbers cover
+	// what it measured until then); absent when it ran to its end.
+	EndedEarly *metrics.EarlyEnd `json:"ended_early,omitempty"`
 	// PerRank has each rank's computation ratios (compute ÷ elapsed, and ESync's
 	// 1 − aggregate ÷ elapsed) and times.
 	PerRank []metrics.RankSummary `json:"per_rank"`
@@ -110,6 +113,7 @@ func Build(runs []Run, baseline string) (*Report, error) {
 			Hetero: r.Setup.Hetero(), Ranks: r.Setup.Ranks, TimeToAccuracy: s.TimeToAccuracy,
 			FinalAcc: s.FinalAccuracy, TailAcc: tails[r], BestAcc: s.BestAccuracy, Evaluations: s.Evaluations,
 			WallS: s.WallS, Throughput: s.Throughput, TrafficMBps: s.TrafficMBps, PerRank: s.PerRank,
+			EndedEarly: r.EndedEarly,
 		}
 		if row.TimeToAccuracy == nil {
 			row.TimeToAccuracy = map[string]float64{}
@@ -165,6 +169,11 @@ func (rep *Report) Markdown() string {
 		fmt.Fprintf(&b, "Speedup = time to accuracy of run `%s` ÷ that of the run, at the highest target both reached. t@baseline tail−0.01 is when the run first reached the baseline's tail accuracy (the mean of its last tenth of evaluations, its converged accuracy) minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n", rep.Baseline)
 	} else {
 		b.WriteString("Speedup = time to accuracy of the first ssgd run of the same scenario (model, ranks, seed, shard, heterogeneity) ÷ that of the run, at the highest target both reached. t@baseline tail−0.01 is when the run first reached its baseline's tail accuracy (the mean of its last tenth of evaluations, its converged accuracy) minus one point; ÷ baseline time divides it by the baseline's wall time.\n\n")
+	}
+	for _, r := range rep.Rows {
+		if r.EndedEarly != nil {
+			fmt.Fprintf(&b, "Run `%s` %s: its numbers cover what it measured until then.\n\n", r.Name, r.EndedEarly)
+		}
 	}
 	b.WriteString("| run | strategy | shard | heterogeneity |")
 	for _, k := range rep.Targets {
@@ -284,135 +293,6 @@ func checkOut(out string) error {
 			out, metrics.ConfigFile, SummaryFile)
 	}
 	return nil
-}
-
-// writeFigures draws the figures and returns their file names, in a fixed order: accuracy
-// against time per shard kind (and heterogeneity, when it varies within one), throughput, traffic, computation ratio, ESync's computing ratio.
-func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
-	var files []string
-	emit := func(name string, render func(w, h int) error) error {
-		if err := render(FigureWidth, FigureHeight); err != nil {
-			return err
-		}
-		files = append(files, name)
-		return nil
-	}
-	// one accuracy figure per shard kind, or per shard kind and heterogeneity when a shard
-	// kind's runs differ in it (a sweep of several heterogeneities over several seeds would
-	// draw dozens of curves in one figure)
-	type panel struct{ shard, hetero string }
-	var panels []panel
-	heteros := map[string]int{} // distinct heterogeneities per shard kind
-	for _, r := range runs {
-		p := panel{r.Setup.Shard, r.Setup.Hetero()}
-		if !slices.Contains(panels, p) {
-			panels = append(panels, p)
-			heteros[p.shard]++
-		}
-	}
-	for _, p := range panels {
-		split := heteros[p.shard] > 1
-		in := func(r Run) bool { return r.Setup.Shard == p.shard && (!split || r.Setup.Hetero() == p.hetero) }
-		lc := LineChart{XLabel: "training time (s)", YLabel: "test accuracy", YMin: 0, YMax: 1, YClamp: true}
-		lc.Title = "Test accuracy against time"
-		switch {
-		case split:
-			lc.Title += " (" + shardOr(p.shard) + ", " + p.hetero + ")"
-		case p.shard != "":
-			lc.Title += " (" + p.shard + ")"
-		}
-		targets := map[float64]bool{}
-		for _, r := range runs {
-			if !in(r) {
-				continue
-			}
-			s := Series{Name: r.Name}
-			for _, e := range sortedEvals(r.Evals) {
-				s.X = append(s.X, e.TimeS)
-				s.Y = append(s.Y, e.Accuracy)
-			}
-			lc.Series = append(lc.Series, s)
-			if r.Setup.TargetAcc > 0 && !targets[r.Setup.TargetAcc] {
-				targets[r.Setup.TargetAcc] = true
-				lc.HLines = append(lc.HLines, HLine{Y: r.Setup.TargetAcc, Label: "target " + strconv.FormatFloat(r.Setup.TargetAcc, 'f', -1, 64)})
-			}
-		}
-		// The baseline's final accuracy minus a point, when the figure's runs share one baseline.
-		var bases []string
-		for i, row := range rep.Rows {
-			if in(runs[i]) && row.BaselineRun != "" && !slices.Contains(bases, row.BaselineRun) {
-				bases = append(bases, row.BaselineRun)
-			}
-		}
-		if len(bases) == 1 {
-			for _, row := range rep.Rows {
-				if row.Name == bases[0] {
-					y := row.TailAcc - BaselineSlack
-					lc.HLines = append(lc.HLines, HLine{Y: y, Label: row.Name + " tail−0.01"})
-				}
-			}
-		}
-		name := "accuracy_" + fileSafe(shardOr(p.shard))
-		if split {
-			name += "_" + slug(p.hetero)
-		}
-		name += ".png"
-		if err := emit(name, func(w, h int) error { return writePNG(filepath.Join(out, name), lc.Render(w, h)) }); err != nil {
-			return nil, err
-		}
-	}
-	names := make([]string, len(runs))
-	for i, r := range runs {
-		names[i] = r.Name
-	}
-	single := func(title, ylabel, format string, v func(Row) float64) BarChart {
-		bc := BarChart{Title: title, YLabel: ylabel, Groups: names, Format: format}
-		for _, r := range rep.Rows {
-			bc.Values = append(bc.Values, []float64{v(r)})
-		}
-		return bc
-	}
-	perRank := func(title, ylabel string, esync bool) BarChart {
-		bc := BarChart{Title: title, YLabel: ylabel, Groups: names, Format: "%.2f", YMax: 1}
-		ranks := 0
-		for _, r := range rep.Rows {
-			for _, p := range r.PerRank {
-				ranks = max(ranks, p.Rank+1)
-			}
-		}
-		for i := range ranks {
-			bc.SeriesNames = append(bc.SeriesNames, "rank "+strconv.Itoa(i))
-		}
-		for _, r := range rep.Rows {
-			vals := make([]float64, ranks)
-			for i := range vals {
-				vals[i] = math.NaN()
-			}
-			for _, p := range r.PerRank {
-				vals[p.Rank] = p.ComputationRatio
-				if esync {
-					vals[p.Rank] = p.ESyncComputingRatio
-				}
-			}
-			bc.Values = append(bc.Values, vals)
-		}
-		return bc
-	}
-	bars := []struct {
-		name  string
-		chart BarChart
-	}{
-		{"throughput.png", single("Data throughput", "samples / s (all ranks)", "%.0f", func(r Row) float64 { return r.Throughput })},
-		{"traffic.png", single("Traffic load", "MB / s (sent + received, all ranks)", "%.2f", func(r Row) float64 { return r.TrafficMBps })},
-		{"computation_ratio.png", perRank("Computation ratio per rank (compute / elapsed)", "computation ratio", false)},
-		{"esync_computing_ratio.png", perRank("ESync computing ratio per rank (1 - aggregate / elapsed)", "computing ratio", true)},
-	}
-	for _, b := range bars {
-		if err := emit(b.name, func(w, h int) error { return writePNG(filepath.Join(out, b.name), b.chart.Render(w, h)) }); err != nil {
-			return nil, err
-		}
-	}
-	return files, nil
 }
 
 // slug turns a description into a file-name part: every run of characters other than

@@ -3,10 +3,12 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"flag"
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -232,18 +234,17 @@ func TestWriteFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantFigs := []string{"accuracy_iid.png", "accuracy_by-class.png", "throughput.png", "traffic.png",
-		"computation_ratio.png", "esync_computing_ratio.png"}
+		"computation_ratio.png", "esync_computing_ratio.png",
+		"timeline_ssgd.png", "timeline_esync.png", "timeline_asgd.png", "timeline_ssgd-byclass.png", "timeline_esync-byclass.png"}
 	if strings.Join(rep.Figures, " ") != strings.Join(wantFigs, " ") {
 		t.Errorf("figures %v, want %v", rep.Figures, wantFigs)
 	}
 	for _, name := range wantFigs {
-		img := readPNG(t, filepath.Join(out, name))
-		if got := img.Bounds(); got != image.Rect(0, 0, FigureWidth, FigureHeight) {
-			t.Errorf("%s: bounds %v, want %dx%d", name, got, FigureWidth, FigureHeight)
+		height := FigureHeight
+		if strings.HasPrefix(name, "timeline_") {
+			height = timelineExtraPx + 4*timelineRowPx // four ranks
 		}
-		if n := colouredPixels(img); n < 2000 {
-			t.Errorf("%s: only %d coloured pixels; the data is not drawn", name, n)
-		}
+		checkFigure(t, out, name, height)
 	}
 	md, err := os.ReadFile(filepath.Join(out, MarkdownFile))
 	if err != nil {
@@ -279,6 +280,52 @@ func buildReport(t *testing.T, dirs []string) *Report {
 	return rep
 }
 
+// checkFigure checks that the figure's PNG has the given size and more than background, axes
+// and text in it, and that its SVG twin is well-formed XML with the data's paths and the
+// labels' text.
+func checkFigure(t *testing.T, out, name string, height int) {
+	t.Helper()
+	img := readPNG(t, filepath.Join(out, name))
+	if got := img.Bounds(); got != image.Rect(0, 0, FigureWidth, height) {
+		t.Errorf("%s: bounds %v, want %dx%d", name, got, FigureWidth, height)
+	}
+	if n := colouredPixels(img); n < 2000 {
+		t.Errorf("%s: only %d coloured pixels; the data is not drawn", name, n)
+	}
+	svg := strings.TrimSuffix(name, ".png") + ".svg"
+	f, err := os.Open(filepath.Join(out, svg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	counts := map[string]int{}
+	var texts []string
+	dec := xml.NewDecoder(f)
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", svg, err)
+		}
+		switch tk := tok.(type) {
+		case xml.StartElement:
+			counts[tk.Name.Local]++
+		case xml.CharData:
+			if s := strings.TrimSpace(string(tk)); s != "" {
+				texts = append(texts, s)
+			}
+		}
+	}
+	if counts["svg"] != 1 || counts["path"] < 10 || counts["text"] < 5 {
+		t.Errorf("%s: elements %v, want one svg with ≥ 10 paths and ≥ 5 texts", svg, counts)
+	}
+	if !strings.Contains(strings.Join(texts, " "), "rank") && !strings.Contains(strings.Join(texts, " "), "accuracy") && !strings.Contains(strings.Join(texts, " "), "/ s") {
+		t.Errorf("%s: no axis label among its texts %q", svg, texts)
+	}
+}
+
 // readPNG decodes the PNG file at path.
 func readPNG(t *testing.T, path string) image.Image {
 	t.Helper()
@@ -307,38 +354,6 @@ func colouredPixels(img image.Image) int {
 		}
 	}
 	return n
-}
-
-func TestNiceAxis(t *testing.T) {
-	tests := []struct {
-		lo, hi  float64
-		n       int
-		ticks   string
-		labelAt int
-		label   string
-	}{
-		{0, 1, 5, "0 0.2 0.4 0.6 0.8 1", 1, "0.2"},
-		{0.12, 0.83, 6, "0 0.2 0.4 0.6 0.8 1", 4, "0.8"},
-		{0.52, 0.83, 6, "0.5 0.6 0.7 0.8 0.9", 1, "0.6"},
-		{0.52, 0.83, 10, "0.5 0.55 0.6 0.65 0.7 0.75 0.8 0.85", 1, "0.55"},
-		{0, 37, 8, "0 5 10 15 20 25 30 35 40", 2, "10"},
-		{0, 0, 5, "0 0.2 0.4 0.6 0.8 1", 5, "1.0"},
-		{0, 1234, 6, "0 250 500 750 1000 1250", 1, "250"},
-		{math.NaN(), 3, 5, "0 0.2 0.4 0.6 0.8 1", 0, "0.0"},
-	}
-	for _, tc := range tests {
-		a := niceAxis(tc.lo, tc.hi, tc.n, 0, 100)
-		var got []string
-		for _, v := range a.ticks {
-			got = append(got, fmt.Sprint(math.Round(v*1e9)/1e9))
-		}
-		if strings.Join(got, " ") != tc.ticks {
-			t.Errorf("niceAxis(%v, %v, %d) ticks %v, want %s", tc.lo, tc.hi, tc.n, got, tc.ticks)
-		}
-		if l := tickLabel(a.ticks[tc.labelAt], a.tickStep); l != tc.label {
-			t.Errorf("niceAxis(%v, %v): label of tick %d = %q, want %q", tc.lo, tc.hi, tc.labelAt, l, tc.label)
-		}
-	}
 }
 
 func TestHetero(t *testing.T) {

@@ -22,6 +22,10 @@ type Run struct {
 	Summary metrics.Summary
 	// Evals are the evaluations in file order.
 	Evals []metrics.EvalRecord
+	// Rounds are the round records, by rank then round.
+	Rounds []metrics.RoundRecord
+	// EndedEarly says where and why the run ended before its stop rule; nil when it did not.
+	EndedEarly *metrics.EarlyEnd
 	// seedKey is the configuration less its seed (seedKey): equal keys are repeats.
 	seedKey string
 }
@@ -90,12 +94,13 @@ func LoadRun(dir string) (Run, error) {
 	if err := checkRanks(dir, setup.Ranks, rounds); err != nil {
 		return Run{}, err
 	}
+	ending := metrics.Ending(dir, rounds)
 	s := metrics.Summarize(json.RawMessage(cfg), rounds, evals)
 	if setup.Ranks == 0 {
 		setup.Ranks = s.Ranks
 	}
 	name := filepath.Base(filepath.Clean(dir))
-	return Run{Name: name, Dir: dir, Setup: setup, Summary: s, Evals: evals, seedKey: seedKey(name, cfg)}, nil
+	return Run{Name: name, Dir: dir, Setup: setup, Summary: s, Evals: evals, Rounds: rounds, EndedEarly: ending, seedKey: seedKey(name, cfg)}, nil
 }
 
 // checkRanks refuses records of ranks the run did not have: the report draws a series per

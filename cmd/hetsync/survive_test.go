@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
+)
+
+// TestTrainStoppedHalfwayLeavesItsMetrics starts `hetsync train` as a subprocess, stops it
+// halfway (Ctrl-C to the launching process, SIGKILL of one rank, SIGKILL of rank 0), and
+// checks that the run directory holds what the ranks measured with a summary saying the run
+// ended early, and that `hetsync report` reports on it and says so.
+func TestTrainStoppedHalfwayLeavesItsMetrics(t *testing.T) {
+	dir := t.TempDir()
+	data := tinyDataDir(t, dir, 600, 100)
+	for _, tc := range []struct {
+		name   string
+		stop   func(t *testing.T, train *exec.Cmd)
+		reason string // in summary.json's ended_early.reason
+	}{
+		{"sigint", func(t *testing.T, c *exec.Cmd) { c.Process.Signal(syscall.SIGINT) }, "interrupted (interrupt signal received)"},
+		{"sigkill-rank-1", func(t *testing.T, c *exec.Cmd) { syscall.Kill(rankPID(t, c.Process.Pid, 1), syscall.SIGKILL) }, "rank 1"},
+		{"sigkill-rank-0", func(t *testing.T, c *exec.Cmd) { syscall.Kill(rankPID(t, c.Process.Pid, 0), syscall.SIGKILL) }, "rank 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := filepath.Join(dir, tc.name)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, hetsyncBinary(t), "train", "-np", "3", "--data", data, "--out", run,
+				"--max-rounds", "100000", "--batch", "8", "--threads", "1", "--eval-every", "5", "--step-sleep", "5,5,5",
+				"--security", "none", "--data-path", "tcp")
+			cmd.Dir = dir
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// halfway: every rank has written 10 rounds of its own
+			for r := 0; r < 3; {
+				b, _ := os.ReadFile(metrics.RankRecordsPath(run, r))
+				if strings.Count(string(b), "\n") >= 10 {
+					r++
+					continue
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("rank %d did not write 10 rounds in time\nstderr:\n%s", r, errb.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			tc.stop(t, cmd)
+			err := cmd.Wait()
+			if ctx.Err() != nil || err == nil {
+				t.Fatalf("train after the stop: %v (want a failure)\nstderr:\n%s", err, errb.String())
+			}
+			s, err := metrics.ReadSummary(run)
+			if err != nil {
+				t.Fatalf("%v\nstderr:\n%s", err, errb.String())
+			}
+			if s.EndedEarly == nil || s.EndedEarly.Round < 9 || !strings.Contains(s.EndedEarly.Reason, tc.reason) {
+				t.Fatalf("summary.json ended_early = %+v, want round ≥ 9 and a reason with %q\nstderr:\n%s", s.EndedEarly, tc.reason, errb.String())
+			}
+			t.Logf("%s", s.EndedEarly)
+			if s.Ranks != 3 || s.Evaluations < 1 {
+				t.Errorf("summary of %d ranks and %d evaluations, want 3 and at least one", s.Ranks, s.Evaluations)
+			}
+			code, rep, stderr := runBinary(t, "report", run, "--out", filepath.Join(dir, tc.name+"-report"))
+			if code != 0 {
+				t.Fatalf("report: exit %d: %s", code, stderr)
+			}
+			if want := "Run `" + tc.name + "` ended early at round " + strconv.Itoa(s.EndedEarly.Round); !strings.Contains(rep, want) {
+				t.Errorf("report does not say %q:\n%s", want, rep)
+			}
+		})
+	}
+}
+
+// rankPID finds the process of rank among the children of the launching process launcher.
+func rankPID(t *testing.T, launcher, rank int) int {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(launcher) {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if bytes.Contains(append([]byte{0}, env...), []byte("\x00HETSYNC_RANK="+strconv.Itoa(rank)+"\x00")) {
+			return pid
+		}
+	}
+	t.Fatalf("no process of rank %d under %d", rank, launcher)
+	return 0
+}

@@ -1,0 +1,97 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFiguresOfSeedsAndLateRanks checks the bar figures of runs repeated over seeds (one bar
+// per configuration, its label saying how many seeds, an error bar of their spread) and the
+// "made others wait" figure, drawn from the rounds' late_rank and late_wait_s, for rank
+// counts 1 to 9 (8 and 9 beyond the palette).
+func TestFiguresOfSeedsAndLateRanks(t *testing.T) {
+	for _, ranks := range []int{1, 2, 3, 8, 9} { // 8 and 9: more ranks than the palette has colours
+		t.Run(fmt.Sprint(ranks), func(t *testing.T) {
+			root := t.TempDir()
+			late := ranks - 1 // the slow rank
+			var dirs []string
+			for seed := 1; seed <= 3; seed++ {
+				f := fakeRun{name: fmt.Sprintf("esync-s%d", seed), strategy: "esync", shard: "iid", seed: seed,
+					evals: [][2]float64{{5, 0.7}, {10, 0.8}}, elapsed: 10, samples: 1000 * seed, bytes: 1000}
+				for range ranks {
+					f.compute, f.comm, f.wait = append(f.compute, 1), append(f.comm, 1), append(f.wait, 0)
+				}
+				dir := writeFakeRun(t, root, f)
+				// every rank's records name the slow rank late, by 0.25 s a round
+				b, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				withLate := strings.ReplaceAll(string(b), "}\n", fmt.Sprintf(`,"late_rank":%d,"late_wait_s":0.25}`+"\n", late))
+				write(t, filepath.Join(dir, "metrics.jsonl"), withLate)
+				dirs = append(dirs, dir)
+			}
+			out := filepath.Join(root, "report")
+			if d := os.Getenv("HETSYNC_REPORT_KEEP"); d != "" {
+				out = filepath.Join(d, fmt.Sprint(ranks)) // to look at the figures
+			}
+			rep, err := Write(out, dirs, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(rep.Figures, "made_others_wait.png") {
+				t.Fatalf("figures %v lack made_others_wait.png", rep.Figures)
+			}
+			for _, name := range []string{"throughput.png", "made_others_wait.png"} {
+				checkFigure(t, out, name, FigureHeight)
+			}
+			svg, err := os.ReadFile(filepath.Join(out, "throughput.svg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(svg), "esync-s1 (3 seeds)") {
+				t.Error("throughput.svg has no bar labelled \"esync-s1 (3 seeds)\"")
+			}
+			runs, err := LoadRuns(dirs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sums, ok := madeOthersWait(runs, ranks)
+			if !ok {
+				t.Fatal("madeOthersWait found no late rank")
+			}
+			for _, r := range runs {
+				for rank, s := range sums[r.Name] {
+					want := 0.0
+					if rank == late {
+						want = 0.25 * 2 * float64(ranks) // two rounds, every rank's records
+					}
+					if math.Abs(s-want) > 1e-9 {
+						t.Errorf("%s: rank %d made others wait %v s, want %v", r.Name, rank, s, want)
+					}
+				}
+			}
+			cs := configurations(rep)
+			if len(cs) != 1 || len(cs[0].rows) != 3 {
+				t.Errorf("configurations %+v, want one of three runs", cs)
+			}
+		})
+	}
+}
+
+// Runs without late ranks recorded draw no "made others wait" figure: an empty figure would
+// read as "nobody waited".
+func TestNoLateRanksNoFigure(t *testing.T) {
+	rep, err := Write(filepath.Join(t.TempDir(), "report"), writeFakeRuns(t)[:2], "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(rep.Figures, "made_others_wait.png") {
+		t.Errorf("figures %v: made_others_wait.png without late ranks", rep.Figures)
+	}
+}
