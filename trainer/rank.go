@@ -91,6 +91,12 @@ type RankOptions struct {
 	DataPath string
 	// Watch is what the rank's communicator reports (TrainOptions.Watch).
 	Watch collective.Watch
+	// CheckpointEvery is how often rank 0 writes a checkpoint into Out; zero writes none.
+	CheckpointEvery EvalEvery
+	// Resume is the run directory whose checkpoint every rank continues from (it must be
+	// readable at this path on every rank's host); rank 0 then continues that run directory,
+	// which Out must name.
+	Resume string
 }
 
 // RankResult is what RunRank returns.
@@ -154,7 +160,14 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if err != nil {
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
-	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links, Watch: opts.Watch}
+	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links, Watch: opts.Watch,
+		Checkpoint: CheckpointOptions{Dir: opts.Out, Every: opts.CheckpointEvery}}
+	if opts.Resume != "" {
+		if topts.Checkpoint.Resume, err = ReadCheckpoint(opts.Resume); err != nil {
+			return nil, fmt.Errorf("trainer: rank %d: --resume %s: %w", rank, opts.Resume, err)
+		}
+		topts.Checkpoint.File = CheckpointPath(opts.Resume)
+	}
 	if rank == 0 {
 		if topts.Eval, err = newTestEvaluator(wl.Model, cfg.Seed, test, opts.EvalBatch); err != nil {
 			return nil, err
@@ -178,7 +191,13 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if config == nil {
 		config = RunRecord{Config: cfg, Workload: wl}
 	}
-	sum, err := WriteRun(opts.Out, config, all, res.Evals, Ran{Collective: res.Collective, DataPath: opts.DataPath})
+	ran := Ran{Collective: res.Collective, DataPath: opts.DataPath}
+	var sum metrics.Summary
+	if ck := topts.Checkpoint.Resume; ck != nil {
+		sum, err = ContinueRun(opts.Out, config, ck.Round, all, res.Evals, ran)
+	} else {
+		sum, err = WriteRun(opts.Out, config, all, res.Evals, ran)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -231,6 +250,17 @@ func (a nnModel) ReadGrads(dst []float32) error   { return a.m.GradsToHost(dst) 
 type shardBatches struct {
 	it *data.BatchIterator
 	b  data.Batch
+}
+
+// SeekSteps moves to the batch after steps batches from the start, replaying only the
+// current epoch's batches (an epoch's order depends on its number alone).
+func (s *shardBatches) SeekSteps(steps uint64) error {
+	per := uint64(s.it.BatchesPerEpoch())
+	s.it.SeekEpoch(int(steps / per))
+	for i := uint64(0); i < steps%per; i++ {
+		s.it.Next(&s.b)
+	}
+	return nil
 }
 
 func (s *shardBatches) Next() ([]float32, []uint8, error) {

@@ -32,6 +32,8 @@ type TrainOptions struct {
 	// Watch is what the communicator Train builds reports (stalls, timeline); its Timeline
 	// also gets a span per local step and per round.
 	Watch collective.Watch
+	// Checkpoint is where rank 0 writes checkpoints and what the run resumes from.
+	Checkpoint CheckpointOptions
 }
 
 // Train runs this rank of a training job on the user's model: every rank of the job calls it
@@ -73,7 +75,7 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	if err != nil {
 		return nil, err
 	}
-	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress}
+	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, Checkpoint: opts.Checkpoint}
 	if ep.Rank() == 0 {
 		ropts.Eval = opts.Eval
 	}
