@@ -97,6 +97,9 @@ func WriteCheckpoint(dir string, c *Checkpoint) error {
 	bw.Write(payload)
 	err = bw.Flush()
 	if err == nil {
+		err = f.Chmod(0o644) // as the run directory's other files; CreateTemp made it 0600
+	}
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -28,6 +28,17 @@ func cannotCheckpoint(name string) error {
 		"checkpointing needs a strategy whose replicas are identical after every round (ssgd)", name)
 }
 
+// Checkpointable says why the strategy cfg names cannot be checkpointed, or nil when it can.
+func (r *Registry) Checkpointable(cfg *Config) error {
+	c := *cfg // New fills defaults in; the caller's configuration stays as it is
+	strat, err := r.New(&c)
+	if err != nil {
+		return err
+	}
+	_, err = checkpointer(strat, CheckpointOptions{Resume: &Checkpoint{}})
+	return err
+}
+
 // DataSeeker is implemented by models that can move to a position in their data: after
 // SeekSteps(n), the next Step takes the batch it would have taken after n steps from the
 // start. Resuming from a checkpoint needs it. NewBatchModel's models implement it.

@@ -33,6 +33,9 @@ func ContinueRun(dir string, config any, round int, all []metrics.RoundRecord, e
 	if err != nil {
 		return sum, err
 	}
+	if err := os.MkdirAll(filepath.Join(dir, metrics.LogsDir), 0o755); err != nil {
+		return sum, fmt.Errorf("trainer: continuing run %s: %w", dir, err)
+	}
 	for _, f := range []string{metrics.ConfigFile, metrics.MetricsFile, metrics.EvalFile, metrics.SummaryFile} {
 		if err := os.Rename(filepath.Join(run, f), filepath.Join(dir, f)); err != nil {
 			return sum, fmt.Errorf("trainer: continuing run %s: %w", dir, err)

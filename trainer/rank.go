@@ -97,6 +97,8 @@ type RankOptions struct {
 	// readable at this path on every rank's host); rank 0 then continues that run directory,
 	// which Out must name.
 	Resume string
+	// AfterRound, when set, sees each round's record on this rank (RunOptions.AfterRound).
+	AfterRound func(w *Worker, rec *metrics.RoundRecord)
 }
 
 // RankResult is what RunRank returns.
@@ -161,7 +163,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
 	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links, Watch: opts.Watch,
-		Checkpoint: CheckpointOptions{Dir: opts.Out, Every: opts.CheckpointEvery}}
+		Checkpoint: CheckpointOptions{Dir: opts.Out, Every: opts.CheckpointEvery}, AfterRound: opts.AfterRound}
 	if opts.Resume != "" {
 		if topts.Checkpoint.Resume, err = ReadCheckpoint(opts.Resume); err != nil {
 			return nil, fmt.Errorf("trainer: rank %d: --resume %s: %w", rank, opts.Resume, err)

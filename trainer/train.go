@@ -7,6 +7,7 @@ import (
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/trainer/metrics"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -34,6 +35,8 @@ type TrainOptions struct {
 	Watch collective.Watch
 	// Checkpoint is where rank 0 writes checkpoints and what the run resumes from.
 	Checkpoint CheckpointOptions
+	// AfterRound, when set, sees each round's record on this rank (RunOptions.AfterRound).
+	AfterRound func(w *Worker, rec *metrics.RoundRecord)
 }
 
 // Train runs this rank of a training job on the user's model: every rank of the job calls it
@@ -75,7 +78,7 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	if err != nil {
 		return nil, err
 	}
-	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, Checkpoint: opts.Checkpoint}
+	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, Checkpoint: opts.Checkpoint, AfterRound: opts.AfterRound}
 	if ep.Rank() == 0 {
 		ropts.Eval = opts.Eval
 	}
