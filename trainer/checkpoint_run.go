@@ -20,12 +20,19 @@ type Checkpointer interface {
 	Resizable() bool
 }
 
-// cannotCheckpoint is why a strategy without Checkpointer is refused --checkpoint-every and
+// noCheckpoint is implemented by strategies without Checkpointer: NoCheckpoint says which
+// of their state differs between ranks.
+type noCheckpoint interface{ NoCheckpoint() string }
+
+// cannotCheckpoint is why strat, which has no Checkpointer, is refused --checkpoint-every and
 // --resume.
-func cannotCheckpoint(name string) error {
-	return fmt.Errorf("trainer: --sync %s cannot be checkpointed: its ranks do not hold one shared state at a round boundary "+
-		"(each rank's own model or number of steps, or state kept by a server), which the checkpoint, one file written by rank 0, cannot capture; "+
-		"checkpointing needs a strategy whose replicas are identical after every round (ssgd)", name)
+func cannotCheckpoint(strat Strategy) error {
+	why := "its ranks do not hold one shared state after a round"
+	if n, ok := strat.(noCheckpoint); ok {
+		why = n.NoCheckpoint()
+	}
+	return fmt.Errorf("trainer: --sync %s cannot be checkpointed: %s, and a checkpoint is one file written by rank 0, "+
+		"which holds the whole job only when every rank's model, momentum, state and step count are the same after each round (ssgd)", strat.Name(), why)
 }
 
 // Checkpointable says why the strategy cfg names cannot be checkpointed, or nil when it can.
@@ -94,7 +101,7 @@ func checkpointer(strat Strategy, opts CheckpointOptions) (Checkpointer, error) 
 	}
 	c, ok := strat.(Checkpointer)
 	if !ok {
-		return nil, cannotCheckpoint(strat.Name())
+		return nil, cannotCheckpoint(strat)
 	}
 	return c, nil
 }

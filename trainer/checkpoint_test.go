@@ -297,9 +297,21 @@ func TestResumeOnFewerRanks(t *testing.T) {
 // TestCheckpointRefusedWithReason: strategies whose ranks do not share one state refuse
 // --checkpoint-every and --resume, saying why, before any round.
 func TestCheckpointRefusedWithReason(t *testing.T) {
-	for _, name := range []string{"local", "esync", "asgd", "dcasgd", "ssp", "wbsp", "wbsp-opt", "sync-switch"} {
-		t.Run(name, func(t *testing.T) {
-			cfg := Config{Strategy: name, MaxRounds: 3}
+	for _, tc := range []struct{ name, collective, why string }{
+		{"local", "", "every rank trains a model of its own"},
+		{"esync", "", "different numbers of local steps"},
+		{"asgd", "", "parameter-server ranks"},
+		{"dcasgd", "", "delay-compensation backups"},
+		{"ssp", "", "workers' clocks"},
+		{"wbsp", "ps", "buffered uploads"},
+		{"wbsp", "ring", "different numbers of steps per round"},
+		{"wbsp-opt", "ps", "unsent deltas"},
+		{"wbsp-opt", "ring", "not yet sent"},
+		{"sync-switch", "", "asynchronous phase"},
+	} {
+		name := tc.name
+		t.Run(name+"-"+tc.collective, func(t *testing.T) {
+			cfg := Config{Strategy: name, Collective: tc.collective, MaxRounds: 3}
 			cfg.Defaults()
 			reg := Builtin()
 			if err := reg.Configure(&cfg); err != nil {
@@ -310,7 +322,7 @@ func TestCheckpointRefusedWithReason(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = checkpointer(strat, CheckpointOptions{Dir: t.TempDir(), Every: EvalEvery{Rounds: 2}})
-			if err == nil || !strings.Contains(err.Error(), "--sync "+name+" cannot be checkpointed") || !strings.Contains(err.Error(), "one shared state") {
+			if err == nil || !strings.Contains(err.Error(), "--sync "+name+" cannot be checkpointed: ") || !strings.Contains(err.Error(), tc.why) || !strings.Contains(err.Error(), "written by rank 0") {
 				t.Fatalf("got %v", err)
 			}
 		})
@@ -390,6 +402,27 @@ func TestShardBatchesSeek(t *testing.T) {
 			got, _, _ := sought.Next()
 			if !slices.Equal(got, want) {
 				t.Fatalf("batch %d, step %d: seeking gives another batch than stepping", batch, steps)
+			}
+		}
+	}
+}
+
+// TestEveryStrategySaysWhetherItCheckpoints: each built-in strategy, over each collective it
+// supports, either implements Checkpointer or says why it cannot.
+func TestEveryStrategySaysWhetherItCheckpoints(t *testing.T) {
+	reg := Builtin()
+	for _, name := range reg.Names() {
+		for _, coll := range []string{"", "ring", "ps"} {
+			cfg := Config{Strategy: name, Collective: coll, MaxRounds: 3}
+			cfg.Defaults()
+			strat, err := reg.New(&cfg)
+			if err != nil {
+				continue // a collective the strategy does not run over
+			}
+			_, can := strat.(Checkpointer)
+			_, cannot := strat.(noCheckpoint)
+			if can == cannot {
+				t.Errorf("--sync %s --collective %s: Checkpointer %v, NoCheckpoint %v; want exactly one", name, cfg.Collective, can, cannot)
 			}
 		}
 	}
