@@ -98,7 +98,7 @@ type RankOptions struct {
 	// which Out must name.
 	Resume string
 	// AfterRound, when set, sees each round's record on this rank (RunOptions.AfterRound).
-	AfterRound func(w *Worker, rec *metrics.RoundRecord)
+	AfterRound func(*metrics.RoundRecord)
 }
 
 // RankResult is what RunRank returns.

@@ -35,8 +35,9 @@ type TrainOptions struct {
 	Watch collective.Watch
 	// Checkpoint is where rank 0 writes checkpoints and what the run resumes from.
 	Checkpoint CheckpointOptions
-	// AfterRound, when set, sees each round's record on this rank (RunOptions.AfterRound).
-	AfterRound func(w *Worker, rec *metrics.RoundRecord)
+	// AfterRound, when set, sees each of this rank's round records as the round ends
+	// (RunOptions.AfterRound).
+	AfterRound func(*metrics.RoundRecord)
 }
 
 // Train runs this rank of a training job on the user's model: every rank of the job calls it
@@ -78,7 +79,10 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	if err != nil {
 		return nil, err
 	}
-	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, Checkpoint: opts.Checkpoint, AfterRound: opts.AfterRound}
+	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, Checkpoint: opts.Checkpoint}
+	if opts.AfterRound != nil {
+		ropts.AfterRound = func(_ *Worker, rec *metrics.RoundRecord) { opts.AfterRound(rec) }
+	}
 	if ep.Rank() == 0 {
 		ropts.Eval = opts.Eval
 	}

@@ -107,7 +107,7 @@ func checkResumeDir(dir string) error {
 func (r resumeOptions) rankOptions(rank int, ropts *trainer.RankOptions) {
 	ropts.CheckpointEvery, ropts.Resume = r.CheckpointEvery, r.Resume
 	if r.failRank == rank && restartCount() == 0 {
-		ropts.AfterRound = func(_ *trainer.Worker, rec *metrics.RoundRecord) {
+		ropts.AfterRound = func(rec *metrics.RoundRecord) {
 			if rec.Round == r.failRound {
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
