@@ -16,6 +16,9 @@
 // supervisor (Supervise, `hetsync _supervise`): it starts every rank of its host, frames their
 // output and exits back to the launcher, and kills their process groups when the launcher or
 // its connection goes away. Job.Timeout, Job.OutputDir and Job.Timestamps apply to either.
+// Restarts is torchrun's restart policy around a Job: after a rank failed and the job was
+// stopped, the whole job starts again, up to a limit, each rank told its attempt by
+// HETSYNC_RESTART_COUNT.
 //
 // The rank side (RankEnvFromEnviron, called by hetsync.Init) reads that environment back with
 // clear errors, and adopts the environment of Open MPI, torchrun, Slurm or a Kubernetes indexed

@@ -59,3 +59,8 @@ func (s *asgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 		Stop:          rep.Stop,
 	}, nil
 }
+
+// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+func (s *asgd) NoCheckpoint() string {
+	return "the model lives on the parameter-server ranks, which update it on each push, and every worker has its own stale copy and step count"
+}

@@ -163,27 +163,33 @@ type EvalEvery struct {
 }
 
 // ParseEvalEvery reads "20" (rounds) or "5s" (a Go duration).
-func ParseEvalEvery(s string) (EvalEvery, error) {
+func ParseEvalEvery(s string) (EvalEvery, error) { return ParseEvery("eval-every", s) }
+
+// ParseEvery reads a period given to the flag named flag: "20" (rounds) or "5s" (a Go
+// duration).
+func ParseEvery(flag, s string) (EvalEvery, error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.Atoi(s); err == nil {
 		e := EvalEvery{Rounds: n}
-		return e, e.Validate()
+		return e, e.validate(flag)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return EvalEvery{}, fmt.Errorf("trainer: --eval-every %q is neither a round count (20) nor a duration (5s)", s)
+		return EvalEvery{}, fmt.Errorf("trainer: --%s %q is neither a round count (20) nor a duration (5s)", flag, s)
 	}
 	e := EvalEvery{Interval: d}
-	return e, e.Validate()
+	return e, e.validate(flag)
 }
 
 // Validate checks that exactly one period is set and positive.
-func (e EvalEvery) Validate() error {
+func (e EvalEvery) Validate() error { return e.validate("eval-every") }
+
+func (e EvalEvery) validate(flag string) error {
 	switch {
 	case e.Rounds < 0 || e.Interval < 0:
-		return fmt.Errorf("trainer: --eval-every must be positive, got %v", e)
+		return fmt.Errorf("trainer: --%s must be positive, got %v", flag, e)
 	case (e.Rounds == 0) == (e.Interval == 0):
-		return fmt.Errorf("trainer: --eval-every needs exactly one of a round count or a duration, got %v", e)
+		return fmt.Errorf("trainer: --%s needs exactly one of a round count or a duration, got %v", flag, e)
 	}
 	return nil
 }

@@ -73,6 +73,15 @@
 // rounds) and the decision travels in band with each strategy's own traffic, so every rank
 // leaves after the same agreed round and none is left in a collective; stop.go has the rules.
 //
+// # Checkpoints
+//
+// With RunOptions.Checkpoint, rank 0 writes a checkpoint (checkpoint.go: one atomic,
+// checksummed file) every N rounds or every duration, and Run continues one with the same
+// round numbers, clock, data position and state. One file written by rank 0 is the whole job
+// only for strategies whose ranks share one state after each round: they implement
+// Checkpointer (ssgd); every other strategy says why it cannot (NoCheckpoint), and Run refuses
+// to checkpoint it before any round.
+//
 // # Evaluation
 //
 // Rank 0 evaluates snapshots of its model on the full test set on a goroutine with its own

@@ -478,3 +478,8 @@ func (s *esync) Finish(ctx context.Context, w *Worker) error {
 	}
 	return s.svc.Close(ctx)
 }
+
+// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+func (s *esync) NoCheckpoint() string {
+	return "its ranks take different numbers of local steps per round, each keeping its own momentum, and rank 0's state service holds their timings"
+}

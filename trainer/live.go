@@ -27,15 +27,21 @@ type liveRun struct {
 }
 
 // openLiveRun opens rank's files under dir; rank 0 also creates the run directory with
-// config.json. An empty dir writes nothing.
-func openLiveRun(dir string, rank int, config any) (*liveRun, error) {
+// config.json, or, when the run continues from a checkpoint, opens the one it continues. An
+// empty dir writes nothing.
+func openLiveRun(dir string, rank int, config any, continues bool) (*liveRun, error) {
 	l := &liveRun{dir: dir}
 	if dir == "" {
 		return l, nil
 	}
 	var err error
 	if rank == 0 {
-		if l.run, err = metrics.CreateRunDir(dir, config); err != nil {
+		if continues {
+			l.run, err = metrics.OpenRunDir(dir)
+		} else {
+			l.run, err = metrics.CreateRunDir(dir, config)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("trainer: rank 0: %w", err)
 		}
 	}

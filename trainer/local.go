@@ -96,3 +96,8 @@ func (s *local) Finish(ctx context.Context, w *Worker) error {
 		return ctx.Err()
 	}
 }
+
+// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+func (s *local) NoCheckpoint() string {
+	return "every rank trains a model of its own"
+}

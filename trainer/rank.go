@@ -94,6 +94,12 @@ type RankOptions struct {
 	DataPath string
 	// Watch is what the rank's communicator reports (TrainOptions.Watch).
 	Watch collective.Watch
+	// CheckpointEvery is how often rank 0 writes a checkpoint into Out; zero writes none.
+	CheckpointEvery EvalEvery
+	// Resume is the run directory whose checkpoint every rank continues from (it must be
+	// readable at this path on every rank's host); rank 0 then continues that run directory,
+	// which Out must name.
+	Resume string
 	// AfterRound and AfterEval, when set, see each of this rank's round records and rank 0's
 	// evaluations as they are taken (a live exporter), besides the run directory.
 	AfterRound func(*metrics.RoundRecord)
@@ -161,9 +167,23 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if err != nil {
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
-	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links, Watch: opts.Watch}
+	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links, Watch: opts.Watch,
+		Checkpoint: CheckpointOptions{Dir: opts.Out, Every: opts.CheckpointEvery}, AfterRound: opts.AfterRound}
+	if opts.Resume != "" {
+		if topts.Checkpoint.Resume, err = ReadCheckpoint(opts.Resume); err != nil {
+			return nil, fmt.Errorf("trainer: rank %d: --resume %s: %w", rank, opts.Resume, err)
+		}
+		topts.Checkpoint.File = CheckpointPath(opts.Resume)
+	}
 	if rank == 0 {
 		if topts.Eval, err = newTestEvaluator(wl.Model, cfg.Seed, test, opts.EvalBatch); err != nil {
+			return nil, err
+		}
+	}
+	var kept []metrics.RoundRecord // a resumed run's rounds before its checkpoint
+	if ck := topts.Checkpoint.Resume; ck != nil && rank == 0 && opts.Out != "" {
+		// Before the other ranks learn the run directory and append to their files in it.
+		if kept, err = RewindRun(opts.Out, ck.Round); err != nil {
 			return nil, err
 		}
 	}
@@ -175,7 +195,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if config == nil {
 		config = RunRecord{Config: cfg, Workload: wl}
 	}
-	live, err := openLiveRun(runDir, rank, config)
+	live, err := openLiveRun(runDir, rank, config, topts.Checkpoint.Resume != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +227,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 		live.close()
 		return out, live.err()
 	}
-	sum, err := live.finish(all, Ran{Collective: res.Collective, DataPath: opts.DataPath})
+	sum, err := live.finish(append(kept, all...), Ran{Collective: res.Collective, DataPath: opts.DataPath})
 	if err != nil {
 		return fail(err)
 	}
@@ -260,6 +280,17 @@ func (a nnModel) ReadGrads(dst []float32) error   { return a.m.GradsToHost(dst) 
 type shardBatches struct {
 	it *data.BatchIterator
 	b  data.Batch
+}
+
+// SeekSteps moves to the batch after steps batches from the start, replaying only the
+// current epoch's batches (an epoch's order depends on its number alone).
+func (s *shardBatches) SeekSteps(steps uint64) error {
+	per := uint64(s.it.BatchesPerEpoch())
+	s.it.SeekEpoch(int(steps / per))
+	for i := uint64(0); i < steps%per; i++ {
+		s.it.Next(&s.b)
+	}
+	return nil
 }
 
 func (s *shardBatches) Next() ([]float32, []uint8, error) {

@@ -26,6 +26,8 @@ type RunOptions struct {
 	// AfterEval, when set, sees each of rank 0's evaluations as it is taken, the final one
 	// last (a run directory written as the job runs).
 	AfterEval func(EvalResult)
+	// Checkpoint is where rank 0 writes checkpoints, and what the run resumes from.
+	Checkpoint CheckpointOptions
 }
 
 // Result is what Run returns on one rank.
@@ -49,6 +51,10 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	rule := StopRule{TargetAcc: cfg.TargetAcc, Epochs: cfg.Epochs, MaxTime: cfg.MaxTime, MaxRounds: cfg.MaxRounds, TrainSize: opts.TrainSize}
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = time.Second
+	}
+	cp, err := checkpointer(strat, opts.Checkpoint)
+	if err != nil {
+		return nil, err
 	}
 	res := &Result{FinalAcc: -1, FinalLoss: -1}
 	evalCtx, cancelEval := context.WithCancel(ctx)
@@ -75,9 +81,10 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		}
 	}()
 
-	start := w.Now()
 	var (
 		prog       Progress
+		first      int
+		resumed    time.Duration
 		lastStats  = w.Endpoint.Stats()
 		lastEval   time.Duration
 		lastPrint  time.Duration
@@ -87,8 +94,18 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		reason     string
 		accByRound = map[int]float64{}
 	)
+	if ck := opts.Checkpoint.Resume; ck != nil {
+		if err := restoreCheckpoint(w, cp, ck, opts.Checkpoint.File); err != nil {
+			return nil, err
+		}
+		first, resumed = ck.Round, ck.Elapsed
+		prog.Rounds, prog.GlobalSamples = ck.GlobalRounds, ck.GlobalSamples
+	}
+	// A resumed run's clock continues from the checkpoint, as its rounds do.
+	start := w.Now().Add(-resumed)
+	lastEval, lastCheckpoint := resumed, resumed
 	prog.BestAcc = -1
-	for round := 0; ; round++ {
+	for round := first; ; round++ {
 		vote := false
 		if w.Rank == 0 {
 			prog.Elapsed = w.Now().Sub(start)
@@ -133,6 +150,12 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		samples += int64(st.Samples)
 		prog.Rounds, prog.GlobalSamples = st.GlobalRounds, st.GlobalSamples
 		res.Records = append(res.Records, rec)
+		if w.Rank == 0 && cp != nil && !st.Stop && opts.Checkpoint.due(round, now, lastCheckpoint) {
+			lastCheckpoint = now
+			if err := saveCheckpoint(opts.Checkpoint.Dir, w, cp, round, st, now); err != nil {
+				return nil, err
+			}
+		}
 		if opts.AfterRound != nil {
 			opts.AfterRound(w, &res.Records[len(res.Records)-1])
 		}
@@ -188,7 +211,10 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		if err != nil {
 			return nil, fmt.Errorf("trainer: rank 0: evaluating the final model: %w", err)
 		}
-		last := len(res.Records) - 1
+		last := first - 1
+		if len(res.Records) > 0 {
+			last = res.Records[len(res.Records)-1].Round
+		}
 		res.Evals = append(res.Evals, EvalResult{
 			Round: last, GlobalRound: prog.Rounds, SnapshotTime: res.Elapsed, GlobalSamples: prog.GlobalSamples,
 			Epochs: rule.EpochsDone(prog), Acc: acc, Loss: loss, EvalSeconds: time.Since(t0).Seconds(),
@@ -211,7 +237,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		}
 		if opts.Progress != nil {
 			fmt.Fprintf(opts.Progress, "done: %s after %.1fs, %d rounds; final test accuracy %.4f (loss %.4f)\n",
-				res.StopReason, res.Elapsed.Seconds(), len(res.Records), acc, loss)
+				res.StopReason, res.Elapsed.Seconds(), last+1, acc, loss)
 		}
 	}
 	return res, nil

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/hetsync/hetsync/collective"
@@ -73,3 +74,27 @@ func (s *ssgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 }
 
 func (s *ssgd) Finish(context.Context, *Worker) error { return nil }
+
+// CheckpointState is the rounds and samples counted so far; the model, its momentum and the
+// data position, identical on every rank after a round, are the checkpoint's own.
+func (s *ssgd) CheckpointState(*Worker) ([]byte, error) {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(s.rounds))
+	return binary.LittleEndian.AppendUint64(b, uint64(s.samples)), nil
+}
+
+func (s *ssgd) RestoreState(w *Worker, state []byte, _ *CheckpointHeader) error {
+	if len(state) != 16 {
+		return fmt.Errorf("ssgd state of %d bytes, want 16", len(state))
+	}
+	s.rounds = int(binary.LittleEndian.Uint64(state))
+	s.samples = int64(binary.LittleEndian.Uint64(state[8:]))
+	if s.rounds < 0 || s.samples < 0 {
+		return fmt.Errorf("ssgd state holds %d rounds and %d samples", s.rounds, s.samples)
+	}
+	return nil
+}
+
+// Resizable: every rank holds the whole model and momentum, and the averaged gradient does
+// not depend on the number of ranks, so a job continues on fewer (or more) ranks; each rank's
+// data position is then its step count in its new shard.
+func (s *ssgd) Resizable() bool { return true }

@@ -667,3 +667,8 @@ func (s *syncSwitch) Finish(ctx context.Context, w *Worker) error {
 	s.svc = nil
 	return svc.Close(ctx)
 }
+
+// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+func (s *syncSwitch) NoCheckpoint() string {
+	return "its asynchronous phase keeps the model on the parameter-server ranks, with a copy and step count per worker"
+}

@@ -33,6 +33,8 @@ type TrainOptions struct {
 	// Watch is what the communicator Train builds reports (stalls, timeline); its Timeline
 	// also gets a span per local step and per round.
 	Watch collective.Watch
+	// Checkpoint is where rank 0 writes checkpoints and what the run resumes from.
+	Checkpoint CheckpointOptions
 	// AfterRound, when set, sees each of this rank's round records as the round ends, and
 	// AfterEval each of rank 0's evaluations as it is taken (RunOptions).
 	AfterRound func(*metrics.RoundRecord)
@@ -78,7 +80,7 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	if err != nil {
 		return nil, err
 	}
-	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, AfterEval: opts.AfterEval}
+	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, AfterEval: opts.AfterEval, Checkpoint: opts.Checkpoint}
 	if opts.AfterRound != nil {
 		ropts.AfterRound = func(_ *Worker, rec *metrics.RoundRecord) { opts.AfterRound(rec) }
 	}

@@ -61,3 +61,8 @@ func (s *wbspAllReduce) Round(ctx context.Context, w *Worker, stopVote bool) (Ro
 }
 
 func (s *wbspAllReduce) Finish(context.Context, *Worker) error { return nil }
+
+// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+func (s *wbspAllReduce) NoCheckpoint() string {
+	return "its ranks take different numbers of steps per round, each keeping its own changes since the last round"
+}

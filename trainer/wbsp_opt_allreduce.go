@@ -131,3 +131,8 @@ func (s *wbspOptAllReduce) Round(ctx context.Context, w *Worker, stopVote bool) 
 }
 
 func (s *wbspOptAllReduce) Finish(context.Context, *Worker) error { return nil }
+
+// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+func (s *wbspOptAllReduce) NoCheckpoint() string {
+	return "its ranks take different numbers of steps per round, and a round's allreduce overlaps the next steps, whose deltas are not yet sent"
+}

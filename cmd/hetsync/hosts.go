@@ -180,18 +180,26 @@ func runJob(c *cli.Context, job *launcher.Job) error {
 // environment carries the transport settings its command line has. cmd names the command in
 // errors.
 func launchSelf(c *cli.Context, cmd string, np int, extra ...string) error {
+	job, err := selfJob(c, cmd, np, extra...)
+	if err != nil {
+		return err
+	}
+	return runJob(c, job)
+}
+
+// selfJob is the job launchSelf runs.
+func selfJob(c *cli.Context, cmd string, np int, extra ...string) (*launcher.Job, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("%s: finding this executable to launch the ranks: %w", cmd, err)
+		return nil, fmt.Errorf("%s: finding this executable to launch the ranks: %w", cmd, err)
 	}
 	args, _ := c.App.Metadata["args"].([]string)
 	if len(args) < 2 {
-		return fmt.Errorf("%s: the original command line is not known; use hetsync launch", cmd)
+		return nil, fmt.Errorf("%s: the original command line is not known; use hetsync launch", cmd)
 	}
-	job := &launcher.Job{
+	return &launcher.Job{
 		NP: np, Command: slices.Concat([]string{exe}, args[1:], extra), Env: os.Environ(),
 		Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter, UnprefixedRank0: true,
 		Settings: netOptionsFrom(c).settings(),
-	}
-	return runJob(c, job)
+	}, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -23,12 +24,15 @@ func launchCommand() *cli.Command {
 			"HETSYNC_RENDEZVOUS, HETSYNC_JOB_SECRET, RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT and the\n" +
 			"job's settings: HETSYNC_SECURITY, HETSYNC_DATA_PATH, HETSYNC_JOIN_TIMEOUT (and HETSYNC_COLLECTIVE,\n" +
 			"HETSYNC_POLL, HETSYNC_CHECKSUM when given), which hetsync.Init reads. Output lines are prefixed\n" +
-			"\"[rank] \". When a rank fails, the others are stopped and hetsync exits with its status.",
+			"\"[rank] \". When a rank fails, the others are stopped and hetsync exits with its status; with\n" +
+			"--max-restarts K the whole job is then started again, up to K times, each rank seeing\n" +
+			"HETSYNC_RESTART_COUNT (0 on the first attempt), as torchrun's TORCHELASTIC_RESTART_COUNT.",
 		Flags: slices.Concat([]cli.Flag{
 			&cli.IntFlag{Name: "np", Usage: "number of ranks (required without -H/--hostfile; with them, default: every slot)"},
 			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping ranks"},
 			&cli.StringFlag{Name: "rendezvous", Usage: "host:port for rank 0's rendezvous (default: a free port on rank 0's host)"},
 			&cli.StringFlag{Name: "collective", Usage: "allreduce algorithm of the ranks' hetsync.Init: " + strings.Join(collective.Algorithms(), ", ") + " (default: the program's)"},
+			&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, stop the job and start all its ranks again, up to `K` times (HETSYNC_RESTART_COUNT tells the program which attempt it is)"},
 		}, settingsFlags(), jobFlags(false)),
 		Action: func(c *cli.Context) error {
 			if c.Int("np") < 1 && !(hostsGiven(c) && c.Int("np") == 0) {
@@ -36,6 +40,9 @@ func launchCommand() *cli.Command {
 			}
 			if c.NArg() == 0 {
 				return usagef("launch: no command given (usage: hetsync launch -np N [--] COMMAND ARGS...)")
+			}
+			if c.Int("max-restarts") < 0 {
+				return usagef("--max-restarts %d: must not be negative", c.Int("max-restarts"))
 			}
 			if c.Duration("grace") < 0 {
 				return usagef("--grace %v: must not be negative", c.Duration("grace"))
@@ -54,7 +61,11 @@ func launchCommand() *cli.Command {
 				Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter,
 				Grace: c.Duration("grace"), Rendezvous: c.String("rendezvous"), Settings: settings,
 			}
-			return runJob(c, job)
+			return launcher.Restarts{Max: c.Int("max-restarts"), Log: c.App.ErrWriter}.Run(c.Context, func(_ context.Context, restart int) error {
+				attempt := *job
+				attempt.Env = launcher.WithRestartCount(job.Env, restart)
+				return runJob(c, &attempt)
+			})
 		},
 	}
 }

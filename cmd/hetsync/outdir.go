@@ -29,9 +29,17 @@ func prepareRunDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out %s: cannot create the run directory: %w", dir, err)
 	}
+	if err := checkWritable(dir); err != nil {
+		return fmt.Errorf("--out %s: %w", dir, err)
+	}
+	return nil
+}
+
+// checkWritable checks that this process can create a file in the run directory dir.
+func checkWritable(dir string) error {
 	probe, err := os.CreateTemp(dir, ".hetsync-write-check-*")
 	if err != nil {
-		return fmt.Errorf("--out %s: cannot write in the run directory: %w", dir, err)
+		return fmt.Errorf("cannot write in the run directory: %w", err)
 	}
 	name := probe.Name()
 	err = probe.Close()
@@ -39,7 +47,7 @@ func prepareRunDir(dir string) error {
 		err = rerr
 	}
 	if err != nil {
-		return fmt.Errorf("--out %s: cannot write in the run directory: %w", dir, err)
+		return fmt.Errorf("cannot write in the run directory: %w", err)
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ type trainOptions struct {
 	Threads int
 	// MetricsAddr is --metrics-addr: where ranks serve live Prometheus metrics ("" none).
 	MetricsAddr string
+	resumeOptions
 }
 
 // trainLaunch is what config.json records besides the training configuration.
@@ -112,6 +113,9 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 		return o, err
 	}
 	o.Config = cfg
+	if o.resumeOptions, err = resumeOptionsFrom(c, &o); err != nil {
+		return o, err
+	}
 	o.Workload.Defaults()
 	if o.NP < 0 {
 		return o, fmt.Errorf("--np %d: must be at least 1", o.NP)
@@ -175,7 +179,10 @@ func trainCommand() *cli.Command {
 			"it runs as one rank. Rank 0 decides when to stop (--target-acc, --epochs, --max-time,\n" +
 			"--max-rounds; without any bound, 3 epochs) and every rank stops after the same agreed round.\n" +
 			"Rank 0 gathers every rank's metrics and writes --out: config.json, metrics.jsonl, eval.jsonl,\n" +
-			"summary.json. --transport mem runs all ranks as goroutines of one process.",
+			"summary.json. --transport mem runs all ranks as goroutines of one process.\n\n" +
+			"--checkpoint-every writes a checkpoint into the run directory; --resume RUN_DIR continues it with\n" +
+			"no round lost or repeated; --max-restarts K starts a job whose rank failed again from its last\n" +
+			"checkpoint, up to K times (each rank sees HETSYNC_RESTART_COUNT).",
 		Flags: slices.Concat([]cli.Flag{
 			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
 			&cli.StringFlag{Name: "sync", Value: "ssgd", Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
@@ -201,7 +208,7 @@ func trainCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "kernel threads per rank (0 = cores / ranks on this host)"},
 			&cli.StringFlag{Name: "metrics-addr", Usage: "serve live Prometheus metrics of each rank at http://HOST:PORT/metrics (rank r of a host on PORT+r; --transport mem serves every rank on PORT; port 0 picks free ports, printed at the start)"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "compute device: cpu, cuda:N, or one per rank (cuda:0,cpu,cpu,cpu); cuda needs a binary from `make cuda`"},
-		}, heteroFlags(), netFlags(0), strategyFlags(trainer.Builtin()), jobFlags(true)),
+		}, resumeFlags(), heteroFlags(), netFlags(0), strategyFlags(trainer.Builtin()), jobFlags(true)),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("train: unexpected arguments %q", c.Args().Slice())
@@ -214,7 +221,7 @@ func trainCommand() *cli.Command {
 				return usageError{err}
 			}
 			if o.Transport == "mem" {
-				if err := prepareRunDir(o.outDir()); err != nil {
+				if err := o.prepareRunDir(); err != nil {
 					return usageError{err}
 				}
 				return trainMem(c.Context, o, c.App.Writer)
@@ -257,10 +264,11 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 		}
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(c.Size()), out, errOut
-			if err := prepareRunDir(ropts.Out); err != nil {
+			if err := o.prepareRunDir(); err != nil {
 				return fmt.Errorf("rank 0: %w", err)
 			}
 		}
+		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return err
 	})
@@ -312,6 +320,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
+		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return err
 	}, o.Watch.initOptions()...)
@@ -329,11 +338,11 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 	// Rank 0 may run on another host: its own check is the one that counts there.
 	local := !hostsGiven(c)
 	if local {
-		if err := prepareRunDir(o.outDir()); err != nil {
+		if err := o.prepareRunDir(); err != nil {
 			return usageError{err}
 		}
 	}
-	err := launchSelf(c, "train", o.NP, extra...)
+	err := runTrainJob(c, o, extra)
 	if err != nil && local {
 		closeFailedRun(c.App.ErrWriter, o.Out, err)
 	}
@@ -364,4 +373,13 @@ func closeFailedRun(errOut io.Writer, dir string, cause error) {
 	if s.EndedEarly != nil {
 		fmt.Fprintf(errOut, "hetsync train: run %s %s\n", dir, s.EndedEarly)
 	}
+}
+
+// prepareRunDir checks --out before the first step (prepareRunDir), or, for a resumed run,
+// the run directory it continues (checkResumeDir).
+func (o trainOptions) prepareRunDir() error {
+	if o.Resume != "" {
+		return checkResumeDir(o.Resume)
+	}
+	return prepareRunDir(o.outDir())
 }

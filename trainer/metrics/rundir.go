@@ -47,10 +47,8 @@ func CreateRunDir(path string, config any) (*RunDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: run dir %s: encoding config: %w", path, err)
 	}
-	for _, sub := range []string{LogsDir, RanksDir} {
-		if err := os.MkdirAll(filepath.Join(path, sub), 0o755); err != nil {
-			return nil, fmt.Errorf("metrics: run dir: %w", err)
-		}
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("metrics: run dir: %w", err)
 	}
 	cfgPath := filepath.Join(path, ConfigFile)
 	f, err := os.OpenFile(cfgPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -67,7 +65,28 @@ func CreateRunDir(path string, config any) (*RunDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %s: %w", cfgPath, err)
 	}
+	return openRecords(path)
+}
+
+// OpenRunDir opens the record files of a run directory that already holds a run (config.json),
+// to append to them: a run resumed from a checkpoint continues its own directory.
+func OpenRunDir(path string) (*RunDir, error) {
+	if _, err := os.Stat(filepath.Join(path, ConfigFile)); err != nil {
+		return nil, fmt.Errorf("metrics: run dir %s holds no run to continue: %w", path, err)
+	}
+	return openRecords(path)
+}
+
+// openRecords creates the subdirectories of the run directory path and opens its record files
+// for appending.
+func openRecords(path string) (*RunDir, error) {
+	for _, sub := range []string{LogsDir, RanksDir} {
+		if err := os.MkdirAll(filepath.Join(path, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("metrics: run dir: %w", err)
+		}
+	}
 	d := &RunDir{Path: path}
+	var err error
 	if d.metrics, err = openAppend(filepath.Join(path, MetricsFile)); err != nil {
 		return nil, err
 	}

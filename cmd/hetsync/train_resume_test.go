@@ -1,0 +1,203 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hetsync/hetsync/trainer"
+	"github.com/hetsync/hetsync/trainer/metrics"
+)
+
+func TestLaunchMaxRestarts(t *testing.T) {
+	// Rank 1 fails on every attempt but the one numbered ok; the others wait for the stop.
+	script := func(ok int) string {
+		return fmt.Sprintf(`if [ "$HETSYNC_RANK" = 1 ] && [ "$HETSYNC_RESTART_COUNT" != %d ]; then exit 3; fi; `+
+			`if [ "$HETSYNC_RANK" = 1 ]; then exit 0; fi; [ "$HETSYNC_RESTART_COUNT" = %d ] && exit 0; exec sleep 600`, ok, ok)
+	}
+	for _, tc := range []struct {
+		name     string
+		max, ok  int
+		code     int
+		restarts int
+		want     string
+	}{
+		{"restarted once", 1, 1, 0, 1, ""},
+		{"restarted twice", 3, 2, 0, 2, ""},
+		{"no restarts", 0, 1, 3, 0, "rank 1 failed first: exit status 3"},
+		{"restarts spent", 2, 5, 3, 2, "after 2 restart(s), --max-restarts 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runBinary(t, "launch", "-np", "3", "--grace", "200ms", "--max-restarts", fmt.Sprint(tc.max), "--", "sh", "-c", script(tc.ok))
+			if code != tc.code {
+				t.Fatalf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, stderr)
+			}
+			if n := strings.Count(stderr, "restarting the job"); n != tc.restarts {
+				t.Fatalf("%d restarts reported, want %d:\n%s", n, tc.restarts, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Fatalf("stderr does not say %q:\n%s", tc.want, stderr)
+			}
+		})
+	}
+}
+
+// trainRun is what a train job left in its run directory.
+type trainRun struct {
+	summary metrics.Summary
+	rounds  []metrics.RoundRecord
+}
+
+func readTrainRun(t *testing.T, dir string) trainRun {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, metrics.SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r trainRun
+	if err := json.Unmarshal(b, &r.summary); err != nil {
+		t.Fatal(err)
+	}
+	if _, r.rounds, _, err = metrics.LoadRun(dir); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// checkRounds checks that every rank of run recorded each round at most once, every round
+// from first to last, and none past last.
+func checkRounds(t *testing.T, run trainRun, ranks, first, last int) {
+	t.Helper()
+	seen := map[[2]int]int{}
+	for _, r := range run.rounds {
+		if r.Round > last {
+			t.Errorf("rank %d recorded round %d, past the last %d", r.Rank, r.Round, last)
+		}
+		seen[[2]int{r.Rank, r.Round}]++
+	}
+	for k, n := range seen {
+		if n > 1 {
+			t.Errorf("rank %d recorded round %d %d times", k[0], k[1], n)
+		}
+	}
+	for rank := range ranks {
+		for round := first; round <= last; round++ {
+			if seen[[2]int{rank, round}] == 0 {
+				t.Errorf("rank %d did not record round %d", rank, round)
+			}
+		}
+	}
+}
+
+// TestTrainResumeAndRestart is the resume test and the restart test of `hetsync train`: a job
+// one of whose ranks is killed after round 12 resumes (by hand with --resume, or by itself with
+// --max-restarts 1) from the checkpoint after round 9 and ends after the same 30 rounds as an
+// uninterrupted job, with the same final accuracy (ssgd's replicas come back bitwise, so the
+// run-to-run noise of a resumed run is none).
+func TestTrainResumeAndRestart(t *testing.T) {
+	root := t.TempDir()
+	data := os.Getenv("HETSYNC_DATA")
+	common := []string{"train", "-np", "2", "--sync", "ssgd", "--collective", "ring", "--max-rounds", "30", "--eval-every", "1000"}
+	if data != "" {
+		common = append(common, "--data", data)
+	}
+	train := func(dir string, extra ...string) (int, string) {
+		code, out, stderr := runBinary(t, append(append(common[:len(common):len(common)], "--out", dir), extra...)...)
+		return code, out + stderr
+	}
+	whole := filepath.Join(root, "whole")
+	if code, out := train(whole); code != 0 {
+		t.Fatalf("uninterrupted run: exit %d\n%s", code, out)
+	}
+	base := readTrainRun(t, whole)
+	checkRounds(t, base, 2, 0, 29)
+
+	// checkResumed checks a run that resumed from the checkpoint after round 9 and whose
+	// last checkpoint is the one after round lastCk-1.
+	checkResumed := func(t *testing.T, dir string, lastCk int) {
+		ck, err := trainer.ReadCheckpoint(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.Round != lastCk {
+			t.Fatalf("checkpoint after %d rounds, want %d", ck.Round, lastCk)
+		}
+		run := readTrainRun(t, dir)
+		checkRounds(t, run, 2, 10, 29)
+		if run.summary.FinalAccuracy != base.summary.FinalAccuracy || run.summary.FinalLoss != base.summary.FinalLoss {
+			t.Fatalf("final accuracy %v (loss %v), uninterrupted %v (loss %v)", run.summary.FinalAccuracy, run.summary.FinalLoss,
+				base.summary.FinalAccuracy, base.summary.FinalLoss)
+		}
+	}
+	t.Run("resume", func(t *testing.T) {
+		dir := filepath.Join(root, "resumed")
+		code, out := train(dir, "--checkpoint-every", "5", "--fail-at-round", "1:12")
+		if code == 0 || !strings.Contains(out, "rank 1 failed first") {
+			t.Fatalf("the killed run exited %d:\n%s", code, out)
+		}
+		ck, err := trainer.ReadCheckpoint(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.Round != 10 {
+			t.Fatalf("checkpoint after %d rounds, want 10 (the last one every 5 rounds before rank 1 died after round 12)", ck.Round)
+		}
+		if code, out := train(dir, "--resume", dir); code != 0 {
+			t.Fatalf("resume: exit %d\n%s", code, out)
+		}
+		checkResumed(t, dir, 10)
+	})
+	t.Run("restart", func(t *testing.T) {
+		dir := filepath.Join(root, "restarted")
+		code, out := train(dir, "--checkpoint-every", "5", "--fail-at-round", "1:12", "--max-restarts", "1")
+		if code != 0 || !strings.Contains(out, "restarting the job (restart 1 of 1)") {
+			t.Fatalf("exit %d, want 0 after one restart:\n%s", code, out)
+		}
+		// The restarted job has --checkpoint-every too: its last is after round 24.
+		checkResumed(t, dir, 25)
+	})
+}
+
+// TestResumeFlagErrors: the checkpoint, resume and restart flags are checked before any rank
+// starts, and each error names its flag (exit status 2).
+func TestResumeFlagErrors(t *testing.T) {
+	empty := t.TempDir()
+	notCkpt := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notCkpt, trainer.CheckpointFile), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	train := []string{"train", "--np", "2", "--max-rounds", "3"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--checkpoint-every", "0"}, "--checkpoint-every needs exactly one of a round count or a duration, got 0"},
+		{[]string{"--checkpoint-every", "-2s"}, "--checkpoint-every must be positive"},
+		{[]string{"--checkpoint-every", "soon"}, `--checkpoint-every "soon" is neither a round count`},
+		{[]string{"--checkpoint-every", "5", "--sync", "esync"}, "--sync esync cannot be checkpointed"},
+		{[]string{"--resume", empty, "--sync", "asgd"}, "--sync asgd cannot be checkpointed"},
+		{[]string{"--resume", empty}, "--resume " + empty + ": trainer: checkpoint: "},
+		{[]string{"--resume", notCkpt}, "not a hetsync checkpoint"},
+		{[]string{"--resume", empty, "--out", notCkpt}, "a resumed run continues its own run directory"},
+		{[]string{"--max-restarts", "-1"}, "--max-restarts -1: must not be negative"},
+		{[]string{"--max-restarts", "2"}, "--max-restarts 2 needs --checkpoint-every"},
+		{[]string{"--max-restarts", "1", "--checkpoint-every", "5", "--transport", "mem"}, "restarts need rank processes"},
+		{[]string{"--fail-at-round", "1"}, `--fail-at-round "1": want RANK:ROUND`},
+		{[]string{"--fail-at-round", "1:x"}, `--fail-at-round "1:x": want RANK:ROUND`},
+		{[]string{"--fail-at-round", "0:1", "--transport", "mem"}, "--fail-at-round: --transport mem"},
+	} {
+		args := append(train[:len(train):len(train)], tc.args...)
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, stderr := runCLI(t, args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, tc.want)
+			}
+		})
+	}
+	if code, _, stderr := runCLI(t, "launch", "-np", "2", "--max-restarts", "-1", "true"); code != 2 || !strings.Contains(stderr, "--max-restarts -1") {
+		t.Errorf("launch --max-restarts -1: exit %d, stderr %q", code, stderr)
+	}
+}
