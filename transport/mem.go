@@ -11,10 +11,11 @@ import (
 // NewMemJob returns the endpoints of an in-process job of size ranks. Messages are copied, so a
 // sender may reuse its buffer as soon as Send returns, as with the network transports.
 func NewMemJob(size int) []Endpoint {
-	job := &memJob{size: size, boxes: make(map[memKey]*mailbox)}
+	job := &memJob{size: size, boxes: make(map[memKey]*mailbox), closed: make([]chan struct{}, size)}
 	eps := make([]Endpoint, size)
 	for r := range eps {
-		eps[r] = &memEndpoint{job: job, rank: r, closed: make(chan struct{})}
+		job.closed[r] = make(chan struct{})
+		eps[r] = &memEndpoint{job: job, rank: r, closed: job.closed[r]}
 	}
 	return eps
 }
@@ -28,6 +29,9 @@ type memJob struct {
 	size  int
 	mu    sync.Mutex
 	boxes map[memKey]*mailbox
+	// closed[r] is closed when rank r closes its endpoint: as when a process's connections
+	// close, its peers' receives from it fail once they have taken what it sent.
+	closed []chan struct{}
 }
 
 func (j *memJob) box(k memKey) *mailbox {
@@ -63,7 +67,10 @@ func (b *mailbox) put(m memMsg) {
 	}
 }
 
-func (b *mailbox) take(ctx context.Context, closed <-chan struct{}) (memMsg, error) {
+// take returns the oldest message; it fails when ctx ends, when this rank's endpoint closes
+// (closed), or when the sender's closed (peerClosed) and every message it sent was taken.
+func (b *mailbox) take(ctx context.Context, closed, peerClosed <-chan struct{}) (memMsg, error) {
+	senderGone := false
 	for {
 		b.mu.Lock()
 		if len(b.queue) > 0 {
@@ -74,17 +81,26 @@ func (b *mailbox) take(ctx context.Context, closed <-chan struct{}) (memMsg, err
 			return m, nil
 		}
 		b.mu.Unlock()
+		if senderGone {
+			// The sender's puts happened before its close: the queue held all of them.
+			return memMsg{}, errPeerClosed
+		}
 		select {
 		case <-b.signal:
 		case <-ctx.Done():
 			return memMsg{}, ctx.Err()
 		case <-closed:
 			return memMsg{}, errEndpointClosed
+		case <-peerClosed:
+			senderGone = true
 		}
 	}
 }
 
-var errEndpointClosed = errors.New("endpoint closed")
+var (
+	errEndpointClosed = errors.New("endpoint closed")
+	errPeerClosed     = errors.New("the peer closed its endpoint (its rank ended)")
+)
 
 type memEndpoint struct {
 	job       *memJob
@@ -133,7 +149,7 @@ func (e *memEndpoint) recv(ctx context.Context, from int, ch Channel, buf []byte
 	if err := checkPeer(e.rank, e.job.size, from, "recv"); err != nil {
 		return Header{}, 0, err
 	}
-	m, err := e.job.box(memKey{from: from, to: e.rank, ch: ch}).take(ctx, e.closed)
+	m, err := e.job.box(memKey{from: from, to: e.rank, ch: ch}).take(ctx, e.closed, e.job.closed[from])
 	if err != nil {
 		return Header{}, 0, &PeerError{Rank: e.rank, Peer: from, Op: fmt.Sprintf("recv on channel %d", ch), Err: err}
 	}

@@ -567,7 +567,7 @@ func (e *streamEndpoint) RecvBorrow(ctx context.Context, from int, ch Channel) (
 		return Header{}, nil, err
 	}
 	if from == e.rank {
-		m, err := e.selfBox(ch).take(ctx, e.closed)
+		m, err := e.selfBox(ch).take(ctx, e.closed, nil)
 		if err != nil {
 			return Header{}, nil, e.recvErr(e.rank, ch, err)
 		}
@@ -719,7 +719,7 @@ func (e *streamEndpoint) take(from int, m pending, buf []byte) (Header, int, err
 }
 
 func (e *streamEndpoint) recvSelf(ctx context.Context, ch Channel, buf []byte) (Header, int, error) {
-	m, err := e.selfBox(ch).take(ctx, e.closed)
+	m, err := e.selfBox(ch).take(ctx, e.closed, nil)
 	if err != nil {
 		return Header{}, 0, e.recvErr(e.rank, ch, err)
 	}
