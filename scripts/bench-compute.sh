@@ -68,16 +68,17 @@ for name, make in (("mlp", anchor.mlp), ("cnn", anchor.cnn)):
     print(rnd, name, "pytorch+openblas", (time.perf_counter() - w0) / steps * 1e3, (time.process_time() - c0) / steps * 1e3)
 PY
 	# The portable "go" engine is a fallback for non-amd64 hosts; its CNN step takes seconds,
-	# so it runs for the MLP only.
+	# so it runs for the MLP only. OPENBLAS_NUM_THREADS=1 as for PyTorch: the openblas engine
+	# links the same library, whose idle workers would otherwise count as CPU time.
 	for bench in 'TrainStep/mlp' 'TrainStep/cnn/(openblas|avx)'; do
-		GOMAXPROCS=1 "$TMP/nn.test" -test.run '^$' -test.bench "$bench" -test.benchtime "${STEPS}x" -test.timeout 900s
+		OPENBLAS_NUM_THREADS=1 GOMAXPROCS=1 "$TMP/nn.test" -test.run '^$' -test.bench "$bench" -test.benchtime "${STEPS}x" -test.timeout 900s
 	done | awk -v r="$round" '/^BenchmarkTrainStep\// {
 		split($1, p, "/"); eng = p[3]; sub(/-[0-9]+$/, "", eng); cpu = wall = "nan"
 		for (i = 2; i <= NF; i++) { if ($i == "ms/step") wall = $(i-1); if ($i == "cpu-ms/step") cpu = $(i-1) }
 		print r, p[2], "hetsync/" eng, wall, cpu
 	}' >>"$TMP/rows.txt"
 done
-"$TMP/kernels.test" -test.run '^$' -test.bench 'Sgemm' -test.benchtime 0.5s -test.timeout 900s >"$TMP/gemm.txt"
+OPENBLAS_NUM_THREADS=1 "$TMP/kernels.test" -test.run '^$' -test.bench 'Sgemm' -test.benchtime 0.5s -test.timeout 900s >"$TMP/gemm.txt"
 
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
