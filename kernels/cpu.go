@@ -457,9 +457,10 @@ func (d *CPU) ReLU(y, x Tensor) {
 	if _, ok := d.same("relu", y, x); ok {
 		ys, xs := f(y), f(x)
 		xs = xs[:len(ys)]
-		// Branch-free: random signs would make a branch mispredict half the time.
-		for i, v := range xs {
-			b := math.Float32bits(v)
+		// Branch-free: random signs would make a branch mispredict half the time. The SIMD
+		// prefix does the same bit operation.
+		for i := reluVector(ys, xs); i < len(xs); i++ {
+			b := math.Float32bits(xs[i])
 			ys[i] = math.Float32frombits(b &^ uint32(int32(b)>>31))
 		}
 	}
@@ -470,9 +471,9 @@ func (d *CPU) ReLUBackward(dx, dy, y Tensor) {
 	if _, ok := d.same("relu backward", dx, dy, y); ok {
 		dxs, dys, ys := f(dx), f(dy), f(y)
 		dys, ys = dys[:len(dxs)], ys[:len(dxs)]
-		for i, v := range ys {
+		for i := reluBackwardVector(dxs, dys, ys); i < len(ys); i++ {
 			// mask is all ones exactly when v > 0 (as an int32, b > 0), without a branch.
-			b := int32(math.Float32bits(v))
+			b := int32(math.Float32bits(ys[i]))
 			mask := uint32((-b & ^b) >> 31)
 			dxs[i] = math.Float32frombits(math.Float32bits(dys[i]) & mask)
 		}

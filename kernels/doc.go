@@ -23,6 +23,11 @@
 // the im2col matrix: the GEMM packs its panels straight from a zero-padded copy of the input
 // sample (convB, convGeom).
 //
+// On amd64 the SGD update and ReLU with its derivative run in SSE (sgd_amd64.s,
+// relu_amd64.s) and the AVX-512 engine packs transposed operands with gather instructions;
+// the vector loops do the Go loops' operations in the same order, without fused multiply-adds,
+// so results do not depend on which path ran.
+//
 // Threads (CPUConfig.Threads) bound how many goroutines one op uses; give each rank on a host
 // its share of the cores. With the same thread count, every op is deterministic: the same
 // inputs give bitwise-equal outputs, run after run.

@@ -1,6 +1,9 @@
 package kernels
 
-import "sync"
+import (
+	"math"
+	"sync"
+)
 
 // The packed GEMM follows the Goto/BLIS structure: C is cut into gemmNC-wide column blocks,
 // K into gemmKC-deep slices, and for each (column block, slice) B is packed once into
@@ -20,6 +23,9 @@ const (
 type microKernel struct {
 	mr, nr int
 	fn     func(kc int, a, b, c []float32, ldc int, load bool)
+	// gather, when not nil, packs sixteen rows of a transposed operand with the CPU's gather
+	// instruction (see gatherColumns16); nil leaves it to interleave's loads.
+	gather func(pan, src []float32, off, ld, kc, width int)
 }
 
 // gemmWork is one thread's packing buffers, grown on first use and kept.
@@ -41,7 +47,7 @@ func grow(s []float32, n int) []float32 {
 // gemmPacked computes c = alpha·op(a)·op(b) + beta·c using len(work) threads.
 func gemmPacked(kern microKernel, work []*gemmWork, transA, transB bool, m, n, k int, alpha float32, a, b []float32, beta float32, c []float32) {
 	w := work[0]
-	w.dense = denseB{b: b, trans: transB, n: n, k: k}
+	w.dense = denseB{b: b, trans: transB, n: n, k: k, gather: kern.gather}
 	gemmPackedB(kern, work, transA, m, n, k, alpha, a, nil, &w.dense, beta, c)
 }
 
@@ -53,13 +59,14 @@ type bPacker interface {
 
 // denseB is a stored row-major B (n×k when trans, else k×n).
 type denseB struct {
-	b     []float32
-	trans bool
-	n, k  int
+	b      []float32
+	trans  bool
+	n, k   int
+	gather func(pan, src []float32, off, ld, kc, width int) // the kernel's, may be nil
 }
 
 func (p *denseB) packB(dst []float32, jc, nc, pc, kc, nR int) {
-	packB(dst, p.b, p.trans, p.n, p.k, jc, nc, pc, kc, nR)
+	packB(dst, p.b, p.trans, p.n, p.k, jc, nc, pc, kc, nR, p.gather)
 }
 
 // prepackedALen is the length prepackA needs for an m×k op(A).
@@ -196,18 +203,25 @@ func packA(dst, a []float32, trans bool, m, k, ic, mc, pc, kc int, alpha float32
 			}
 			continue
 		}
-		interleave(pan, a, (ic+ir)*k+pc, k, mr, mR, kc, alpha)
+		interleave(pan, a, (ic+ir)*k+pc, k, 0, mr, mR, kc, alpha)
 	}
 }
 
 // packB copies op(B)[pc:pc+kc, jc:jc+nc] into nR-wide panels, each stored k-major (nR values
-// per k), zero-padding the last panel. Loops follow B's storage order.
-func packB(dst, b []float32, trans bool, n, k, jc, nc, pc, kc, nR int) {
+// per k), zero-padding the last panel. Loops follow B's storage order; a transposed B goes
+// sixteen rows at a time through gather when it is not nil.
+func packB(dst, b []float32, trans bool, n, k, jc, nc, pc, kc, nR int, gather func(pan, src []float32, off, ld, kc, width int)) {
 	for jr := 0; jr < nc; jr += nR {
 		nr := min(nR, nc-jr)
 		pan := dst[(jr/nR)*nR*kc : (jr/nR+1)*nR*kc]
 		if trans {
-			interleave(pan, b, (jc+jr)*k+pc, k, nr, nR, kc, 1)
+			r := 0
+			if gather != nil && k <= math.MaxInt32/16 {
+				for ; r+16 <= nr; r += 16 {
+					gather(pan[r:], b, (jc+jr+r)*k+pc, k, kc, nR)
+				}
+			}
+			interleave(pan, b, (jc+jr)*k+pc, k, r, nr, nR, kc, 1)
 			continue
 		}
 		for kk := 0; kk < kc; kk++ {
@@ -226,11 +240,11 @@ func packB(dst, b []float32, trans bool, n, k, jc, nc, pc, kc, nR int) {
 	}
 }
 
-// interleave writes rows rows of src (row r starts at off+r·ld, kc values each), scaled by
-// alpha, into pan k-major with stride width: pan[kk·width+r] = alpha·src[off+r·ld+kk]. Rows
-// rows..width-1 are zero. Four rows go together, so each k writes four adjacent values.
-func interleave(pan, src []float32, off, ld, rows, width, kc int, alpha float32) {
-	r := 0
+// interleave writes rows from..rows-1 of src (row r starts at off+r·ld, kc values each),
+// scaled by alpha, into pan k-major with stride width: pan[kk·width+r] = alpha·src[off+r·ld+kk].
+// Rows rows..width-1 are zero. Four rows go together, so each k writes four adjacent values.
+func interleave(pan, src []float32, off, ld, from, rows, width, kc int, alpha float32) {
+	r := from
 	for ; r+4 <= rows; r += 4 {
 		s0 := src[off+r*ld : off+r*ld+kc]
 		s1 := src[off+(r+1)*ld : off+(r+1)*ld+kc]
@@ -267,7 +281,7 @@ const (
 )
 
 // gemmKernelGo is the portable micro-kernel.
-var gemmKernelGo = microKernel{goMR, goNR, gemmKernelGo6x16}
+var gemmKernelGo = microKernel{mr: goMR, nr: goNR, fn: gemmKernelGo6x16}
 
 func gemmKernelGo6x16(kc int, a, b, c []float32, ldc int, load bool) {
 	var acc [goMR][goNR]float32

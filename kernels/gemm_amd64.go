@@ -48,10 +48,30 @@ func haveAVX512() bool {
 	return b7&(1<<16) != 0 // AVX512F
 }
 
+// gatherColumns16AVX512 sets dst[kk·width+i] = src[kk+idx[i]] for kk < kc, i < 16.
+//
+//go:noescape
+func gatherColumns16AVX512(dst, src *float32, idx *int32, kc, width int)
+
 var (
-	gemmKernelAVX2   = microKernel{6, 16, sgemmAVX2}
-	gemmKernelAVX512 = microKernel{8, 32, sgemmAVX512}
+	gemmKernelAVX2   = microKernel{mr: 6, nr: 16, fn: sgemmAVX2}
+	gemmKernelAVX512 = microKernel{mr: 8, nr: 32, fn: sgemmAVX512, gather: gatherColumns16}
 )
+
+// gatherColumns16 packs sixteen rows of src (row i starts at off+i·ld) k-major into pan:
+// pan[kk·width+i] = src[off+i·ld+kk] for kk < kc. The caller checks that 15·ld fits an int32.
+func gatherColumns16(pan, src []float32, off, ld, kc, width int) {
+	if kc == 0 {
+		return
+	}
+	_ = pan[(kc-1)*width+15]
+	_ = src[off+15*ld+kc-1]
+	var idx [16]int32
+	for i := range idx {
+		idx[i] = int32(i * ld)
+	}
+	gatherColumns16AVX512(&pan[0], &src[off], &idx[0], kc, width)
+}
 
 func sgemmAVX2(kc int, a, b, c []float32, ldc int, load bool) {
 	if kc == 0 {

@@ -457,3 +457,39 @@ store512w:
 	VMOVUPS Z15, 64(DX)
 	VZEROUPPER
 	RET
+
+// func gatherColumns16AVX512(dst, src *float32, idx *int32, kc, width int)
+// For kk < kc: dst[kk·width+i] = src[kk+idx[i]], i < 16: sixteen rows of a row-major matrix
+// read down one column at a time, which is how a transposed operand is packed. Two gathers are
+// in flight per iteration.
+TEXT ·gatherColumns16AVX512(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ idx+16(FP), AX
+	MOVQ kc+24(FP), CX
+	MOVQ width+32(FP), R8
+	SHLQ $2, R8
+	VMOVDQU32 (AX), Z2
+	CMPQ CX, $2
+	JLT gtail
+gloop:
+	KXNORW K1, K1, K1
+	KXNORW K2, K2, K2
+	VGATHERDPS (SI)(Z2*4), K1, Z0
+	VGATHERDPS 4(SI)(Z2*4), K2, Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, (DI)(R8*1)
+	ADDQ $8, SI
+	LEAQ (DI)(R8*2), DI
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE gloop
+gtail:
+	TESTQ CX, CX
+	JE gdone
+	KXNORW K1, K1, K1
+	VGATHERDPS (SI)(Z2*4), K1, Z0
+	VMOVUPS Z0, (DI)
+gdone:
+	VZEROUPPER
+	RET

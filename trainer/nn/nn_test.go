@@ -77,6 +77,9 @@ func TestGradients(t *testing.T) {
 	}{
 		{"dense", Shape{3, 1, 1}, []Layer{Dense(4)}},
 		{"mlp", Shape{1, 2, 3}, []Layer{Flatten(), Dense(5), ReLU(), Dense(4), ReLU(), Dense(3)}},
+		// Wide enough for the SIMD paths: a 17-wide Dense packs its transposed weights with
+		// the AVX-512 gather (16 rows) plus one row, and its ReLU runs 48 of 51 values in SSE.
+		{"wide", Shape{1, 4, 5}, []Layer{Flatten(), Dense(17), ReLU(), Dense(3)}},
 		{"cnn", Shape{2, 8, 8}, []Layer{
 			Conv2D(3, 5, 2), ReLU(), MaxPool2D(),
 			Conv2D(4, 3, 1), ReLU(), MaxPool2D(),
