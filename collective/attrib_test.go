@@ -211,6 +211,9 @@ func TestAttributionNamesTheSlowLink(t *testing.T) {
 					t.Fatalf("rank %d: culprit %v, slow link %v (delay %v; late rank %d by %v); want link %v",
 						r, s.Culprit, s.SlowLink, s.LinkDelay, s.LateRank, s.Skew, link)
 				}
+				if r == link.To && s.LinkWait[link.From] == 0 {
+					t.Fatalf("rank %d waited %v for the slow link's sender", r, s.LinkWait)
+				}
 			}
 		})
 	}
