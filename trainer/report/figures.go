@@ -227,15 +227,7 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 // lateOf is the rank a round's collectives waited for longest and the seconds the others
 // waited for it (late_rank, late_wait_s); rank -1 when the round names none.
 func lateOf(r *metrics.RoundRecord) (rank int, waitS float64) {
-	rank = -1
-	for _, f := range r.Extra {
-		switch f.Key {
-		case "late_rank":
-			rank = int(f.Value)
-		case "late_wait_s":
-			waitS = f.Value
-		}
-	}
+	rank, waitS = r.LateRank, r.LateWaitS
 	if !finite(waitS) || waitS < 0 {
 		waitS = 0
 	}
