@@ -127,7 +127,8 @@ type attribution struct {
 	cum  Waits
 }
 
-// SetAttribution turns per-call attribution on or off from the next call on. With it on,
+// SetAttribution turns per-call attribution on or off for the calls that start running after
+// it (a non-blocking call already issued but still waiting for its turn included). With it on,
 // every call ends with an exchange of a few stamps per message between the ranks that
 // exchanged messages and an allgather of p·(2+2p) int64, after which LastCall and Waits say
 // which rank or link the call waited for (docs/attribution.md). Every rank must switch at the
