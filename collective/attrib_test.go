@@ -82,6 +82,31 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// TestWaitedFor checks a rank's wait for the late rank: the gap between their starts, at most
+// the time it was blocked receiving, nothing for the late rank itself or when none is late.
+func TestWaitedFor(t *testing.T) {
+	const p = 3
+	row := stampHead + 2*p
+	table := make([]int64, p*row)
+	for r, v := range [][2]int64{{0, 500}, {100, 50}, {400, 0}} { // start, blocked (ms)
+		table[r*row+stampStart], table[r*row+stampBlocked] = v[0]*int64(time.Millisecond), v[1]*int64(time.Millisecond)
+	}
+	for _, tc := range []struct {
+		r, late int
+		want    time.Duration
+	}{
+		{0, 2, 400 * time.Millisecond}, // the gap
+		{1, 2, 50 * time.Millisecond},  // blocked for less than the gap
+		{2, 2, 0},                      // the late rank itself
+		{0, -1, 0},                     // nobody late
+		{2, 0, 0},                      // started after the "late" one
+	} {
+		if got := waitedFor(table, p, tc.r, tc.late); got != tc.want {
+			t.Errorf("rank %d waiting for rank %d: %v, want %v", tc.r, tc.late, got, tc.want)
+		}
+	}
+}
+
 func minOf(xs []int64) int64 {
 	m := xs[0]
 	for _, x := range xs {
