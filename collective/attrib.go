@@ -68,14 +68,19 @@ type CallStats struct {
 	// WaitedForLate is how long this rank waited because LateRank arrived after it: its
 	// arrival gap, at most the time it was blocked receiving.
 	WaitedForLate time.Duration
+	// LinkWait is, per peer, how much longer that peer's messages to this rank took, once
+	// both ends were ready, than as many messages take on the call's links normally: this
+	// rank's share of a slow link's delay.
+	LinkWait []time.Duration
 }
 
 // Waits is what attribution found over every attributed call of a communicator so far: the
 // running totals a caller differences to cover a span of calls (a training round).
 type Waits struct {
 	Calls int
-	// ForRank is, per rank, how long this rank waited because that rank arrived late
-	// (Σ CallStats.WaitedForLate over the calls that rank arrived last in).
+	// ForRank is, per rank, how long this rank waited for that rank: because it arrived late
+	// (Σ CallStats.WaitedForLate over the calls it arrived last in) or because its messages
+	// to this rank took longer than the call's links normally do (Σ CallStats.LinkWait).
 	ForRank []time.Duration
 	// MadeWait is, per rank, Σ over the calls it arrived last in of the time the other ranks
 	// waited for it (Σ of their WaitedForLate): the same number on every rank.
@@ -122,7 +127,8 @@ type attribution struct {
 	cum  Waits
 }
 
-// SetAttribution turns per-call attribution on or off from the next call on. With it on,
+// SetAttribution turns per-call attribution on or off for the calls that start running after
+// it (a non-blocking call already issued but still waiting for its turn included). With it on,
 // every call ends with an exchange of a few stamps per message between the ranks that
 // exchanged messages and an allgather of p·(2+2p) int64, after which LastCall and Waits say
 // which rank or link the call waited for (docs/attribution.md). Every rank must switch at the
@@ -139,7 +145,7 @@ func (c *Comm) LastCall() (CallStats, bool) {
 	if s.Kind == "" {
 		return CallStats{}, false
 	}
-	s.Waited, s.Arrival = slices.Clone(s.Waited), slices.Clone(s.Arrival)
+	s.Waited, s.Arrival, s.LinkWait = slices.Clone(s.Waited), slices.Clone(s.Arrival), slices.Clone(s.LinkWait)
 	return s, true
 }
 
@@ -321,6 +327,7 @@ func (c *Comm) recvStamps(ctx context.Context, s *schedule, h transport.Header, 
 
 // verdict is what one attributed call's gathered stamps say.
 type verdict struct {
+	base      int64 // a link's usual time per message, ns
 	skew      time.Duration
 	late      int
 	link      Link
@@ -359,6 +366,7 @@ func judge(table []int64, p int, arrival []time.Duration, scratch []int64) verdi
 	if len(per) > 0 {
 		slices.Sort(per)
 		base := per[(len(per)-1)/2]
+		v.base = base
 		for r := range p {
 			for j := range p {
 				k := table[r*row+stampHead+p+j]
@@ -405,12 +413,21 @@ func (a *attribution) record(seq uint64, kind collKind, bytes, p, me int) {
 	l.Start, l.Duration = time.Unix(0, a.start), time.Duration(a.end-a.start)
 	l.Skew, l.LateRank, l.SlowLink, l.LinkDelay, l.Culprit = v.skew, v.late, v.link, v.linkDelay, v.culprit
 	l.WaitedForLate = waitedFor(a.table, p, me, v.late)
+	l.LinkWait = grow(l.LinkWait, p)
+	row := stampHead + 2*p
+	for j := range p {
+		k := a.table[me*row+stampHead+p+j]
+		l.LinkWait[j] = time.Duration(max(0, a.table[me*row+stampHead+j]-v.base*k))
+	}
 
 	w := &a.cum
 	if len(w.ForRank) != p {
 		w.ForRank, w.MadeWait, w.LinkDelay = make([]time.Duration, p), make([]time.Duration, p), make([]time.Duration, p*p)
 	}
 	w.Calls++
+	for j, d := range l.LinkWait {
+		w.ForRank[j] += d
+	}
 	if v.late >= 0 {
 		w.ForRank[v.late] += l.WaitedForLate
 		for r := range p {

@@ -175,4 +175,14 @@
 // and logged again every StallAfter. Every call also writes the endpoint's activity record,
 // which the heartbeats carry. With a Timeline, each call, message and wait is written as a
 // Chrome trace event (trace.go); without one a call pays a nil check per message.
+//
+// # Who is slow
+//
+// SetAttribution(true), called on every rank at the same point, makes each call end with a
+// small exchange (attrib.go): the senders' start times of the call's messages go to their
+// receivers, and an allgather of one row per rank gives every rank the same table, from which
+// it names the rank that arrived last and the link whose messages took longest once both ends
+// were ready, and says which of the two the waiting is due to (LastCall, Waits). The stamps
+// are the timeline's clock reads, kept in buffers that grow once; off, a call pays a boolean
+// test per message. docs/attribution.md has the method and its limits.
 package collective
