@@ -44,7 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &ue):
 		return 2
-	case errors.As(err, new(*launcher.RankFailure)), errors.As(err, new(*launcher.Interrupted)):
+	case errors.As(err, new(*launcher.RankFailure)), errors.As(err, new(*launcher.Interrupted)),
+		errors.As(err, new(*launcher.TimedOut)):
 		return launcher.ExitCode(err)
 	}
 	return 1

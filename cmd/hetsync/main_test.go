@@ -319,6 +319,22 @@ func TestBenchRankFailureNamesTheRank(t *testing.T) {
 	}
 }
 
+// A job stopped by --timeout exits 124, as timeout(1) does, from launch and from a command
+// that launches its own ranks.
+func TestTimeoutExits124(t *testing.T) {
+	for _, args := range [][]string{
+		{"launch", "-np", "2", "--timeout", "1s", "--", "sleep", "600"},
+		{"bench", "-np", "2", "-b", "4K", "-e", "4K", "-n", "100000000", "--timeout", "1s"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			code, _, stderr := runBinary(t, args...)
+			if code != 124 || !strings.Contains(stderr, "job ran longer than --timeout 1s") {
+				t.Errorf("exit status %d, want 124 and the timeout named:\n%s", code, stderr)
+			}
+		})
+	}
+}
+
 func TestLaunchSIGTERMStopsEveryRank(t *testing.T) {
 	cmd := exec.Command(hetsyncBinary(t), "launch", "-np", "3", "--grace", "1s", "--", "sh", "-c", `echo "pid $$"; exec sleep 600`)
 	stdout, err := cmd.StdoutPipe()
