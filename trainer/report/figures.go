@@ -224,24 +224,6 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 	return figs, nil
 }
 
-// lateOf is the rank a round's collectives waited for longest and the seconds the others
-// waited for it (late_rank, late_wait_s); rank -1 when the round names none.
-func lateOf(r *metrics.RoundRecord) (rank int, waitS float64) {
-	rank = -1
-	for _, f := range r.Extra {
-		switch f.Key {
-		case "late_rank":
-			rank = int(f.Value)
-		case "late_wait_s":
-			waitS = f.Value
-		}
-	}
-	if !finite(waitS) || waitS < 0 {
-		waitS = 0
-	}
-	return rank, waitS
-}
-
 // madeOthersWait sums, per run and rank, the seconds the other ranks waited for that rank
 // (over every rank's records naming it late), and reports whether any run recorded a late
 // rank at all.
@@ -251,8 +233,8 @@ func madeOthersWait(runs []Run, ranks int) (map[string][]float64, bool) {
 	for _, r := range runs {
 		sums := make([]float64, ranks)
 		for i := range r.Rounds {
-			lr, w := lateOf(&r.Rounds[i])
-			if lr >= 0 && lr < ranks {
+			lr, w := r.Rounds[i].LateRank, r.Rounds[i].LateWaitS
+			if lr >= 0 && lr < ranks && finite(w) {
 				sums[lr] += w
 				seen = true
 			}
