@@ -246,9 +246,11 @@ func madeOthersWait(runs []Run, ranks int) (map[string][]float64, bool) {
 
 // Timeline layout: the bins a rank's rounds are averaged into, and the height of a rank's row.
 const (
-	timelineBins    = 200
-	timelineRowPx   = 130
-	timelineExtraPx = 110
+	timelineBins     = 200
+	timelineRowPx    = 130
+	timelineMinRowPx = 40
+	timelineMaxPx    = 4000
+	timelineExtraPx  = 110
 	// timelineHeadroom is the y range over the highest stack, room for the legend.
 	timelineHeadroom = 1.5
 )
@@ -259,6 +261,12 @@ var (
 	commColour    = color.RGBA{R: 0x21, G: 0x96, B: 0xf3, A: 0xff}
 	waitColour    = color.RGBA{R: 0xe5, G: 0x39, B: 0x35, A: 0xff}
 )
+
+// timelineRowHeight is the height of a rank's row: timelineRowPx, less for jobs so large that
+// the figure would pass timelineMaxPx, down to a row that still shows its stack.
+func timelineRowHeight(ranks int) int {
+	return max(timelineMinRowPx, min(timelineRowPx, (timelineMaxPx-timelineExtraPx)/max(1, ranks)))
+}
 
 // timelineFigure draws one run's rounds per rank: a row per rank with its compute,
 // communication and wait seconds per round stacked over the rounds, on one y scale, so that
@@ -344,7 +352,7 @@ func timelineFigure(r Run) (figure, bool) {
 		p.Y.Min, p.Y.Max = 0, max(top*timelineHeadroom, 1e-3)
 		plots[i] = []*plot.Plot{p}
 	}
-	height := timelineExtraPx + timelineRowPx*len(ranks)
+	height := timelineExtraPx + timelineRowHeight(len(ranks))*len(ranks)
 	return figure{name: "timeline_" + fileSafe(r.Name), height: height, draw: func(dc draw.Canvas) {
 		tiles := draw.Tiles{Rows: len(ranks), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4),
 			PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(6)}

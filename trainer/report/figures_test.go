@@ -95,3 +95,15 @@ func TestNoLateRanksNoFigure(t *testing.T) {
 		t.Errorf("figures %v: made_others_wait.png without late ranks", rep.Figures)
 	}
 }
+
+// A timeline keeps its rows readable for a few ranks and its height bounded for many.
+func TestTimelineRowHeight(t *testing.T) {
+	for _, tc := range []struct{ ranks, row int }{{1, 130}, {9, 130}, {29, 130}, {30, 129}, {64, 60}, {1000, 40}} {
+		if got := timelineRowHeight(tc.ranks); got != tc.row {
+			t.Errorf("%d ranks: row of %d px, want %d", tc.ranks, got, tc.row)
+		}
+		if h := timelineExtraPx + tc.ranks*timelineRowHeight(tc.ranks); tc.ranks*timelineMinRowPx < timelineMaxPx && h > timelineMaxPx {
+			t.Errorf("%d ranks: %d px high, over %d", tc.ranks, h, timelineMaxPx)
+		}
+	}
+}
