@@ -199,15 +199,17 @@ func TestRunRankEndsEarly(t *testing.T) {
 					}
 				}()
 			}
-			// halfway: once the last rank has written 12 rounds of its own
+			// halfway: once the last rank has written 12 rounds of its own and rank 0 an
+			// evaluation (on a goroutine of its own, at its own pace)
 			last := metrics.RankRecordsPath(out, tc.size-1)
 			for {
 				b, _ := os.ReadFile(last)
-				if strings.Count(string(b), "\n") >= 12 {
+				e, _ := os.ReadFile(filepath.Join(out, metrics.EvalFile))
+				if strings.Count(string(b), "\n") >= 12 && strings.Count(string(e), "\n") >= 1 {
 					break
 				}
 				if ctx.Err() != nil {
-					t.Fatal("the ranks did not write 12 rounds in time")
+					t.Fatal("the ranks did not write 12 rounds and an evaluation in time")
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
