@@ -182,16 +182,28 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 		var series []Series
 		var hlines []HLine
 		targets := map[float64]bool{}
+		repeats := map[string][]Run{} // the panel's runs by configuration less the seed
+		for _, r := range runs {
+			if in(r) {
+				repeats[r.seedKey] = append(repeats[r.seedKey], r)
+			}
+		}
 		for _, r := range runs {
 			if !in(r) {
 				continue
 			}
-			s := Series{Name: r.Name}
-			for _, e := range sortedEvals(r.Evals) {
-				s.X = append(s.X, e.TimeS)
-				s.Y = append(s.Y, e.Accuracy)
+			if group := repeats[r.seedKey]; len(group) > 1 {
+				if group[0].Name == r.Name {
+					series = append(series, acrossSeeds(group))
+				}
+			} else {
+				s := Series{Name: r.Name}
+				for _, e := range sortedEvals(r.Evals) {
+					s.X = append(s.X, e.TimeS)
+					s.Y = append(s.Y, e.Accuracy)
+				}
+				series = append(series, s)
 			}
-			series = append(series, s)
 			if r.Setup.TargetAcc > 0 && !targets[r.Setup.TargetAcc] {
 				targets[r.Setup.TargetAcc] = true
 				hlines = append(hlines, HLine{Y: r.Setup.TargetAcc, Label: "target " + strconv.FormatFloat(r.Setup.TargetAcc, 'f', -1, 64)})
@@ -222,6 +234,34 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 		figs = append(figs, single(name, plt))
 	}
 	return figs, nil
+}
+
+// acrossSeeds is one curve for runs that repeat a configuration with other seeds: its k-th
+// point is the mean time and mean accuracy of the runs' k-th evaluations (taken at the same
+// round by each), with an error bar of ± one standard deviation of the accuracy, for every k
+// that at least two runs reached.
+func acrossSeeds(group []Run) Series {
+	s := Series{Name: fmt.Sprintf("%s (%d seeds)", group[0].Name, len(group))}
+	evals := make([][]metrics.EvalRecord, len(group))
+	for i, r := range group {
+		evals[i] = sortedEvals(r.Evals)
+	}
+	for k := 0; ; k++ {
+		var ts, as []float64
+		for _, ev := range evals {
+			if k < len(ev) && finite(ev[k].Accuracy) {
+				ts = append(ts, ev[k].TimeS)
+				as = append(as, ev[k].Accuracy)
+			}
+		}
+		if len(ts) < 2 {
+			return s
+		}
+		acc := meanStd(as)
+		s.X = append(s.X, meanStd(ts).Mean)
+		s.Y = append(s.Y, acc.Mean)
+		s.Err = append(s.Err, acc.Std)
+	}
 }
 
 // madeOthersWait sums, per run and rank, the seconds the other ranks waited for that rank
