@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,9 +159,22 @@ func countLines(t *testing.T, path string) int {
 	return strings.Count(string(b), "\n")
 }
 
+// failingEndpoint fails every Send once fail is set: rank 0's link broken under it.
+type failingEndpoint struct {
+	transport.Endpoint
+	fail atomic.Bool
+}
+
+func (f *failingEndpoint) Send(ctx context.Context, to int, h transport.Header, payload []byte) error {
+	if f.fail.Load() {
+		return fmt.Errorf("rank %d: send to rank %d: injected link failure", f.Rank(), to)
+	}
+	return f.Endpoint.Send(ctx, to, h, payload)
+}
+
 // TestRunRankEndsEarly stops ranks halfway, by cancelling the job's context (Ctrl-C) and by
-// one rank dying, and checks that rank 0 leaves a run directory with what the ranks measured
-// and a summary saying that the run ended early, where and why.
+// rank 0 failing on its own (its link broken), and checks that rank 0 leaves a run directory
+// with what the ranks measured and a summary saying that the run ended early, where and why.
 func TestRunRankEndsEarly(t *testing.T) {
 	dir := t.TempDir()
 	writeStripeIDX(t, dir, data.TrainImagesFile, data.TrainLabelsFile, 240, 0)
@@ -167,12 +182,13 @@ func TestRunRankEndsEarly(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		size   int
-		killed int // the rank that dies; -1 cancels every rank's context
+		fails  bool // rank 0's sends fail; otherwise every rank's context is cancelled
 		reason string
 	}{
-		{"interrupt-1", 1, -1, "interrupted: context canceled"},
-		{"interrupt-3", 3, -1, "interrupted: context canceled"},
-		{"rank-2-dies", 3, 2, "rank 2"},
+		{"interrupt-1", 1, false, "interrupted: context canceled"},
+		{"interrupt-3", 3, false, "interrupted: context canceled"},
+		{"rank-0-fails-2", 2, true, "injected link failure"},
+		{"rank-0-fails-5", 5, true, "injected link failure"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(dir, tc.name)
@@ -181,6 +197,8 @@ func TestRunRankEndsEarly(t *testing.T) {
 			cfg := Config{Strategy: "ssgd", Collective: "ring", Batch: 8, MaxRounds: 1 << 20, Eval: EvalEvery{Rounds: 5}}
 			cfg.Defaults()
 			eps := transport.NewMemJob(tc.size)
+			rank0 := &failingEndpoint{Endpoint: eps[0]}
+			eps[0] = rank0
 			errs := make([]error, tc.size)
 			ctxs := make([]context.Context, tc.size)
 			cancels := make([]context.CancelFunc, tc.size)
@@ -194,27 +212,29 @@ func TestRunRankEndsEarly(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					_, errs[r] = RunRank(ctxs[r], ep, cfg, Workload{}, RankOptions{DataDir: dir, Threads: 1, EvalBatch: 32, Out: out})
-					if r == tc.killed {
-						ep.Close()
+					if r == 0 {
+						cancel() // the others need not notice a failed rank 0 by themselves
 					}
 				}()
 			}
-			// halfway: once the last rank has written 12 rounds of its own
+			// halfway: once the last rank has written 12 rounds of its own and rank 0 an
+			// evaluation (on a goroutine of its own, at its own pace)
 			last := metrics.RankRecordsPath(out, tc.size-1)
 			for {
 				b, _ := os.ReadFile(last)
-				if strings.Count(string(b), "\n") >= 12 {
+				e, _ := os.ReadFile(filepath.Join(out, metrics.EvalFile))
+				if strings.Count(string(b), "\n") >= 12 && strings.Count(string(e), "\n") >= 1 {
 					break
 				}
 				if ctx.Err() != nil {
-					t.Fatal("the ranks did not write 12 rounds in time")
+					t.Fatal("the ranks did not write 12 rounds and an evaluation in time")
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			if tc.killed < 0 {
-				cancel()
+			if tc.fails {
+				rank0.fail.Store(true)
 			} else {
-				cancels[tc.killed]()
+				cancel()
 			}
 			wg.Wait()
 			if errs[0] == nil {

@@ -44,15 +44,20 @@ func TestTrainStoppedHalfwayLeavesItsMetrics(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			// halfway: every rank has written 10 rounds of its own
-			for r := 0; r < 3; {
-				b, _ := os.ReadFile(metrics.RankRecordsPath(run, r))
-				if strings.Count(string(b), "\n") >= 10 {
+			// halfway: every rank has written 10 rounds of its own, and rank 0 an evaluation
+			for r := 0; r < 4; {
+				path := filepath.Join(run, metrics.EvalFile)
+				want := 1
+				if r < 3 {
+					path, want = metrics.RankRecordsPath(run, r), 10
+				}
+				b, _ := os.ReadFile(path)
+				if strings.Count(string(b), "\n") >= want {
 					r++
 					continue
 				}
 				if ctx.Err() != nil {
-					t.Fatalf("rank %d did not write 10 rounds in time\nstderr:\n%s", r, errb.String())
+					t.Fatalf("the job did not reach 10 rounds on every rank and an evaluation in time (at %s)\nstderr:\n%s", path, errb.String())
 				}
 				time.Sleep(20 * time.Millisecond)
 			}

@@ -221,6 +221,7 @@ func trainCommand() *cli.Command {
 				return usageError{err}
 			}
 			if o.Transport == "mem" {
+				o.Out = o.outDir() // fixed once: the default is named after the time
 				if err := o.prepareRunDir(); err != nil {
 					return usageError{err}
 				}
@@ -314,7 +315,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 			return err
 		}
 	}
-	return hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
+	err := hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
 		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP, Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(),
 			AfterRound: hook.AfterRound, AfterEval: hook.AfterEval}
 		if c.Rank() == 0 {
@@ -324,6 +325,10 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return err
 	}, o.Watch.initOptions()...)
+	if err != nil {
+		sayEnding(os.Stderr, o.outDir())
+	}
+	return err
 }
 
 // trainLaunchJob starts --np ranks of this same command line through the launcher; rank 0's
@@ -365,12 +370,16 @@ func closeFailedRun(errOut io.Writer, dir string, cause error) {
 			fmt.Fprintf(errOut, "hetsync train: %v\n", err)
 		}
 	}
-	s, err := metrics.EndEarly(dir, cause.Error())
-	if err != nil {
+	if _, err := metrics.EndEarly(dir, cause.Error()); err != nil {
 		fmt.Fprintf(errOut, "hetsync train: the run directory %s has no summary: %v\n", dir, err)
 		return
 	}
-	if s.EndedEarly != nil {
+	sayEnding(errOut, dir)
+}
+
+// sayEnding prints where and why the run in dir ended early, if it did.
+func sayEnding(errOut io.Writer, dir string) {
+	if s, err := metrics.ReadSummary(dir); err == nil && s.EndedEarly != nil {
 		fmt.Fprintf(errOut, "hetsync train: run %s %s\n", dir, s.EndedEarly)
 	}
 }

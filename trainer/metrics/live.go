@@ -43,13 +43,8 @@ func OpenRankRecords(dir string, rank int) (*RankRecords, error) {
 	return &RankRecords{Path: path, f: f, w: NewWriter(f)}, nil
 }
 
-// WriteRound appends rec.
-func (r *RankRecords) WriteRound(rec *RoundRecord) error {
-	if err := r.w.WriteRound(rec); err != nil {
-		return fmt.Errorf("%w (writing %s)", err, r.Path)
-	}
-	return nil
-}
+// WriteRound appends rec; an error names the file (the os error does).
+func (r *RankRecords) WriteRound(rec *RoundRecord) error { return r.w.WriteRound(rec) }
 
 // Close closes the file; it is safe to call more than once.
 func (r *RankRecords) Close() error {

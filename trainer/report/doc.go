@@ -36,9 +36,10 @@
 // when a shard kind's runs differ in it (accuracy_iid_slowdown-1-1-2-4.png), so that a sweep
 // over several seeds stays readable.
 // Every figure is written twice, name.png and name.svg, drawn by gonum.org/v1/plot with its
-// embedded Liberation fonts: no cgo, no system fonts. Bar figures draw a configuration that
-// was run with several seeds as one bar, the mean, with an error bar of ± one standard
-// deviation. timeline_RUN.png has a row per rank with its compute, communication and wait
+// embedded Liberation fonts: no cgo, no system fonts. A configuration that was run with
+// several seeds is drawn once, with error bars of ± one standard deviation: one bar (the
+// mean) in the bar figures, one accuracy curve whose k-th point is the mean of the runs' k-th
+// evaluations. timeline_RUN.png has a row per rank with its compute, communication and wait
 // seconds per round stacked, on one scale, so the rank that computes longest and the ranks
 // that wait for it stand out; made_others_wait.png, drawn when the rounds record late_rank
 // and late_wait_s, has the seconds the other ranks waited for each rank.

@@ -182,16 +182,28 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 		var series []Series
 		var hlines []HLine
 		targets := map[float64]bool{}
+		repeats := map[string][]Run{} // the panel's runs by configuration less the seed
+		for _, r := range runs {
+			if in(r) {
+				repeats[r.seedKey] = append(repeats[r.seedKey], r)
+			}
+		}
 		for _, r := range runs {
 			if !in(r) {
 				continue
 			}
-			s := Series{Name: r.Name}
-			for _, e := range sortedEvals(r.Evals) {
-				s.X = append(s.X, e.TimeS)
-				s.Y = append(s.Y, e.Accuracy)
+			if group := repeats[r.seedKey]; len(group) > 1 {
+				if group[0].Name == r.Name {
+					series = append(series, acrossSeeds(group))
+				}
+			} else {
+				s := Series{Name: r.Name}
+				for _, e := range sortedEvals(r.Evals) {
+					s.X = append(s.X, e.TimeS)
+					s.Y = append(s.Y, e.Accuracy)
+				}
+				series = append(series, s)
 			}
-			series = append(series, s)
 			if r.Setup.TargetAcc > 0 && !targets[r.Setup.TargetAcc] {
 				targets[r.Setup.TargetAcc] = true
 				hlines = append(hlines, HLine{Y: r.Setup.TargetAcc, Label: "target " + strconv.FormatFloat(r.Setup.TargetAcc, 'f', -1, 64)})
@@ -224,14 +236,32 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 	return figs, nil
 }
 
-// lateOf is the rank a round's collectives waited for longest and the seconds the others
-// waited for it (late_rank, late_wait_s); rank -1 when the round names none.
-func lateOf(r *metrics.RoundRecord) (rank int, waitS float64) {
-	rank, waitS = r.LateRank, r.LateWaitS
-	if !finite(waitS) || waitS < 0 {
-		waitS = 0
+// acrossSeeds is one curve for runs that repeat a configuration with other seeds: its k-th
+// point is the mean time and mean accuracy of the runs' k-th evaluations (taken at the same
+// round by each), with an error bar of ± one standard deviation of the accuracy, for every k
+// that at least two runs reached.
+func acrossSeeds(group []Run) Series {
+	s := Series{Name: fmt.Sprintf("%s (%d seeds)", group[0].Name, len(group))}
+	evals := make([][]metrics.EvalRecord, len(group))
+	for i, r := range group {
+		evals[i] = sortedEvals(r.Evals)
 	}
-	return rank, waitS
+	for k := 0; ; k++ {
+		var ts, as []float64
+		for _, ev := range evals {
+			if k < len(ev) && finite(ev[k].Accuracy) {
+				ts = append(ts, ev[k].TimeS)
+				as = append(as, ev[k].Accuracy)
+			}
+		}
+		if len(ts) < 2 {
+			return s
+		}
+		acc := meanStd(as)
+		s.X = append(s.X, meanStd(ts).Mean)
+		s.Y = append(s.Y, acc.Mean)
+		s.Err = append(s.Err, acc.Std)
+	}
 }
 
 // madeOthersWait sums, per run and rank, the seconds the other ranks waited for that rank
@@ -243,8 +273,8 @@ func madeOthersWait(runs []Run, ranks int) (map[string][]float64, bool) {
 	for _, r := range runs {
 		sums := make([]float64, ranks)
 		for i := range r.Rounds {
-			lr, w := lateOf(&r.Rounds[i])
-			if lr >= 0 && lr < ranks {
+			lr, w := r.Rounds[i].LateRank, r.Rounds[i].LateWaitS
+			if lr >= 0 && lr < ranks && finite(w) {
 				sums[lr] += w
 				seen = true
 			}
@@ -256,9 +286,11 @@ func madeOthersWait(runs []Run, ranks int) (map[string][]float64, bool) {
 
 // Timeline layout: the bins a rank's rounds are averaged into, and the height of a rank's row.
 const (
-	timelineBins    = 200
-	timelineRowPx   = 130
-	timelineExtraPx = 110
+	timelineBins     = 200
+	timelineRowPx    = 130
+	timelineMinRowPx = 40
+	timelineMaxPx    = 4000
+	timelineExtraPx  = 110
 	// timelineHeadroom is the y range over the highest stack, room for the legend.
 	timelineHeadroom = 1.5
 )
@@ -269,6 +301,12 @@ var (
 	commColour    = color.RGBA{R: 0x21, G: 0x96, B: 0xf3, A: 0xff}
 	waitColour    = color.RGBA{R: 0xe5, G: 0x39, B: 0x35, A: 0xff}
 )
+
+// timelineRowHeight is the height of a rank's row: timelineRowPx, less for jobs so large that
+// the figure would pass timelineMaxPx, down to a row that still shows its stack.
+func timelineRowHeight(ranks int) int {
+	return max(timelineMinRowPx, min(timelineRowPx, (timelineMaxPx-timelineExtraPx)/max(1, ranks)))
+}
 
 // timelineFigure draws one run's rounds per rank: a row per rank with its compute,
 // communication and wait seconds per round stacked over the rounds, on one y scale, so that
@@ -354,7 +392,7 @@ func timelineFigure(r Run) (figure, bool) {
 		p.Y.Min, p.Y.Max = 0, max(top*timelineHeadroom, 1e-3)
 		plots[i] = []*plot.Plot{p}
 	}
-	height := timelineExtraPx + timelineRowPx*len(ranks)
+	height := timelineExtraPx + timelineRowHeight(len(ranks))*len(ranks)
 	return figure{name: "timeline_" + fileSafe(r.Name), height: height, draw: func(dc draw.Canvas) {
 		tiles := draw.Tiles{Rows: len(ranks), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4),
 			PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(6)}

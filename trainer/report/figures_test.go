@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // TestFiguresOfSeedsAndLateRanks checks the bar figures of runs repeated over seeds (one bar
@@ -50,12 +52,14 @@ func TestFiguresOfSeedsAndLateRanks(t *testing.T) {
 			for _, name := range []string{"throughput.png", "made_others_wait.png"} {
 				checkFigure(t, out, name, FigureHeight)
 			}
-			svg, err := os.ReadFile(filepath.Join(out, "throughput.svg"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(string(svg), "esync-s1 (3 seeds)") {
-				t.Error("throughput.svg has no bar labelled \"esync-s1 (3 seeds)\"")
+			for _, name := range []string{"throughput.svg", "accuracy_iid.svg"} {
+				svg, err := os.ReadFile(filepath.Join(out, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(svg), "esync-s1 (3 seeds)") {
+					t.Errorf("%s does not draw the three seeds as one \"esync-s1 (3 seeds)\"", name)
+				}
 			}
 			runs, err := LoadRuns(dirs)
 			if err != nil {
@@ -93,5 +97,43 @@ func TestNoLateRanksNoFigure(t *testing.T) {
 	}
 	if slices.Contains(rep.Figures, "made_others_wait.png") {
 		t.Errorf("figures %v: made_others_wait.png without late ranks", rep.Figures)
+	}
+}
+
+// A timeline keeps its rows readable for a few ranks and its height bounded for many.
+func TestTimelineRowHeight(t *testing.T) {
+	for _, tc := range []struct{ ranks, row int }{{1, 130}, {9, 130}, {29, 130}, {30, 129}, {64, 60}, {1000, 40}} {
+		if got := timelineRowHeight(tc.ranks); got != tc.row {
+			t.Errorf("%d ranks: row of %d px, want %d", tc.ranks, got, tc.row)
+		}
+		if h := timelineExtraPx + tc.ranks*timelineRowHeight(tc.ranks); tc.ranks*timelineMinRowPx < timelineMaxPx && h > timelineMaxPx {
+			t.Errorf("%d ranks: %d px high, over %d", tc.ranks, h, timelineMaxPx)
+		}
+	}
+}
+
+// The curve of repeated runs: the k-th point is the mean of the runs' k-th evaluations, with
+// the accuracies' standard deviation, as long as two runs have one.
+func TestAcrossSeeds(t *testing.T) {
+	ev := func(pts ...[2]float64) []metrics.EvalRecord {
+		var out []metrics.EvalRecord
+		for i, p := range pts {
+			out = append(out, metrics.EvalRecord{TimeS: p[0], Round: 10 * i, Accuracy: p[1]})
+		}
+		return out
+	}
+	s := acrossSeeds([]Run{
+		{Name: "a-s1", Evals: ev([2]float64{1, 0.5}, [2]float64{2, 0.7}, [2]float64{3, 0.8})},
+		{Name: "a-s2", Evals: ev([2]float64{3, 0.7}, [2]float64{4, 0.7})},
+		{Name: "a-s3", Evals: ev([2]float64{2, 0.6})},
+	})
+	if s.Name != "a-s1 (3 seeds)" || len(s.X) != 2 {
+		t.Fatalf("series %+v, want a-s1 (3 seeds) with two points (the third evaluation is a-s1's alone)", s)
+	}
+	if s.X[0] != 2 || math.Abs(s.Y[0]-0.6) > 1e-12 || math.Abs(s.Err[0]-0.1) > 1e-12 {
+		t.Errorf("first point (%v, %v ± %v), want (2, 0.6 ± 0.1)", s.X[0], s.Y[0], s.Err[0])
+	}
+	if s.X[1] != 3 || math.Abs(s.Y[1]-0.7) > 1e-12 || s.Err[1] != 0 {
+		t.Errorf("second point (%v, %v ± %v), want (3, 0.7 ± 0)", s.X[1], s.Y[1], s.Err[1])
 	}
 }

@@ -86,10 +86,11 @@ func single(name string, p *plot.Plot) figure {
 	return figure{name: name, draw: func(dc draw.Canvas) { p.Draw(dc) }}
 }
 
-// Series is one line of a line chart.
+// Series is one line of a line chart; Err, when set, is an error bar (± Err[i]) per point.
 type Series struct {
 	Name string
 	X, Y []float64
+	Err  []float64
 }
 
 // HLine is a dashed horizontal reference line (a target accuracy).
@@ -104,9 +105,14 @@ func lineChart(title, xlabel, ylabel string, series []Series, hlines []HLine, ym
 	p := newPlot(title, xlabel, ylabel)
 	for i, s := range series {
 		xys := make(plotter.XYs, 0, len(s.X))
+		var errs errPoints
 		for j := range s.X {
 			if finite(s.X[j]) && finite(s.Y[j]) {
 				xys = append(xys, plotter.XY{X: s.X[j], Y: s.Y[j]})
+				if j < len(s.Err) && finite(s.Err[j]) && s.Err[j] > 0 {
+					errs.XYs = append(errs.XYs, xys[len(xys)-1])
+					errs.YErrors = append(errs.YErrors, struct{ Low, High float64 }{s.Err[j], s.Err[j]})
+				}
 			}
 		}
 		if len(xys) == 0 {
@@ -120,6 +126,14 @@ func lineChart(title, xlabel, ylabel string, series []Series, hlines []HLine, ym
 		pts.Color, pts.Shape, pts.Radius = plotutil.Color(i), plotutil.Shape(i), vg.Points(2.5)
 		p.Add(l, pts)
 		p.Legend.Add(s.Name, l, pts)
+		if len(errs.XYs) > 0 {
+			eb, err := plotter.NewYErrorBars(errs)
+			if err != nil {
+				return nil, fmt.Errorf("report: %s: series %s: %w", title, s.Name, err)
+			}
+			eb.Color, eb.Width, eb.CapWidth = plotutil.Color(i), vg.Points(1), vg.Points(5)
+			p.Add(eb)
+		}
 	}
 	for i, h := range hlines {
 		if !finite(h.Y) {
