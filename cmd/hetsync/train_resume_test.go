@@ -188,6 +188,9 @@ func TestResumeFlagErrors(t *testing.T) {
 		{[]string{"--fail-at-round", "1"}, `--fail-at-round "1": want RANK:ROUND`},
 		{[]string{"--fail-at-round", "1:x"}, `--fail-at-round "1:x": want RANK:ROUND`},
 		{[]string{"--fail-at-round", "0:1", "--transport", "mem"}, "--fail-at-round: --transport mem"},
+		{[]string{"--min-np", "-1"}, "--min-np -1: must not be negative"},
+		{[]string{"--min-np", "3"}, "--min-np 3 is more than --np 2"},
+		{[]string{"--min-np", "1"}, "--min-np 1 needs -H or --hostfile"},
 	} {
 		args := append(train[:len(train):len(train)], tc.args...)
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -197,7 +200,17 @@ func TestResumeFlagErrors(t *testing.T) {
 			}
 		})
 	}
-	if code, _, stderr := runCLI(t, "launch", "-np", "2", "--max-restarts", "-1", "true"); code != 2 || !strings.Contains(stderr, "--max-restarts -1") {
-		t.Errorf("launch --max-restarts -1: exit %d, stderr %q", code, stderr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-restarts", "-1"}, "--max-restarts -1"},
+		{[]string{"--min-np", "3"}, "--min-np 3 is more than --np 2"},
+		{[]string{"--min-np", "1"}, "--min-np 1 needs -H or --hostfile"},
+	} {
+		args := append(append([]string{"launch", "-np", "2"}, tc.args...), "true")
+		if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", args, code, stderr, tc.want)
+		}
 	}
 }
