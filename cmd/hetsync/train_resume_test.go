@@ -116,7 +116,9 @@ func TestTrainResumeAndRestart(t *testing.T) {
 	checkRounds(t, base, 2, 0, 29)
 
 	// checkResumed checks a run that resumed from the checkpoint after round 9 and whose
-	// last checkpoint is the one after round lastCk-1.
+	// last checkpoint is the one after round lastCk-1: every round recorded once by each rank
+	// (the killed attempt's 0..9 and the resumed run's 10..29), a run that finished, with the
+	// uninterrupted run's final accuracy.
 	checkResumed := func(t *testing.T, dir string, lastCk int) {
 		ck, err := trainer.ReadCheckpoint(dir)
 		if err != nil {
@@ -126,7 +128,10 @@ func TestTrainResumeAndRestart(t *testing.T) {
 			t.Fatalf("checkpoint after %d rounds, want %d", ck.Round, lastCk)
 		}
 		run := readTrainRun(t, dir)
-		checkRounds(t, run, 2, 10, 29)
+		checkRounds(t, run, 2, 0, 29)
+		if run.summary.EndedEarly != nil || run.summary.Rounds != 30 {
+			t.Fatalf("summary of %d rounds, ended early: %v; want 30 rounds, a finished run", run.summary.Rounds, run.summary.EndedEarly)
+		}
 		if run.summary.FinalAccuracy != base.summary.FinalAccuracy || run.summary.FinalLoss != base.summary.FinalLoss {
 			t.Fatalf("final accuracy %v (loss %v), uninterrupted %v (loss %v)", run.summary.FinalAccuracy, run.summary.FinalLoss,
 				base.summary.FinalAccuracy, base.summary.FinalLoss)
