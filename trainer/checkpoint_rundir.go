@@ -3,6 +3,7 @@ package trainer
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,26 +76,7 @@ func RewindRun(dir string, round int) ([]metrics.RoundRecord, error) {
 	return keep, nil
 }
 
-// rewriteRecords replaces the file at path with what write writes: a temporary file beside it,
-// synced, then renamed over it.
+// rewriteRecords replaces the records file at path atomically with what write writes.
 func rewriteRecords(path string, write func(*metrics.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".rewind-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	err = write(metrics.NewWriter(f))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return os.Rename(f.Name(), path)
+	return replaceFile(path, func(w io.Writer) error { return write(metrics.NewWriter(w)) })
 }

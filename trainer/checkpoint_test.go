@@ -405,8 +405,13 @@ func TestRewindRunKeepsEachRoundOnce(t *testing.T) {
 	if len(ev) != 2 || ev[0].Round != 3 || ev[1].Round != 9 {
 		t.Fatalf("evaluations %+v, want rounds 3 and 9", ev)
 	}
-	if entries, _ := filepath.Glob(filepath.Join(dir, "*", ".rewind-*")); len(entries) != 0 {
+	if entries, _ := filepath.Glob(filepath.Join(dir, "*", ".*.tmp-*")); len(entries) != 0 {
 		t.Fatalf("left behind %v", entries)
+	}
+	for _, p := range []string{filepath.Join(dir, metrics.EvalFile), metrics.RankRecordsPath(dir, 1)} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s rewritten with mode %v (%v), want 0644 as the run's other files", p, fi.Mode().Perm(), err)
+		}
 	}
 }
 

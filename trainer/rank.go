@@ -168,7 +168,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
 	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links, Watch: opts.Watch,
-		Checkpoint: CheckpointOptions{Dir: opts.Out, Every: opts.CheckpointEvery}, AfterRound: opts.AfterRound}
+		Checkpoint: CheckpointOptions{Dir: opts.Out, Every: opts.CheckpointEvery}}
 	if opts.Resume != "" {
 		if topts.Checkpoint.Resume, err = ReadCheckpoint(opts.Resume); err != nil {
 			return nil, fmt.Errorf("trainer: rank %d: --resume %s: %w", rank, opts.Resume, err)

@@ -111,11 +111,6 @@ func configureJob(c *cli.Context, job *launcher.Job) (func(), error) {
 	if err != nil {
 		return noop, usageError{err}
 	}
-	place, err := launcher.Place(hosts, job.NP, c.Bool("oversubscribe"))
-	if err != nil {
-		return noop, usageError{err}
-	}
-	job.NP, job.Hosts, job.Placement = len(place), hosts, place
 	cfg := launcher.SSHConfig{
 		User: c.String("ssh-user"), Port: sshPort(c), IdentityFiles: c.StringSlice("ssh-identity"), ConfigFile: c.String("ssh-config"),
 		NoAgent: c.Bool("ssh-no-agent"), KnownHostsFiles: c.StringSlice("ssh-known-hosts"),
@@ -126,6 +121,16 @@ func configureJob(c *cli.Context, job *launcher.Job) (func(), error) {
 	if err := cfg.Validate(); err != nil {
 		return noop, usageError{err}
 	}
+	if minNP := c.Int("min-np"); minNP > 0 {
+		if hosts, err = reachableHosts(c, cfg, hosts, job, minNP); err != nil {
+			return noop, err
+		}
+	}
+	place, err := launcher.Place(hosts, job.NP, c.Bool("oversubscribe"))
+	if err != nil {
+		return noop, usageError{err}
+	}
+	job.NP, job.Hosts, job.Placement = len(place), hosts, place
 	sp, err := launcher.NewSSHSpawner(cfg, hosts, place)
 	if err != nil {
 		return noop, err
@@ -143,6 +148,28 @@ func configureJob(c *cli.Context, job *launcher.Job) (func(), error) {
 	}
 	job.Spawner = sp
 	return closeAll, nil
+}
+
+// reachableHosts drops the hosts that do not answer an SSH login, as an elastic job
+// (--min-np) starts on those that do, and shrinks job.NP to their slots, provided at least
+// minNP ranks remain.
+func reachableHosts(c *cli.Context, cfg launcher.SSHConfig, hosts []launcher.Host, job *launcher.Job, minNP int) ([]launcher.Host, error) {
+	up, down, err := launcher.Reachable(c.Context, cfg, hosts)
+	if err != nil {
+		return nil, err
+	}
+	np, err := launcher.ElasticNP(up, job.NP, minNP, c.Bool("oversubscribe"), down)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range down {
+		fmt.Fprintf(c.App.ErrWriter, "hetsync: dropping a host: %v\n", e)
+	}
+	if job.NP != 0 && np != job.NP {
+		fmt.Fprintf(c.App.ErrWriter, "hetsync: starting %d rank(s) instead of %d on the reachable hosts (--min-np %d)\n", np, job.NP, minNP)
+	}
+	job.NP = np
+	return up, nil
 }
 
 // ifaceRendezvous is a free port on iface's address, for single-host jobs with --iface.

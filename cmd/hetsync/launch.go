@@ -32,6 +32,7 @@ func launchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping ranks"},
 			&cli.StringFlag{Name: "rendezvous", Usage: "host:port for rank 0's rendezvous (default: a free port on rank 0's host)"},
 			&cli.StringFlag{Name: "collective", Usage: "allreduce algorithm of the ranks' hetsync.Init: " + strings.Join(collective.Algorithms(), ", ") + " (default: the program's)"},
+			minNPFlag(),
 			&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, stop the job and start all its ranks again, up to `K` times (HETSYNC_RESTART_COUNT tells the program which attempt it is)"},
 		}, settingsFlags(), jobFlags(false)),
 		Action: func(c *cli.Context) error {
@@ -40,6 +41,9 @@ func launchCommand() *cli.Command {
 			}
 			if c.NArg() == 0 {
 				return usagef("launch: no command given (usage: hetsync launch -np N [--] COMMAND ARGS...)")
+			}
+			if err := checkMinNP(c, c.Int("np")); err != nil {
+				return usageError{err}
 			}
 			if c.Int("max-restarts") < 0 {
 				return usagef("--max-restarts %d: must not be negative", c.Int("max-restarts"))

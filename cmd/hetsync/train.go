@@ -232,7 +232,7 @@ func trainCommand() *cli.Command {
 				return fmt.Errorf("train: reading the rank environment: %w", err)
 			}
 			if under {
-				if o.NP != 0 && o.NP != env.Size {
+				if !o.worldAllowed(env.Size) {
 					return usagef("--np %d but the launcher started %d ranks", o.NP, env.Size)
 				}
 				if err := o.validate(env.Size); err != nil {

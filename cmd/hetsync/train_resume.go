@@ -22,6 +22,8 @@ type resumeOptions struct {
 	// Resume is the run directory whose checkpoint the job continues ("" starts afresh).
 	Resume      string
 	MaxRestarts int
+	// MinNP lets the job start, or restart, on fewer than --np ranks when hosts do not answer.
+	MinNP int
 	// failRank and failRound are --fail-at-round's fault: rank failRank kills itself after
 	// round failRound (0-based) of the job's first attempt. failRank < 0: no fault.
 	failRank, failRound int
@@ -32,6 +34,7 @@ func resumeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "checkpoint-every", Usage: "rank 0 writes a checkpoint (model, momentum, strategy state, data position, round) into the run directory every N rounds (50) or every duration (30s); strategies whose replicas are identical after each round (ssgd)"},
 		&cli.StringFlag{Name: "resume", Usage: "continue the run in `RUN_DIR` from its checkpoint, with no round lost or repeated (give the flags of the run it continues; the run directory stays RUN_DIR)"},
 		&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, stop the job and start it again from the run's last checkpoint, up to `K` times (needs --checkpoint-every)"},
+		minNPFlag(),
 		&cli.StringFlag{Name: "fail-at-round", Hidden: true, Usage: "fault injection for tests: RANK:ROUND makes rank RANK kill itself (SIGKILL) after round ROUND (0-based) of the job's first attempt"},
 	}
 }
@@ -39,8 +42,11 @@ func resumeFlags() []cli.Flag {
 // resumeOptionsFrom reads and checks the flags for the job o describes (its Config filled),
 // and points o.Out at the run a resumed job continues.
 func resumeOptionsFrom(c *cli.Context, o *trainOptions) (resumeOptions, error) {
-	r := resumeOptions{Resume: c.String("resume"), MaxRestarts: c.Int("max-restarts"), failRank: -1}
-	var err error
+	r := resumeOptions{Resume: c.String("resume"), MaxRestarts: c.Int("max-restarts"), MinNP: c.Int("min-np"), failRank: -1}
+	err := checkMinNP(c, o.NP)
+	if err != nil {
+		return r, err
+	}
 	if s := c.String("checkpoint-every"); s != "" {
 		if r.CheckpointEvery, err = trainer.ParseEvery("checkpoint-every", s); err != nil {
 			return r, err
@@ -87,6 +93,32 @@ func resumeOptionsFrom(c *cli.Context, o *trainOptions) (resumeOptions, error) {
 		return r, fmt.Errorf("--fail-at-round: --transport mem runs every rank in this process, which the fault would kill")
 	}
 	return r, nil
+}
+
+// minNPFlag is --min-np of launch and train.
+func minNPFlag() cli.Flag {
+	return &cli.IntFlag{Name: "min-np", Usage: "start (and restart) the job on the hosts that answer, with fewer ranks than --np when they hold fewer, but at least `M` (torchrun's --nnodes MIN:MAX); needs -H or --hostfile"}
+}
+
+// checkMinNP checks --min-np against a job of np ranks (0: every slot of the hosts).
+func checkMinNP(c *cli.Context, np int) error {
+	m := c.Int("min-np")
+	switch {
+	case m < 0:
+		return fmt.Errorf("--min-np %d: must not be negative", m)
+	case m == 0:
+		return nil
+	case np > 0 && m > np:
+		return fmt.Errorf("--min-np %d is more than --np %d", m, np)
+	case !hostsGiven(c) && os.Getenv(launcher.EnvRank) == "":
+		return fmt.Errorf("--min-np %d needs -H or --hostfile: ranks on this machine do not go away, hosts do", m)
+	}
+	return nil
+}
+
+// worldAllowed reports whether a launcher's world of size ranks suits --np and --min-np.
+func (o trainOptions) worldAllowed(size int) bool {
+	return o.NP == 0 || o.NP == size || (o.MinNP > 0 && size >= o.MinNP && size < o.NP)
 }
 
 func (r resumeOptions) checkpoints() bool { return r.CheckpointEvery != trainer.EvalEvery{} }

@@ -116,7 +116,9 @@ func TestTrainResumeAndRestart(t *testing.T) {
 	checkRounds(t, base, 2, 0, 29)
 
 	// checkResumed checks a run that resumed from the checkpoint after round 9 and whose
-	// last checkpoint is the one after round lastCk-1.
+	// last checkpoint is the one after round lastCk-1: every round recorded once by each rank
+	// (the killed attempt's 0..9 and the resumed run's 10..29), a run that finished, with the
+	// uninterrupted run's final accuracy.
 	checkResumed := func(t *testing.T, dir string, lastCk int) {
 		ck, err := trainer.ReadCheckpoint(dir)
 		if err != nil {
@@ -126,7 +128,10 @@ func TestTrainResumeAndRestart(t *testing.T) {
 			t.Fatalf("checkpoint after %d rounds, want %d", ck.Round, lastCk)
 		}
 		run := readTrainRun(t, dir)
-		checkRounds(t, run, 2, 10, 29)
+		checkRounds(t, run, 2, 0, 29)
+		if run.summary.EndedEarly != nil || run.summary.Rounds != 30 {
+			t.Fatalf("summary of %d rounds, ended early: %v; want 30 rounds, a finished run", run.summary.Rounds, run.summary.EndedEarly)
+		}
 		if run.summary.FinalAccuracy != base.summary.FinalAccuracy || run.summary.FinalLoss != base.summary.FinalLoss {
 			t.Fatalf("final accuracy %v (loss %v), uninterrupted %v (loss %v)", run.summary.FinalAccuracy, run.summary.FinalLoss,
 				base.summary.FinalAccuracy, base.summary.FinalLoss)
@@ -188,6 +193,9 @@ func TestResumeFlagErrors(t *testing.T) {
 		{[]string{"--fail-at-round", "1"}, `--fail-at-round "1": want RANK:ROUND`},
 		{[]string{"--fail-at-round", "1:x"}, `--fail-at-round "1:x": want RANK:ROUND`},
 		{[]string{"--fail-at-round", "0:1", "--transport", "mem"}, "--fail-at-round: --transport mem"},
+		{[]string{"--min-np", "-1"}, "--min-np -1: must not be negative"},
+		{[]string{"--min-np", "3"}, "--min-np 3 is more than --np 2"},
+		{[]string{"--min-np", "1"}, "--min-np 1 needs -H or --hostfile"},
 	} {
 		args := append(train[:len(train):len(train)], tc.args...)
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -197,7 +205,17 @@ func TestResumeFlagErrors(t *testing.T) {
 			}
 		})
 	}
-	if code, _, stderr := runCLI(t, "launch", "-np", "2", "--max-restarts", "-1", "true"); code != 2 || !strings.Contains(stderr, "--max-restarts -1") {
-		t.Errorf("launch --max-restarts -1: exit %d, stderr %q", code, stderr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-restarts", "-1"}, "--max-restarts -1"},
+		{[]string{"--min-np", "3"}, "--min-np 3 is more than --np 2"},
+		{[]string{"--min-np", "1"}, "--min-np 1 needs -H or --hostfile"},
+	} {
+		args := append(append([]string{"launch", "-np", "2"}, tc.args...), "true")
+		if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", args, code, stderr, tc.want)
+		}
 	}
 }
