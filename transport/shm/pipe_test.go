@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv("HETSYNC_SHM_CHILD"); name != "" {
 		os.Exit(child(name))
 	}
+	if mode := os.Getenv(singleCopyChildEnv); mode != "" {
+		os.Exit(singleCopyChild(mode))
+	}
 	if dir := os.Getenv(sweepChildEnv); dir != "" {
 		os.Exit(sweepChild(dir))
 	}
