@@ -55,9 +55,10 @@ type Config struct {
 	// "shm" and "cma" need every pair of ranks on one proven host; Join fails naming the pair
 	// and why otherwise.
 	DataPath string
-	// SingleCopyMin is, with DataPath "cma", the smallest write that goes as a single copy;
-	// smaller ones take the rings. 0 means shm.DefaultSingleCopyMin.
-	SingleCopyMin int
+	// SingleCopyMin and SingleCopyMax bound, with DataPath "cma", the writes that go as a
+	// single copy; the others take the rings. 0 means shm.DefaultSingleCopyMin and no upper
+	// bound.
+	SingleCopyMin, SingleCopyMax int
 	// Host is the IP this rank listens on and advertises. Default: 127.0.0.1 when Rendezvous is
 	// a loopback address, else the IP of the interface that routes to the rendezvous host.
 	Host string
@@ -120,8 +121,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("p2p config: rank %d: DataPath %q unknown (want %q, %q, %q, %q, %q, %q or %q)",
 			c.Rank, c.DataPath, DataPathAuto, DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm, DataPathCMA)
 	}
-	if c.SingleCopyMin < 0 || c.SingleCopyMin > 1<<30 {
-		return fmt.Errorf("p2p config: rank %d: SingleCopyMin %d out of range [0, %d] (0 = default)", c.Rank, c.SingleCopyMin, 1<<30)
+	if c.SingleCopyMin < 0 || c.SingleCopyMin > 1<<30 || c.SingleCopyMax < 0 || c.SingleCopyMax > 1<<30 {
+		return fmt.Errorf("p2p config: rank %d: SingleCopyMin %d and SingleCopyMax %d must be in [0, %d] (0 = default)",
+			c.Rank, c.SingleCopyMin, c.SingleCopyMax, 1<<30)
 	}
 	if c.Host != "" {
 		ip := net.ParseIP(c.Host)

@@ -209,7 +209,7 @@ func encodeShmHello(tag jobTag, from, to int, token []byte, shmName string) []by
 func shmOptions(cfg Config, peer int) shm.Options {
 	o := shm.Options{Peer: "rank " + strconv.Itoa(peer), SingleCopyMin: -1}
 	if cfg.DataPath == DataPathCMA {
-		o.SingleCopyMin = cfg.SingleCopyMin
+		o.SingleCopyMin, o.SingleCopyMax = cfg.SingleCopyMin, cfg.SingleCopyMax
 	}
 	return o
 }

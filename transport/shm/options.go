@@ -53,6 +53,10 @@ type Options struct {
 	// DefaultSingleCopyMin; a negative value turns the single-copy path off both ways: this
 	// end neither offers its buffers nor reads the peer's.
 	SingleCopyMin int
+	// SingleCopyMax, when positive, is the largest Write offered as a single copy: larger ones
+	// go through the ring, where the writer's and the reader's copies overlap chunk by chunk
+	// on two cores while a single copy is one core's work. 0 means no bound.
+	SingleCopyMax int
 }
 
 // Validate reports the first invalid option.
@@ -62,6 +66,9 @@ func (o Options) Validate() error {
 	}
 	if o.Spin > 1<<20 {
 		return fmt.Errorf("shm options: Spin %d is more than %d", o.Spin, 1<<20)
+	}
+	if o.SingleCopyMax < 0 {
+		return fmt.Errorf("shm options: SingleCopyMax %d is negative", o.SingleCopyMax)
 	}
 	if o.Yields > 1<<10 {
 		return fmt.Errorf("shm options: Yields %d is more than %d", o.Yields, 1<<10)

@@ -91,6 +91,7 @@ type Pipe struct {
 
 	// Single copy (see SingleCopy).
 	singleCopyMin int
+	singleCopyMax int             // 0: no bound
 	readsPeer     bool            // this end reads the peer's buffers (decided by probePeer)
 	refusal       error           // why not, when it does not
 	peerMem       peerMem         // reader only, after probePeer
@@ -119,7 +120,7 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 		rbell: make(chan struct{}, 1), wbell: make(chan struct{}, 1),
 		rtimer: time.NewTimer(time.Hour), wtimer: time.NewTimer(time.Hour),
 		ringR: [1]byte{bellRead}, ringW: [1]byte{bellWrite}, watchDone: make(chan struct{}), release: s.release,
-		singleCopyMin: s.opts.SingleCopyMin, probe: s.probe}
+		singleCopyMin: s.opts.SingleCopyMin, singleCopyMax: s.opts.SingleCopyMax, probe: s.probe}
 	p.rtimer.Stop()
 	p.wtimer.Stop()
 	r0, r1 := newRing(s.mem, 0, s.ringSize), newRing(s.mem, 1, s.ringSize)

@@ -187,7 +187,8 @@ func (p *Pipe) SingleCopy() (in, out bool, refused error) {
 
 // offersTo reports whether a write of n bytes goes to the peer as a single copy.
 func (p *Pipe) offersTo(n int) bool {
-	return p.singleCopyMin > 0 && n >= p.singleCopyMin && p.out.reads.Load() == 1
+	return p.singleCopyMin > 0 && n >= p.singleCopyMin && (p.singleCopyMax == 0 || n <= p.singleCopyMax) &&
+		p.out.reads.Load() == 1
 }
 
 // writeRemote hands b to the reader: it posts b's address, length and stream position and

@@ -25,19 +25,19 @@ import (
 const singleCopyChildEnv = "HETSYNC_SHM_CMA_CHILD"
 
 // TestSingleCopyOddSizes moves messages of odd sizes both ways at once through pipes whose
-// single-copy threshold is every message (1), the default, or off, reading with buffers of
+// single-copy threshold is every message (1), the default, a window of sizes, or off, reading with buffers of
 // other odd sizes so that single-copy writes are taken in several pieces, and checks every
 // byte and which path each end reports.
 func TestSingleCopyOddSizes(t *testing.T) {
 	sizes := []int{1, 7, 3, 4093, MinRingSize - 1, DefaultSingleCopyMin - 1, DefaultSingleCopyMin,
 		DefaultSingleCopyMin + 1, 1000003, 3<<20 + 5}
 	for _, tc := range []struct {
-		name      string
-		threshold int
-		single    bool
-	}{{"every-write", 1, true}, {"default", 0, true}, {"off", -1, false}} {
+		name          string
+		threshold, up int
+		single        bool
+	}{{"every-write", 1, 0, true}, {"default", 0, 0, true}, {"window", 4093, DefaultSingleCopyMin + 1, true}, {"off", -1, 0, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := newPair(t, Options{RingSize: MinRingSize, SingleCopyMin: tc.threshold})
+			a, b := newPair(t, Options{RingSize: MinRingSize, SingleCopyMin: tc.threshold, SingleCopyMax: tc.up})
 			for _, p := range []*Pipe{a, b} {
 				in, out, refused := p.SingleCopy()
 				if in != tc.single || out != tc.single || (refused == nil) != tc.single {
@@ -405,4 +405,29 @@ func cpuTime() int64 {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// BenchmarkCopyKernel compares the two ways bytes move between ranks of a host: memmove (what
+// the rings do, twice) and process_vm_readv (what the single copy does, once), each from one
+// buffer of this process into another. Go reports MB/s.
+func BenchmarkCopyKernel(b *testing.B) {
+	for _, size := range []int{64 << 10, 256 << 10, 1 << 20, 4 << 20, 64 << 20} {
+		src, dst := pattern(0, size), make([]byte, size)
+		b.Run(fmt.Sprintf("memmove/%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for range b.N {
+				copy(dst, src)
+			}
+		})
+		b.Run(fmt.Sprintf("process_vm_readv/%dKiB", size>>10), func(b *testing.B) {
+			m := peerMem{pid: os.Getpid(), pidfd: -1}
+			b.SetBytes(int64(size))
+			for range b.N {
+				if _, err := m.read(dst, uint64(uintptr(unsafe.Pointer(&src[0])))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.KeepAlive(src)
+		})
+	}
 }
