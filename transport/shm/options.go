@@ -15,9 +15,10 @@ const (
 )
 
 // DefaultSingleCopyMin is the write size from which a pipe hands the reader the writer's own
-// buffer instead of copying it through the ring (see SingleCopy in the package documentation):
-// below it the two copies through the ring cost less than the system call, the liveness check
-// and the wait for the reader that a single copy takes. docs/results/cma.md has the measurement.
+// buffer instead of copying it through the ring (see SingleCopy in the package documentation),
+// when single copies are asked for: below it the system call, the liveness check and the
+// writer's wait for the reader cost more than the ring's second copy. docs/results/cma.md has
+// the measurements, and why transport/p2p uses single copies only on its "cma" path.
 const DefaultSingleCopyMin = 256 << 10
 
 // DefaultDir is where segments are created: tmpfs, shared by every process of the host.
