@@ -932,33 +932,20 @@ func TestShmPeerClosesMidMessage(t *testing.T) {
 func TestShmPeerKilled(t *testing.T) {
 	base := Config{Size: 2, Secret: "shm peer killed", DataPath: DataPathShm, Security: SecurityNone,
 		JoinTimeout: 30 * time.Second, Logger: quiet}
-	addr, res0 := startRank0(t, base)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "HETSYNC_P2P_CHILD="+addr, "HETSYNC_P2P_CHILD_SECRET="+base.Secret)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if _, err := cmd.StdinPipe(); err != nil { // the child blocks reading it until killed
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	r0 := <-res0
-	if r0.err != nil {
-		t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
-	}
-	defer r0.ep.Close()
+	var out io.Reader
+	cmd, ep0, stderr := startChildRank1(t, base, "HETSYNC_P2P_CHILD", func(cmd *exec.Cmd) error {
+		var err error
+		if out, err = cmd.StdoutPipe(); err != nil {
+			return err
+		}
+		_, err = cmd.StdinPipe() // the child blocks reading it until killed
+		return err
+	})
 	errc := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, err := r0.ep.Recv(ctx, 1, partialHeader, make([]byte, 1<<20))
+		_, err := ep0.Recv(ctx, 1, partialHeader, make([]byte, 1<<20))
 		errc <- err
 	}()
 	line := make([]byte, 6)
@@ -968,17 +955,48 @@ func TestShmPeerKilled(t *testing.T) {
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	err = <-errc
+	err := <-errc
 	if err == nil || !errors.Is(err, shm.ErrPeerGone) || !strings.Contains(err.Error(), "rank 1") {
 		t.Fatalf("Recv from a killed peer: %v; want an error naming rank 1 that wraps shm.ErrPeerGone", err)
 	}
 	t.Log(err)
 }
 
-// TestMain runs rank 1 of TestShmPeerKilled when the test binary is started as its child.
+// startChildRank1 runs rank 0 of a two-rank job here and rank 1 in a child process, this test
+// binary started with env set to rank 0's address (setup prepares the command's pipes). Both
+// end with the test.
+func startChildRank1(t *testing.T, base Config, env string, setup func(*exec.Cmd) error) (*exec.Cmd, transport.Endpoint, *lockedBuffer) {
+	t.Helper()
+	addr, res0 := startRank0(t, base)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+addr, "HETSYNC_P2P_CHILD_SECRET="+base.Secret)
+	stderr := new(lockedBuffer)
+	cmd.Stderr = stderr
+	if setup != nil {
+		if err := setup(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r0 := <-res0
+	if r0.err != nil {
+		t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
+	}
+	t.Cleanup(func() { r0.ep.Close() })
+	return cmd, r0.ep, stderr
+}
+
+// TestMain runs rank 1 of TestShmPeerKilled and of TestCMAPeerKilledMidTransfer, and the
+// network-namespace ranks, when the test binary is started as their child.
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("HETSYNC_P2P_CHILD"); addr != "" {
 		os.Exit(killedChild(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
+	}
+	if addr := os.Getenv(cmaChildEnv); addr != "" {
+		os.Exit(cmaChild(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
 	}
 	if args := os.Getenv(envNetnsRank); args != "" {
 		os.Exit(netnsRank(args))
