@@ -26,6 +26,9 @@ const (
 	DataPathTLS    = "tls"    // TLS 1.3 over a direct TCP connection, both ends proven by their rank keys
 	DataPathUnix   = "unix"   // a Unix socket between ranks on a proven same host, token-authenticated
 	DataPathShm    = "shm"    // shared-memory rings between ranks on a proven same host, set up over unix
+	// DataPathCMA is "shm" whose large writes the reader copies straight out of the writer's
+	// buffer (process_vm_readv) in each direction where the kernel lets it, else the rings.
+	DataPathCMA = "cma"
 )
 
 // DefaultLinger is how long a rank's Close waits for its peers to read what it sent last.
@@ -48,9 +51,14 @@ type Config struct {
 	Secret string
 	// Security is "tls" (default) or "none".
 	Security string
-	// DataPath is "auto" (default), "stream", "tcp", "tls", "unix" or "shm". "unix" and "shm"
-	// need every pair of ranks on one proven host; Join fails naming the pair and why otherwise.
+	// DataPath is "auto" (default), "stream", "tcp", "tls", "unix", "shm" or "cma". "unix",
+	// "shm" and "cma" need every pair of ranks on one proven host; Join fails naming the pair
+	// and why otherwise.
 	DataPath string
+	// SingleCopyMin and SingleCopyMax bound, with DataPath "cma", the writes that go as a
+	// single copy; the others take the rings. 0 means shm.DefaultSingleCopyMin and no upper
+	// bound.
+	SingleCopyMin, SingleCopyMax int
 	// Host is the IP this rank listens on and advertises. Default: 127.0.0.1 when Rendezvous is
 	// a loopback address, else the IP of the interface that routes to the rendezvous host.
 	Host string
@@ -108,10 +116,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("p2p config: rank %d: Security %q unknown (want %q or %q)", c.Rank, c.Security, SecurityTLS, SecurityNone)
 	}
 	switch c.DataPath {
-	case "", DataPathAuto, DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm:
+	case "", DataPathAuto, DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm, DataPathCMA:
 	default:
-		return fmt.Errorf("p2p config: rank %d: DataPath %q unknown (want %q, %q, %q, %q, %q or %q)",
-			c.Rank, c.DataPath, DataPathAuto, DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm)
+		return fmt.Errorf("p2p config: rank %d: DataPath %q unknown (want %q, %q, %q, %q, %q, %q or %q)",
+			c.Rank, c.DataPath, DataPathAuto, DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm, DataPathCMA)
+	}
+	if c.SingleCopyMin < 0 || c.SingleCopyMin > 1<<30 || c.SingleCopyMax < 0 || c.SingleCopyMax > 1<<30 {
+		return fmt.Errorf("p2p config: rank %d: SingleCopyMin %d and SingleCopyMax %d must be in [0, %d] (0 = default)",
+			c.Rank, c.SingleCopyMin, c.SingleCopyMax, 1<<30)
 	}
 	if c.Host != "" {
 		ip := net.ParseIP(c.Host)

@@ -96,7 +96,7 @@ func pathFor(cfg Config, a, b peerInfo, loc locality) (string, error) {
 	switch cfg.DataPath {
 	case DataPathStream, DataPathTCP, DataPathTLS:
 		return cfg.DataPath, nil
-	case DataPathUnix, DataPathShm:
+	case DataPathUnix, DataPathShm, DataPathCMA:
 		if !loc.same {
 			return "", fmt.Errorf("rank %d (host %q) and rank %d (host %q) do not share a host: %s; DataPath %q needs both on one host",
 				a.Rank, a.Hostname, b.Rank, b.Hostname, loc.why, cfg.DataPath)
@@ -129,7 +129,7 @@ func needsTLS(cfg Config) bool {
 	return cfg.DataPath == DataPathTLS || (cfg.DataPath == DataPathAuto && autoNetwork(cfg) == DataPathTLS)
 }
 func needsUnix(cfg Config) bool {
-	return cfg.DataPath == DataPathUnix || cfg.DataPath == DataPathShm || cfg.DataPath == DataPathAuto
+	return cfg.DataPath == DataPathUnix || cfg.DataPath == DataPathShm || cfg.DataPath == DataPathCMA || cfg.DataPath == DataPathAuto
 }
 func needsStream(cfg Config) bool {
 	return cfg.DataPath == DataPathStream
@@ -202,14 +202,35 @@ func encodeShmHello(tag jobTag, from, to int, token []byte, shmName string) []by
 	return b
 }
 
-// shmOptions are the pipe options of the shared-memory path to rank peer.
-func shmOptions(peer int) shm.Options {
-	return shm.Options{Peer: "rank " + strconv.Itoa(peer)}
+// shmOptions are the pipe options of the shared-memory path to rank peer. Only "cma" moves
+// writes with a single copy: on the 2-core machines the project is measured on,
+// process_vm_readv copies slower than two copies through a ring that stays in cache, and a
+// write that waits for the peer's reader costs a wake-up more (docs/results/cma.md).
+func shmOptions(cfg Config, peer int) shm.Options {
+	o := shm.Options{Peer: "rank " + strconv.Itoa(peer), SingleCopyMin: -1}
+	if cfg.DataPath == DataPathCMA {
+		o.SingleCopyMin, o.SingleCopyMax = cfg.SingleCopyMin, cfg.SingleCopyMax
+	}
+	return o
+}
+
+// logSingleCopy reports, on the "cma" path, a peer whose memory this rank may not read: its
+// large writes to this rank take the rings (see DataPaths for what each pair uses).
+func (cfg Config) logSingleCopy(peer int, c dataConn) {
+	p, ok := c.(*shm.Pipe)
+	if !ok || cfg.DataPath != DataPathCMA {
+		return
+	}
+	if in, _, refused := p.SingleCopy(); !in {
+		cfg.Logger.Warn("hetsync data path: no single copy from a same-host rank, its writes take the shared-memory rings",
+			"rank", cfg.Rank, "peer", peer, "err", refused)
+	}
 }
 
 // acceptor collects the data connections a rank receives from every lower rank, over any of
 // its listeners, after checking each hello.
 type acceptor struct {
+	cfg   Config
 	rank  int
 	tag   jobTag
 	token []byte
@@ -228,7 +249,7 @@ type acceptor struct {
 }
 
 func newAcceptor(cfg Config, tag jobTag, token []byte, ids []peer.ID, h host.Host) *acceptor {
-	a := &acceptor{rank: cfg.Rank, tag: tag, token: token, ids: ids, log: cfg.Logger, h: h,
+	a := &acceptor{cfg: cfg, rank: cfg.Rank, tag: tag, token: token, ids: ids, log: cfg.Logger, h: h,
 		conns: make([]io.ReadWriteCloser, cfg.Rank), done: make(chan struct{}),
 		pending: make(map[io.Closer]struct{})}
 	if cfg.Rank == 0 {
@@ -342,13 +363,14 @@ func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 	conn := c
 	if status == helloOK && offersShm {
 		name := string(bytes.TrimRight(b[helloLen:], "\x00"))
-		p, err := openShm(uc, name, from)
+		p, err := openShm(uc, name, shmOptions(a.cfg, from))
 		if err != nil {
 			a.log.Warn("hetsync data path: cannot share memory with a same-host rank", "rank", a.rank,
 				"peer", from, "remote", remote, "err", err)
 			status = helloShmFailed
 		} else {
 			conn = p
+			a.cfg.logSingleCopy(from, p)
 		}
 	}
 	if status == helloOK {
@@ -378,8 +400,8 @@ func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 
 // openShm maps the segment that rank `from` offered over the Unix connection c, removes its
 // file (both sides have it mapped now) and returns the pipe over it, with c as its link.
-func openShm(c *net.UnixConn, name string, from int) (dataConn, error) {
-	seg, err := shm.Open(name, shmOptions(from))
+func openShm(c *net.UnixConn, name string, opts shm.Options) (dataConn, error) {
+	seg, err := shm.Open(name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -487,12 +509,12 @@ func (d *dialer) dial(ctx context.Context, to int) (dataConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: data connection to rank %d: %w", d.cfg.Rank, to, err)
 	}
-	if path == DataPathShm {
+	if path == DataPathShm || path == DataPathCMA {
 		c, err := d.dialShm(ctx, to, them)
 		if err == nil {
 			return c, nil
 		}
-		if d.cfg.DataPath == DataPathShm || ctx.Err() != nil {
+		if d.cfg.DataPath != DataPathAuto || ctx.Err() != nil {
 			return nil, fmt.Errorf("rank %d: shm data connection to rank %d: %w", d.cfg.Rank, to, err)
 		}
 		// auto: the memory could not be shared (no /dev/shm, separate mount namespaces); a
@@ -534,7 +556,7 @@ func (d *dialer) dialShm(ctx context.Context, to int, them peerInfo) (dataConn, 
 		c.Close()
 		return nil, fmt.Errorf("the Unix dial returned a %T", c)
 	}
-	seg, err := shm.Create(shmOptions(to))
+	seg, err := shm.Create(shmOptions(d.cfg, to))
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -554,6 +576,7 @@ func (d *dialer) dialShm(ctx context.Context, to int, them peerInfo) (dataConn, 
 	if err != nil {
 		return fail(err)
 	}
+	d.cfg.logSingleCopy(to, p)
 	return p, nil
 }
 

@@ -92,6 +92,13 @@
 //     and keeps the Unix socket for doorbells (waking a side that sleeps) and as the
 //     liveness signal: a peer that dies without closing is an error naming it (wrapping
 //     shm.ErrPeerGone), never a hang. Ranks on different hosts are an error naming both.
+//   - "cma": "shm" whose writes of at least Config.SingleCopyMin bytes the receiver copies
+//     straight from the sender's buffer (process_vm_readv), one copy instead of two, in each
+//     direction where the receiver proved at connect time that the kernel lets it read the
+//     sender's memory; a refused direction (another user, Yama's ptrace_scope, a container's
+//     seccomp profile) keeps the rings, with a warning, and DataPaths reports "cma" only for
+//     pairs that really use it. Not the default: on the 2-core machines hetsync is measured on,
+//     the rings are faster (docs/results/cma.md).
 //   - "auto" (default): shm between ranks that proved one host (a listener that cannot map
 //     the segment makes the pair fall back to unix); otherwise tcp when Security is none, else
 //     tls. If a same-host Unix socket turns out unreachable (containers that share a host

@@ -8,15 +8,20 @@ import (
 	"github.com/hetsync/hetsync/transport/shm"
 )
 
-// DataPaths names the data path each peer's connection took ("shm", "unix", "tcp", "tls",
-// "stream"; "" for this rank itself), as the connection is, after any fallback of "auto".
+// DataPaths names the data path each peer's connection took ("cma", "shm", "unix", "tcp",
+// "tls", "stream"; "" for this rank itself), as the connection is, after any fallback of
+// "auto" and, for "cma", after the kernel's verdict: a pipe on which neither side may read the
+// other's memory is "shm".
 func (e *endpoint) DataPaths() []string {
 	paths := make([]string, len(e.conns))
 	for r, c := range e.conns {
-		switch c.(type) {
+		switch c := c.(type) {
 		case nil:
 		case *shm.Pipe:
 			paths[r] = DataPathShm
+			if in, out, _ := c.SingleCopy(); in || out {
+				paths[r] = DataPathCMA
+			}
 		case *secureConn:
 			paths[r] = DataPathTLS
 		case network.Stream:

@@ -16,14 +16,17 @@
 // Layout (all integers little-endian, offsets in bytes):
 //
 //	   0  magic "HSYNSHM1", version, ring size
-//	4096  control block of ring 0 (creator -> opener), 1024 bytes
-//	5120  control block of ring 1 (opener -> creator)
+//	1024  process block of the creator (pid, address and bytes of a probe nonce), 256 bytes
+//	1280  process block of the opener
+//	4096  control block of ring 0 (creator -> opener), 2048 bytes
+//	6144  control block of ring 1 (opener -> creator)
 //	8192  data of ring 0 (RingSize bytes), then data of ring 1
 //
 // A control block keeps each field on its own 128-byte line (two cache lines, against the
 // adjacent-line prefetcher): head (bytes ever written, producer only), tail (bytes ever read,
-// consumer only), the consumer's and the producer's "waiting" flags, and the closed flags of
-// both ends.
+// consumer only), the consumer's and the producer's "waiting" flags, the closed flags of
+// both ends, and the single-copy fields: the state of a posted write, its descriptor, and the
+// consumer's verdict on whether it can read the producer's memory.
 //
 // # Pipe
 //
@@ -44,6 +47,27 @@
 // than there are Ps, as they do when a host's ranks outnumber its cores
 // (docs/results/tuning.md has the measurement).
 //
+// # Single copy
+//
+// A write of at least Options.SingleCopyMin bytes (DefaultSingleCopyMin) does not go through
+// the ring when the reader can read the writer's memory: the writer posts the buffer's address,
+// length and stream position in its control block and waits; the reader copies straight from
+// the writer's buffer into its own with process_vm_readv, one copy instead of two, and the
+// writer returns once every byte was taken (so a single-copy Write waits for the peer's Read).
+// The state word holds generation, status and the bytes taken, so the reader's progress and
+// the writer's withdrawal (deadline, close, peer gone) are one compare-and-swap each and never
+// both happen: a withdrawn write returns exactly the count the reader took, and the stream
+// goes on with the next write. The caller's buffer stays reachable until then (Go's collector
+// does not move heap objects; runtime.KeepAlive keeps it alive).
+//
+// Whether the reader may read the writer is decided once per pipe and direction when the pipe
+// is made: each side writes its pid and a random nonce's address into its process block, and
+// the other reads the nonce back with process_vm_readv. Another user, Yama's ptrace_scope or a
+// container's seccomp profile make that fail; the direction then stays on the ring for good
+// and SingleCopy says why. A writer that dies mid-copy is noticed by the system call (ESRCH)
+// or, when its pid could already name another process, by a pidfd checked after every copy:
+// the reader fails with ErrPeerGone instead of returning bytes of another process.
+//
 // Deadlines (SetReadDeadline, SetWriteDeadline) behave like a net.Conn's: a blocked call
 // returns os.ErrDeadlineExceeded when its deadline passes or is moved into the past, keeping
 // the bytes already transferred. Close may be called from any goroutine; blocked calls return
@@ -56,7 +80,8 @@
 // error naming the peer (wrapping ErrPeerGone), after the reader has drained what the peer had
 // written. Sleeps also time out every 200 ms, so no wait depends on a single wake-up.
 //
-// This package must never: keep process-wide mutable state; leave a mapping, a file or a
+// This package must never: keep process-wide mutable state; let a peer read a buffer that a
+// Write has returned, or return bytes copied after the writer withdrew them; leave a mapping, a file or a
 // goroutine behind after Close (or after a failed Create/Open); unmap memory another goroutine
 // may still touch; trust the other process's control words to stay in range (a corrupt head
 // or tail is an error, not an out-of-bounds copy); or wait without a bound on a dead peer.

@@ -14,6 +14,13 @@ const (
 	MaxRingSize     = 256 << 20
 )
 
+// DefaultSingleCopyMin is the write size from which a pipe hands the reader the writer's own
+// buffer instead of copying it through the ring (see SingleCopy in the package documentation),
+// when single copies are asked for: below it the system call, the liveness check and the
+// writer's wait for the reader cost more than the ring's second copy. docs/results/cma.md has
+// the measurements, and why transport/p2p uses single copies only on its "cma" path.
+const DefaultSingleCopyMin = 256 << 10
+
 // DefaultDir is where segments are created: tmpfs, shared by every process of the host.
 const DefaultDir = "/dev/shm"
 
@@ -41,6 +48,16 @@ type Options struct {
 	// Spin and Yields say how often a side that has nothing to do polls the ring, then
 	// yields the CPU, before it sleeps; 0 means the default, a negative value none.
 	Spin, Yields int
+	// SingleCopyMin is the smallest Write that this end offers the peer to read straight from
+	// the caller's buffer (process_vm_readv) when the peer proved at connect time that it can;
+	// smaller writes, and every write to a peer that cannot, go through the ring. 0 means
+	// DefaultSingleCopyMin; a negative value turns the single-copy path off both ways: this
+	// end neither offers its buffers nor reads the peer's.
+	SingleCopyMin int
+	// SingleCopyMax, when positive, is the largest Write offered as a single copy: larger ones
+	// go through the ring, where the writer's and the reader's copies overlap chunk by chunk
+	// on two cores while a single copy is one core's work. 0 means no bound.
+	SingleCopyMax int
 }
 
 // Validate reports the first invalid option.
@@ -50,6 +67,9 @@ func (o Options) Validate() error {
 	}
 	if o.Spin > 1<<20 {
 		return fmt.Errorf("shm options: Spin %d is more than %d", o.Spin, 1<<20)
+	}
+	if o.SingleCopyMax < 0 {
+		return fmt.Errorf("shm options: SingleCopyMax %d is negative", o.SingleCopyMax)
 	}
 	if o.Yields > 1<<10 {
 		return fmt.Errorf("shm options: Yields %d is more than %d", o.Yields, 1<<10)
@@ -82,23 +102,38 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Yields < 0:
 		o.Yields = 0
 	}
+	if o.SingleCopyMin == 0 {
+		o.SingleCopyMin = DefaultSingleCopyMin
+	}
 	return o, nil
 }
 
 // Layout of a segment (see the package documentation).
 const (
 	magic      = "HSYNSHM1"
-	version    = 1
+	version    = 2
+	procOff    = 1024 // the creator's process block, then the opener's
+	procSize   = 256
 	ctlOff     = 4096
-	ctlSize    = 1024
+	ctlSize    = 2048
 	dataOff    = 8192
 	namePrefix = "hetsync-shm-"
 
 	// Offsets of the fields of a control block.
-	offHead    = 0   // uint64, written by the producer
-	offTail    = 128 // uint64, written by the consumer
-	offRWait   = 256 // uint32, 1 while the consumer is (about to be) asleep
-	offWWait   = 384 // uint32, 1 while the producer is (about to be) asleep
-	offWClosed = 512 // uint32, the producer will write no more
-	offRClosed = 640 // uint32, the consumer will read no more
+	offHead    = 0    // uint64, written by the producer
+	offTail    = 128  // uint64, written by the consumer
+	offRWait   = 256  // uint32, 1 while the consumer is (about to be) asleep
+	offWWait   = 384  // uint32, 1 while the producer is (about to be) asleep
+	offWClosed = 512  // uint32, the producer will write no more
+	offRClosed = 640  // uint32, the consumer will read no more
+	offRemote  = 1024 // uint64, the single-copy write's state: posted by the producer, advanced by the consumer
+	offDesc    = 1152 // 3 x uint64, producer only: address, length and stream position of the posted buffer
+	offReads   = 1280 // uint32, the consumer: 1 when it proved that it can read the producer's memory
+
+	// Offsets of the fields of a process block, written once by its side before the peer maps
+	// the segment (the creator) or before it answers the hello (the opener).
+	offPID   = 0  // uint32, the process id
+	offProbe = 8  // uint64, address of the probe nonce in that process's memory
+	offNonce = 16 // the nonce's bytes
+	probeLen = 32
 )

@@ -50,3 +50,6 @@ func SweepUnheld(dir string, minAge time.Duration, match func(string) bool) ([]s
 
 // HoldLock does nothing on this system.
 func HoldLock(fd int) error { return nil }
+
+// SingleCopy reports no single copy either way: no pipe is made on this system.
+func (p *Pipe) SingleCopy() (in, out bool, refused error) { return false, false, errNotLinux }

@@ -42,6 +42,11 @@ type ring struct {
 	head, tail       *atomic.Uint64
 	rwait, wwait     *atomic.Uint32
 	wclosed, rclosed *atomic.Uint32
+
+	// The single-copy write of this direction (see SingleCopy in the package documentation).
+	remote *atomic.Uint64    // state: generation, status, bytes taken
+	desc   [3]*atomic.Uint64 // address, length, stream position of the posted buffer
+	reads  *atomic.Uint32    // the consumer can read the producer's memory
 }
 
 func newRing(mem []byte, i, size int) ring {
@@ -55,6 +60,8 @@ func newRing(mem []byte, i, size int) ring {
 		head:  u64(offHead), tail: u64(offTail),
 		rwait: u32(offRWait), wwait: u32(offWWait),
 		wclosed: u32(offWClosed), rclosed: u32(offRClosed),
+		remote: u64(offRemote), desc: [3]*atomic.Uint64{u64(offDesc), u64(offDesc + 8), u64(offDesc + 16)},
+		reads: u32(offReads),
 	}
 	return r
 }
@@ -81,6 +88,15 @@ type Pipe struct {
 	closeOnce    sync.Once
 	closeErr     error
 	release      func() // drops the segment's lock when its file was never unlinked
+
+	// Single copy (see SingleCopy).
+	singleCopyMin int
+	singleCopyMax int             // 0: no bound
+	readsPeer     bool            // this end reads the peer's buffers (decided by probePeer)
+	refusal       error           // why not, when it does not
+	peerMem       peerMem         // reader only, after probePeer
+	wgen          uint64          // writer only: generation of the last single-copy write
+	probe         *[probeLen]byte // this process's nonce, kept in place for the peer's probe
 }
 
 // Pipe turns the segment into this side's end of the pipe. link is a connection to the same
@@ -103,7 +119,8 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 	p := &Pipe{peer: s.opts.Peer, spin: s.opts.Spin, yields: s.opts.Yields, mem: s.mem, link: link,
 		rbell: make(chan struct{}, 1), wbell: make(chan struct{}, 1),
 		rtimer: time.NewTimer(time.Hour), wtimer: time.NewTimer(time.Hour),
-		ringR: [1]byte{bellRead}, ringW: [1]byte{bellWrite}, watchDone: make(chan struct{}), release: s.release}
+		ringR: [1]byte{bellRead}, ringW: [1]byte{bellWrite}, watchDone: make(chan struct{}), release: s.release,
+		singleCopyMin: s.opts.SingleCopyMin, singleCopyMax: s.opts.SingleCopyMax, probe: s.probe}
 	p.rtimer.Stop()
 	p.wtimer.Stop()
 	r0, r1 := newRing(s.mem, 0, s.ringSize), newRing(s.mem, 1, s.ringSize)
@@ -114,6 +131,7 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 	}
 	p.out.pos = p.out.head.Load()
 	p.in.pos = p.in.tail.Load()
+	p.probePeer(s, link)
 	go p.watch(link)
 	return p, nil
 }
@@ -248,19 +266,22 @@ func (p *Pipe) Read(b []byte) (int, error) {
 		if h := r.head.Load(); h != r.pos {
 			return p.copyOut(b)
 		}
+		if n, ok, err := p.readRemote(b); ok {
+			return n, err
+		}
 		if p.closed.Load() {
 			return 0, p.closedErr("read")
 		}
 		// The producer publishes head before its closed flag, and the watcher learns that the
 		// peer is gone after everything it wrote: look at head again after either.
 		if r.wclosed.Load() != 0 {
-			if r.head.Load() != r.pos {
+			if r.head.Load() != r.pos || r.remotePending() != 0 {
 				continue
 			}
 			return 0, io.EOF
 		}
 		if err := p.goneErr(); err != nil {
-			if r.head.Load() != r.pos {
+			if r.head.Load() != r.pos || r.remotePending() != 0 {
 				continue
 			}
 			return 0, err
@@ -270,7 +291,7 @@ func (p *Pipe) Read(b []byte) (int, error) {
 			continue
 		}
 		r.rwait.Store(1)
-		if r.head.Load() == r.pos && r.wclosed.Load() == 0 && !p.closed.Load() && p.gone.Load() == nil && p.rdl.Load() == dl {
+		if r.head.Load() == r.pos && r.remotePending() == 0 && r.wclosed.Load() == 0 && !p.closed.Load() && p.gone.Load() == nil && p.rdl.Load() == dl {
 			sleep(p.rbell, p.rtimer, dl)
 		}
 		r.rwait.CompareAndSwap(1, 0)
@@ -297,17 +318,17 @@ func (p *Pipe) WaitReadable() (eof bool, err error) {
 		if expired(dl) {
 			return false, os.ErrDeadlineExceeded
 		}
-		if r.head.Load() != r.tail.Load() {
+		if r.head.Load() != r.tail.Load() || r.remotePending() != 0 {
 			return false, nil
 		}
 		if r.wclosed.Load() != 0 {
-			if r.head.Load() != r.tail.Load() {
+			if r.head.Load() != r.tail.Load() || r.remotePending() != 0 {
 				continue
 			}
 			return true, nil
 		}
 		if err := p.goneErr(); err != nil {
-			if r.head.Load() != r.tail.Load() {
+			if r.head.Load() != r.tail.Load() || r.remotePending() != 0 {
 				continue
 			}
 			return false, err
@@ -317,7 +338,7 @@ func (p *Pipe) WaitReadable() (eof bool, err error) {
 			continue
 		}
 		r.rwait.Store(1)
-		if r.head.Load() == r.tail.Load() && r.wclosed.Load() == 0 && !p.closed.Load() && p.gone.Load() == nil && p.rdl.Load() == dl {
+		if r.head.Load() == r.tail.Load() && r.remotePending() == 0 && r.wclosed.Load() == 0 && !p.closed.Load() && p.gone.Load() == nil && p.rdl.Load() == dl {
 			sleep(p.rbell, p.rtimer, dl)
 		}
 		r.rwait.CompareAndSwap(1, 0)
@@ -380,6 +401,14 @@ func (p *Pipe) Write(b []byte) (int, error) {
 		}
 		if err := p.goneErr(); err != nil {
 			return n, err
+		}
+		if rest := len(b) - n; p.offersTo(rest) {
+			k, err := p.writeRemote(b[n : n+min(rest, maxRemote)])
+			n += k
+			if err != nil {
+				return n, err
+			}
+			continue
 		}
 		t := r.tail.Load()
 		used := r.pos - t
@@ -493,6 +522,7 @@ func (p *Pipe) Close() error {
 			p.closeErr = fmt.Errorf("shm pipe to %s: unmapping the segment: %w", p.peer, err)
 		}
 		p.mem = nil
+		p.peerMem.close()
 		p.ops.Unlock()
 		p.release()
 	})
@@ -511,7 +541,7 @@ func (p *Pipe) Buffered() int {
 	if n > p.in.size {
 		return 0 // corrupt; Read reports it
 	}
-	return int(n)
+	return int(n + p.in.remotePending())
 }
 
 // Peer is the name of the other side, as given in Options.Peer.

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv("HETSYNC_SHM_CHILD"); name != "" {
 		os.Exit(child(name))
 	}
+	if mode := os.Getenv(singleCopyChildEnv); mode != "" {
+		os.Exit(singleCopyChild(mode))
+	}
 	if dir := os.Getenv(sweepChildEnv); dir != "" {
 		os.Exit(sweepChild(dir))
 	}
@@ -68,7 +71,7 @@ func pattern(off, n int) []byte {
 }
 
 // socketPair returns two connected Unix sockets, the links of the two ends of a pipe.
-func socketPair(t *testing.T) (net.Conn, net.Conn) {
+func socketPair(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -87,7 +90,7 @@ func socketPair(t *testing.T) (net.Conn, net.Conn) {
 }
 
 // newPair returns both ends of a pipe in this process; the segment file is already unlinked.
-func newPair(t *testing.T, opts Options) (*Pipe, *Pipe) {
+func newPair(t testing.TB, opts Options) (*Pipe, *Pipe) {
 	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()

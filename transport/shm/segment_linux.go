@@ -22,6 +22,10 @@ type Segment struct {
 	mem      []byte
 	ringSize int
 	creator  bool
+	// probe is the nonce the peer reads from this process's memory at connect time to prove
+	// that it may (see SingleCopy); it stays reachable, and so in place, as long as the
+	// segment and its pipe.
+	probe *[probeLen]byte
 
 	mu sync.Mutex
 	// lock is the creator's descriptor of the file, with a shared flock on it. The kernel keeps
@@ -80,8 +84,14 @@ func Create(opts Options) (*Segment, error) {
 	copy(mem, magic)
 	binary.LittleEndian.PutUint32(mem[8:], version)
 	binary.LittleEndian.PutUint32(mem[12:], uint32(opts.RingSize))
+	probe, err := writeProcBlock(mem, 0)
+	if err != nil {
+		syscall.Munmap(mem)
+		os.Remove(path)
+		return nil, fmt.Errorf("shm segment for %s: %w", opts.Peer, err)
+	}
 	keep = true
-	return &Segment{opts: opts, path: path, mem: mem, ringSize: opts.RingSize, creator: true, lock: fd}, nil
+	return &Segment{opts: opts, path: path, mem: mem, ringSize: opts.RingSize, creator: true, lock: fd, probe: probe}, nil
 }
 
 // validName reports whether name is one Create could have made: the prefix and 32 hex digits,
@@ -146,7 +156,12 @@ func Open(name string, opts Options) (*Segment, error) {
 		syscall.Munmap(mem)
 		return nil, fmt.Errorf("shm segment from %s: %s is not a valid segment: %s", opts.Peer, path, bad)
 	}
-	return &Segment{opts: opts, path: path, mem: mem, ringSize: ring, lock: -1}, nil
+	probe, err := writeProcBlock(mem, 1)
+	if err != nil {
+		syscall.Munmap(mem)
+		return nil, fmt.Errorf("shm segment from %s: %w", opts.Peer, err)
+	}
+	return &Segment{opts: opts, path: path, mem: mem, ringSize: ring, lock: -1, probe: probe}, nil
 }
 
 // Name is the file name (without directory) to give the peer.
