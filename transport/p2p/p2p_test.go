@@ -999,33 +999,6 @@ func TestPeerKilledMidFrame(t *testing.T) {
 	}
 }
 
-// startChildRank1 runs rank 0 of a two-rank job here and rank 1 in a child process, this test
-// binary started with env set to rank 0's address (setup prepares the command's pipes). Both
-// end with the test.
-func startChildRank1(t *testing.T, base Config, env string, setup func(*exec.Cmd) error) (*exec.Cmd, transport.Endpoint, *lockedBuffer) {
-	t.Helper()
-	addr, res0 := startRank0(t, base)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env+"="+addr, "HETSYNC_P2P_CHILD_SECRET="+base.Secret)
-	stderr := new(lockedBuffer)
-	cmd.Stderr = stderr
-	if setup != nil {
-		if err := setup(cmd); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	r0 := <-res0
-	if r0.err != nil {
-		t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
-	}
-	t.Cleanup(func() { r0.ep.Close() })
-	return cmd, r0.ep, stderr
-}
-
 // TestMain runs rank 1 of TestPeerKilledMidFrame and of TestCMAPeerKilledMidTransfer, and the
 // network-namespace ranks, when the test binary is started as their child.
 func TestMain(m *testing.M) {

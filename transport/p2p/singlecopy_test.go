@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func cmaPayload(i int) []byte {
 func TestCMAPeerKilledMidTransfer(t *testing.T) {
 	base := Config{Size: 2, Secret: "cma peer killed", DataPath: DataPathCMA, Security: SecurityNone,
 		JoinTimeout: 30 * time.Second, Logger: quiet}
-	cmd, ep0, _ := startChildRank1(t, base, cmaChildEnv, nil)
+	cmd, ep0 := startChildRank1(t, base, cmaChildEnv)
 	if paths := ep0.(*endpoint).DataPaths(); paths[1] != DataPathCMA {
 		t.Fatalf("rank 0's path to rank 1 is %q, want %q", paths[1], DataPathCMA)
 	}
@@ -63,6 +64,27 @@ func TestCMAPeerKilledMidTransfer(t *testing.T) {
 		t.Fatalf("Recv from a peer killed mid-transfer: %v; want an error naming rank 1 that wraps shm.ErrPeerGone", err)
 	}
 	t.Log(err)
+}
+
+// startChildRank1 runs rank 0 of a two-rank job here and rank 1 in a child process, this test
+// binary started with env set to rank 0's address. Both end with the test.
+func startChildRank1(t *testing.T, base Config, env string) (*exec.Cmd, transport.Endpoint) {
+	t.Helper()
+	addr, res0 := startRank0(t, base)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+addr, "HETSYNC_P2P_CHILD_SECRET="+base.Secret)
+	stderr := new(lockedBuffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r0 := <-res0
+	if r0.err != nil {
+		t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
+	}
+	t.Cleanup(func() { r0.ep.Close() })
+	return cmd, r0.ep
 }
 
 // cmaChild is rank 1 of TestCMAPeerKilledMidTransfer: it sends messages until it is killed.
