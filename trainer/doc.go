@@ -92,7 +92,10 @@
 // # Metrics
 //
 // Every rank records one trainer/metrics.RoundRecord per round (compute, communication and
-// wait time, bytes, samples, loss; extras train_acc, global_loss, global_samples, staleness).
+// wait time, bytes, samples, loss, the rank it waited for longest; extras train_acc,
+// global_loss, global_samples, staleness). Run switches the communicator's attribution on
+// (collective.Comm.SetAttribution) so that late_rank names the rank that arrived late or
+// whose link was slow, not the neighbour that passed the wait on.
 // After training, the records go to rank 0 over the control channel (GatherRecords) and rank 0
 // writes config.json, metrics.jsonl, eval.jsonl and summary.json. The ranks' clocks start
 // together at a barrier, so time_s is comparable across ranks.
