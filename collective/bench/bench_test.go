@@ -448,3 +448,20 @@ func TestRunSettles(t *testing.T) {
 		t.Errorf("negative settle: %v, want an error naming --settle", err)
 	}
 }
+
+// clearYielding zeroes every element, whatever the length's relation to its piece.
+func TestClearYielding(t *testing.T) {
+	const piece = 1 << 18
+	for _, n := range []int{0, 1, 7, piece - 1, piece, piece + 1, 3*piece + 7} {
+		b := make([]float32, n)
+		for i := range b {
+			b[i] = float32(i + 1)
+		}
+		clearYielding(b)
+		for i, v := range b {
+			if v != 0 {
+				t.Fatalf("length %d: element %d is %v after clearYielding", n, i, v)
+			}
+		}
+	}
+}

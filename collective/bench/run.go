@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/hetsync/hetsync/collective"
@@ -147,6 +148,21 @@ type Runner struct {
 	OnRow func(Row) error
 }
 
+// clearYielding zeroes b a mebibyte at a time and lets the scheduler run other goroutines
+// between the pieces. A clear is one memclr call that cannot be preempted, and on a rank with
+// one P (the launcher gives each of its ranks cores/ranks of them) that first touches a large
+// buffer's pages on a loaded host it lasts seconds, during which the rank's heartbeat senders
+// and timers cannot run and its peers see it silent.
+func clearYielding(b []float32) {
+	const piece = 1 << 18 // float32s: 1 MiB
+	for len(b) > piece {
+		clear(b[:piece])
+		b = b[piece:]
+		runtime.Gosched()
+	}
+	clear(b)
+}
+
 // Run measures the sweep. Every rank of the communicator must call it with the same
 // configuration, and every rank gets the same rows. Buffers for the largest size are
 // allocated once; the timed loop allocates nothing.
@@ -222,8 +238,8 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 
 		// Warm-up and timed calls run on zeros: every op keeps zeros zero, so values never
 		// grow into infinities or denormals whatever the iteration count.
-		clear(b)
-		clear(s)
+		clearYielding(b)
+		clearYielding(s)
 		if len(rows) == 0 && cfg.Settle > 0 {
 			if err := settle(ctx, calls, gather, rank, cfg.Settle); err != nil {
 				return rows, where("settling", err)
@@ -267,8 +283,8 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 			}
 			wrong += countWrong(cfg.Op, red, rank, p, cfg.Root, b, expect)
 		}
-		clear(b)
-		clear(s)
+		clearYielding(b)
+		clearYielding(s)
 		attr, err := attribute(comm, cfg.Attribute, call)
 		if err != nil {
 			return rows, where("attributed", err)
