@@ -68,6 +68,12 @@ func (e shapedEndpoint) Send(ctx context.Context, to int, h transport.Header, pa
 // configuration's predicted time. A re-plan before the change keeps a plan within 1.2× of the
 // best.
 func TestReplanFollowsAThrottledLink(t *testing.T) {
+	if raceEnabled {
+		// The verdict compares link times the shaping sets against CPU time the race detector
+		// multiplies: under it the reductions, not the links, decide what a re-measure finds.
+		// make test runs this test in its pass without the race detector.
+		t.Skip("timing-dependent: runs in the pass without -race")
+	}
 	const n = 1 << 17 // float64: 1 MiB
 	tests := []struct {
 		rack []int
