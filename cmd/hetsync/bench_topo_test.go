@@ -83,10 +83,19 @@ func runInNetnsWatched(t *testing.T, n *netns.Net, hostOf []int, plan string, wa
 		}()
 	}
 	wg.Wait()
+	// Every rank's account, not only the first failure's: a rank that never joined says why
+	// in its own output, while rank 0 can only say that it is missing.
+	var failed strings.Builder
 	for r, err := range errs {
 		if err != nil {
-			t.Fatalf("rank %d on host %d: %v\n%s", r, hostOf[r], err, outs[r].String())
+			fmt.Fprintf(&failed, "rank %d on host %d: %v\n", r, hostOf[r], err)
 		}
+	}
+	if failed.Len() > 0 {
+		for r := range outs {
+			fmt.Fprintf(&failed, "--- rank %d on host %d:\n%s", r, hostOf[r], outs[r].String())
+		}
+		t.Fatal(failed.String())
 	}
 	return outs[0].String()
 }
