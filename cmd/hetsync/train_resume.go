@@ -126,7 +126,7 @@ func (r resumeOptions) checkpoints() bool { return r.CheckpointEvery != trainer.
 // checkResumeDir checks, before any rank starts, that dir holds a checkpoint this hetsync
 // reads and that the run's results can be written there.
 func checkResumeDir(dir string) error {
-	if _, err := trainer.ReadCheckpoint(dir); err != nil {
+	if err := trainer.HasCheckpoint(dir); err != nil {
 		return fmt.Errorf("--resume %s: %w", dir, err)
 	}
 	if err := checkWritable(dir); err != nil {
@@ -161,7 +161,7 @@ func restartCount() int {
 // rank fails, from the run directory's last checkpoint: the restarted ranks get --resume.
 func runTrainJob(c *cli.Context, o trainOptions, extra []string) error {
 	policy := launcher.Restarts{Max: o.MaxRestarts, Log: c.App.ErrWriter, Before: func(_ int, failure error) error {
-		if _, err := os.Stat(trainer.CheckpointPath(o.Out)); err != nil {
+		if err := trainer.HasCheckpoint(o.Out); err != nil {
 			return fmt.Errorf("%w; not restarted: %s holds no checkpoint yet (the job failed before its first --checkpoint-every)", failure, o.Out)
 		}
 		if o.Resume == "" {
