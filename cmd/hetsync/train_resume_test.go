@@ -182,7 +182,7 @@ func TestResumeFlagErrors(t *testing.T) {
 		{[]string{"--checkpoint-every", "0"}, "--checkpoint-every needs exactly one of a round count or a duration, got 0"},
 		{[]string{"--checkpoint-every", "-2s"}, "--checkpoint-every must be positive"},
 		{[]string{"--checkpoint-every", "soon"}, `--checkpoint-every "soon" is neither a round count`},
-		{[]string{"--checkpoint-every", "5", "--sync", "esync"}, "--sync esync cannot be checkpointed"},
+		{[]string{"--checkpoint-every", "5", "--sync", "local"}, "--sync local cannot be checkpointed"},
 		{[]string{"--resume", empty, "--sync", "asgd"}, "--sync asgd cannot be checkpointed"},
 		{[]string{"--resume", empty}, "--resume " + empty + ": trainer: checkpoint: "},
 		{[]string{"--resume", notCkpt}, "not a hetsync checkpoint"},
