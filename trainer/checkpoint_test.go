@@ -315,7 +315,6 @@ func TestCheckpointRefusedWithReason(t *testing.T) {
 		{"dcasgd", "", "delay-compensation backups"},
 		{"ssp", "", "workers' clocks"},
 		{"wbsp", "ps", "buffered uploads"},
-		{"wbsp", "ring", "different numbers of steps per round"},
 		{"wbsp-opt", "ps", "unsent deltas"},
 		{"wbsp-opt", "ring", "not yet sent"},
 		{"sync-switch", "", "asynchronous phase"},
