@@ -310,7 +310,7 @@ func TestResumeOnFewerRanks(t *testing.T) {
 // --checkpoint-every and --resume, saying why, before any round.
 func TestCheckpointRefusedWithReason(t *testing.T) {
 	for _, tc := range []struct{ name, collective, why string }{
-		{"local", "", "every rank trains a model of its own"},
+		{"local", "", "share no round to checkpoint at"},
 		{"asgd", "", "parameter-server ranks"},
 		{"dcasgd", "", "delay-compensation backups"},
 		{"ssp", "", "workers' clocks"},

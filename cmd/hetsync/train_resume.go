@@ -31,7 +31,7 @@ type resumeOptions struct {
 
 func resumeFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "checkpoint-every", Usage: "rank 0 writes a checkpoint (model, momentum, strategy state, data position, round) into the run directory every N rounds (50) or every duration (30s); strategies whose replicas are identical after each round (ssgd)"},
+		&cli.StringFlag{Name: "checkpoint-every", Usage: "write a checkpoint (model, momentum, strategy state, data position, round) into the run directory every N rounds (50) or every duration (30s): one file by rank 0 (ssgd) or one part per rank (esync, wbsp over an allreduce)"},
 		&cli.StringFlag{Name: "resume", Usage: "continue the run in `RUN_DIR` from its checkpoint, with no round lost or repeated (give the flags of the run it continues; the run directory stays RUN_DIR)"},
 		&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, stop the job and start it again from the run's last checkpoint, up to `K` times (needs --checkpoint-every)"},
 		minNPFlag(),
