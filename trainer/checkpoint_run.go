@@ -48,6 +48,24 @@ func (r *Registry) Checkpointable(cfg *Config) error {
 	return err
 }
 
+// CheckpointResizable says why the strategy cfg names cannot continue its checkpoint on
+// another number of ranks, or nil when it can (or writes none, which Checkpointable says).
+func (r *Registry) CheckpointResizable(cfg *Config) error {
+	c := *cfg
+	strat, err := r.New(&c)
+	if err != nil {
+		return err
+	}
+	cp, ok := strat.(Checkpointer)
+	if !ok || cp.Resizable() {
+		return nil
+	}
+	if _, perRank := cp.(PerRankCheckpointer); perRank {
+		return fmt.Errorf("--sync %s cannot continue a checkpoint on another number of ranks: each rank's part holds that rank's own momentum and place in its own shard", strat.Name())
+	}
+	return fmt.Errorf("--sync %s cannot continue a checkpoint on another number of ranks", strat.Name())
+}
+
 // DataSeeker is implemented by models that can move to a position in their data: after
 // SeekSteps(n), the next Step takes the batch it would have taken after n steps from the
 // start. Resuming from a checkpoint needs it. NewBatchModel's models implement it.

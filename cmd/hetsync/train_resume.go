@@ -68,6 +68,11 @@ func resumeOptionsFrom(c *cli.Context, o *trainOptions) (resumeOptions, error) {
 		if err := trainer.Builtin().Checkpointable(&o.Config); err != nil {
 			return r, err
 		}
+		if r.MinNP > 0 {
+			if err := trainer.Builtin().CheckpointResizable(&o.Config); err != nil {
+				return r, fmt.Errorf("--min-np %d: %w", r.MinNP, err)
+			}
+		}
 	}
 	if r.Resume != "" {
 		if o.Out != "" && filepath.Clean(o.Out) != filepath.Clean(r.Resume) {

@@ -232,6 +232,7 @@ func TestResumeFlagErrors(t *testing.T) {
 		{[]string{"--min-np", "-1"}, "--min-np -1: must not be negative"},
 		{[]string{"--min-np", "3"}, "--min-np 3 is more than --np 2"},
 		{[]string{"--min-np", "1"}, "--min-np 1 needs -H or --hostfile"},
+		{[]string{"--min-np", "1", "-H", "localhost:2", "--sync", "esync", "--checkpoint-every", "5"}, "--min-np 1: --sync esync cannot continue a checkpoint on another number of ranks"},
 	} {
 		args := append(train[:len(train):len(train)], tc.args...)
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
