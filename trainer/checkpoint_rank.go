@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,6 +114,50 @@ func readManifest(dir string) (*CheckpointManifest, error) {
 		}
 	}
 	return &m, nil
+}
+
+// sharePerRankPlan gives every rank rank 0's checkpoint directory and period, so that the
+// ranks write their parts after the same rounds into one run directory, and checks that
+// every rank resumes from the same round as rank 0. Every rank of a PerRankCheckpointer calls
+// it, with checkpoints or without: a rank that alone had none would leave the others waiting
+// for its part.
+func sharePerRankPlan(ctx context.Context, w *Worker, o CheckpointOptions) (CheckpointOptions, error) {
+	const maxPath = 4096
+	h := transport.Header{Channel: transport.ChanControl, Op: ctrlCkptPlan}
+	resumed := int64(-1)
+	if o.Resume != nil {
+		resumed = int64(o.Resume.Round)
+	}
+	if w.Rank == 0 {
+		if len(o.Dir) > maxPath {
+			return o, fmt.Errorf("trainer: rank 0: checkpoint directory path of %d bytes is too long", len(o.Dir))
+		}
+		msg := binary.LittleEndian.AppendUint64(nil, uint64(o.Every.Rounds))
+		msg = binary.LittleEndian.AppendUint64(msg, uint64(o.Every.Interval))
+		msg = binary.LittleEndian.AppendUint64(msg, uint64(resumed))
+		msg = append(msg, o.Dir...)
+		for r := 1; r < w.Size; r++ {
+			if err := w.Endpoint.Send(ctx, r, h, msg); err != nil {
+				return o, fmt.Errorf("trainer: rank 0: sending the checkpoint plan to rank %d: %w", r, err)
+			}
+		}
+		return o, nil
+	}
+	buf := make([]byte, 24+maxPath)
+	n, err := w.Endpoint.Recv(ctx, 0, h, buf)
+	if err != nil {
+		return o, fmt.Errorf("trainer: rank %d: receiving the checkpoint plan from rank 0: %w", w.Rank, err)
+	}
+	if n < 24 {
+		return o, fmt.Errorf("trainer: rank %d: a checkpoint plan of %d bytes from rank 0", w.Rank, n)
+	}
+	o.Every.Rounds = int(binary.LittleEndian.Uint64(buf))
+	o.Every.Interval = time.Duration(binary.LittleEndian.Uint64(buf[8:]))
+	o.Dir = string(buf[24:n])
+	if r0 := int64(binary.LittleEndian.Uint64(buf[16:])); r0 != resumed {
+		return o, fmt.Errorf("trainer: rank %d: rank 0 resumes after round %d and this rank after round %d (-1: none): every rank must resume from its part of the same checkpoint", w.Rank, r0, resumed)
+	}
+	return o, nil
 }
 
 // agreeCheckpointDue makes rank 0's decision whether a per-rank checkpoint is due after this

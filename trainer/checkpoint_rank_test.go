@@ -197,3 +197,24 @@ func copyFile(from, to string) error {
 	}
 	return os.WriteFile(to, b, 0o644)
 }
+
+// TestPerRankPlanIsRank0s: the checkpoint directory and period are rank 0's, whatever the
+// other ranks were given, so every rank writes its part after the same rounds; a rank that
+// does not resume from the checkpoint rank 0 resumes from is an error naming it.
+func TestPerRankPlanIsRank0s(t *testing.T) {
+	const size = 3
+	cfg := Config{Strategy: "wbsp", Collective: "ring", Batch: 5, LR: 0.1, MaxRounds: 8, Seed: 2}
+	dir := t.TempDir()
+	if out := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: 5, only0: true, opts: CheckpointOptions{Dir: dir, Every: EvalEvery{Rounds: 3}}}); out.err == nil {
+		t.Fatal("the killed job did not fail")
+	}
+	for r := range size {
+		if ck, _, err := LoadCheckpoint(dir, r); err != nil || ck.Round != 6 {
+			t.Fatalf("rank %d: %v, want its part of round 6", r, err)
+		}
+	}
+	out := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: -1, only0: true, resume: dir})
+	if out.err == nil || !strings.Contains(out.err.Error(), "rank 1: rank 0 resumes after round 6 and this rank after round -1") {
+		t.Fatalf("got %v", out.err)
+	}
+}

@@ -90,7 +90,8 @@ func (m *batchModel) SeekSteps(steps uint64) error {
 // CheckpointOptions say where rank 0 writes checkpoints and how often, and what a run
 // resumes from.
 type CheckpointOptions struct {
-	// Dir is where rank 0 writes CheckpointFile; "" writes none.
+	// Dir is where rank 0 writes CheckpointFile; "" writes none. For a PerRankCheckpointer
+	// every rank writes its part into rank 0's Dir, with rank 0's Every (Run sends them).
 	Dir string
 	// Every is the period: every Rounds rounds or every Interval of training time. Zero
 	// writes none.

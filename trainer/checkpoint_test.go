@@ -153,6 +153,8 @@ type ckptJob struct {
 	cancelAt int // rank 0 cancels the job after this round (0-based) when ≥ 0
 	// resume, when set, is a run directory of per-rank parts each rank continues from.
 	resume string
+	// only0, when set, gives opts and resume to rank 0 alone.
+	only0 bool
 	// steps, when set, receives each rank's step count after each round.
 	steps func(rank, round int, steps uint64)
 }
@@ -195,7 +197,11 @@ func runCkptJob(t *testing.T, j ckptJob) ckptOutcome {
 				if err != nil {
 					return err
 				}
-				opts := RunOptions{TrainSize: len(train.y), Checkpoint: j.opts, AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+				ckOpts, resume := j.opts, j.resume
+				if j.only0 && r != 0 {
+					ckOpts, resume = CheckpointOptions{}, ""
+				}
+				opts := RunOptions{TrainSize: len(train.y), Checkpoint: ckOpts, AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
 					if j.steps != nil {
 						j.steps(w.Rank, rec.Round, w.Steps())
 					}
@@ -206,8 +212,8 @@ func runCkptJob(t *testing.T, j ckptJob) ckptOutcome {
 				if r == 0 {
 					opts.Eval = synthEval(test)
 				}
-				if j.resume != "" {
-					if opts.Checkpoint.Resume, opts.Checkpoint.File, err = LoadCheckpoint(j.resume, r); err != nil {
+				if resume != "" {
+					if opts.Checkpoint.Resume, opts.Checkpoint.File, err = LoadCheckpoint(resume, r); err != nil {
 						return err
 					}
 				}

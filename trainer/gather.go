@@ -93,6 +93,7 @@ const (
 	ctrlCkptDue       uint32 = 0x54520005
 	ctrlCkptWritten   uint32 = 0x54520006
 	ctrlCkptCommitted uint32 = 0x54520007
+	ctrlCkptPlan      uint32 = 0x54520008
 )
 
 // controlBarrier returns on every rank once all ranks have entered it: the others report to

@@ -67,6 +67,14 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	if err := controlBarrier(ctx, w.Endpoint, ctrlStart, "start barrier"); err != nil {
 		return nil, err
 	}
+	if _, ok := strat.(PerRankCheckpointer); ok {
+		if opts.Checkpoint, err = sharePerRankPlan(ctx, w, opts.Checkpoint); err != nil {
+			return nil, err
+		}
+		if cp, err = checkpointer(strat, opts.Checkpoint); err != nil {
+			return nil, err
+		}
+	}
 	// Heterogeneity is the worker's, whatever the strategy: compute-mode stragglers count
 	// their windows from here, as the rounds' clocks do.
 	applyComputeStragglers(w)
