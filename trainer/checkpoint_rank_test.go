@@ -218,3 +218,38 @@ func TestPerRankPlanIsRank0s(t *testing.T) {
 		t.Fatalf("got %v", out.err)
 	}
 }
+
+// TestPerRankPartsCountOnlyOnceTheManifestNamesThem: parts written after the manifest's round
+// (a job killed before rank 0 replaced the manifest) do not change what a resume reads, and
+// the next committed checkpoint removes every part but its own.
+func TestPerRankPartsCountOnlyOnceTheManifestNamesThem(t *testing.T) {
+	const size = 3
+	cfg := Config{Strategy: "esync", Collective: "ring", Batch: 5, LR: 0.1, MaxRounds: 8, Seed: 2}
+	dir := t.TempDir()
+	opts := CheckpointOptions{Dir: dir, Every: EvalEvery{Rounds: 2}}
+	if out := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: 4, opts: opts}); out.err == nil {
+		t.Fatal("the killed job did not fail")
+	}
+	for r := range size { // torn parts of a checkpoint whose manifest was never written
+		if err := os.WriteFile(filepath.Join(dir, checkpointPart(r, 10)), []byte("torn"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r := range size {
+		if ck, _, err := LoadCheckpoint(dir, r); err != nil || ck.Round != 4 {
+			t.Fatalf("rank %d: %v, want its part of round 4", r, err)
+		}
+	}
+	out := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: -1, resume: dir, opts: opts})
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	parts, err := filepath.Glob(filepath.Join(dir, CheckpointPartsDir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, checkpointPart(0, 6)), filepath.Join(dir, checkpointPart(1, 6)), filepath.Join(dir, checkpointPart(2, 6))}
+	if !slices.Equal(parts, want) {
+		t.Fatalf("parts left %v, want %v", parts, want)
+	}
+}
