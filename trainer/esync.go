@@ -274,11 +274,11 @@ func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats
 
 	t0 := w.Now()
 	if err := w.Comm.Barrier(ctx); err != nil {
-		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: barrier: %w", w.Rank, s.round, err)
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: barrier: %w", w.Rank, s.rounds+1, err)
 	}
 	t1 := w.Now()
 	if err := w.Comm.AllReduce(ctx, collective.F32(s.buf), collective.Sum); err != nil {
-		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.round, err)
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.rounds+1, err)
 	}
 	esyncUpdate(s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
 	copy(w.Params, s.pre)
@@ -495,7 +495,8 @@ func (s *esync) CheckpointState(*Worker) ([]byte, error) {
 }
 
 // RestoreState loads CheckpointState's bytes after Start. The service's protocol rounds
-// count from 1 again, as the service itself is new: round 1's first query goes out alone.
+// (s.round) count from 1 again, as the service itself is new: round 1's first query goes out
+// alone. Errors name the job's round, s.rounds+1, which goes on from the checkpoint.
 func (s *esync) RestoreState(w *Worker, state []byte, _ *CheckpointHeader) error {
 	if len(state) < 32 {
 		return fmt.Errorf("esync state of %d bytes, want at least 32", len(state))
