@@ -60,7 +60,8 @@ func (s *asgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 	}, nil
 }
 
-// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+// NoCheckpoint says why neither one file by rank 0 nor one part per rank of a round can hold
+// this strategy's state.
 func (s *asgd) NoCheckpoint() string {
 	return "the model lives on the parameter-server ranks, which update it on each push, and every worker has its own stale copy and step count"
 }

@@ -30,7 +30,7 @@ const maxCheckpointHeader = 64 << 10
 // Checkpoint is the state of a training job at a round boundary, from which Run continues
 // with no round lost or repeated. It is written by rank 0 for strategies whose every rank
 // holds the same state at a round boundary (see Checkpointer), so one file is a consistent
-// cut of the whole job.
+// cut of the whole job; for a PerRankCheckpointer it is one rank's part (Rank set).
 type Checkpoint struct {
 	CheckpointHeader
 	// Params is the model; Velocity the SGD momentum buffer (empty without momentum).
@@ -50,7 +50,10 @@ type CheckpointHeader struct {
 	Round int `json:"round"`
 	// Steps is the number of local steps every rank had taken, which is each rank's position
 	// in its data (a rank skips that many batches when it resumes).
-	Steps         uint64        `json:"steps"`
+	Steps uint64 `json:"steps"`
+	// Rank is the rank whose part of a per-rank checkpoint this is (PerRankCheckpointer);
+	// absent in a whole-job checkpoint written by rank 0.
+	Rank          *int          `json:"rank,omitempty"`
 	GlobalRounds  int           `json:"global_rounds"`
 	GlobalSamples int64         `json:"global_samples"`
 	Elapsed       time.Duration `json:"elapsed_ns"`
@@ -74,6 +77,12 @@ func (h *CheckpointHeader) payloadLen() int64 {
 // renamed over the previous checkpoint, then dir synced, so that a crash at any moment leaves
 // either the previous checkpoint or this one, never a torn file.
 func WriteCheckpoint(dir string, c *Checkpoint) error {
+	return writeCheckpointFile(filepath.Join(dir, CheckpointFile), c)
+}
+
+// writeCheckpointFile writes c atomically as path and syncs its directory.
+func writeCheckpointFile(path string, c *Checkpoint) error {
+	dir := filepath.Dir(path)
 	h := c.CheckpointHeader
 	h.NumParams, h.NumVelocity, h.StateBytes = len(c.Params), len(c.Velocity), len(c.State)
 	payload := make([]byte, 0, h.payloadLen())
@@ -85,7 +94,6 @@ func WriteCheckpoint(dir string, c *Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("trainer: checkpoint in %s: encoding the header: %w", dir, err)
 	}
-	path := filepath.Join(dir, CheckpointFile)
 	err = replaceFile(path, func(w io.Writer) error {
 		_, err := w.Write(slices.Concat([]byte(checkpointMagic), head, []byte{'\n'}, payload))
 		return err
@@ -151,7 +159,11 @@ func syncDir(dir string) error {
 // os.ErrNotExist; a file that is not a whole, uncorrupted checkpoint of this format is an
 // error naming the file and what is wrong with it.
 func ReadCheckpoint(dir string) (*Checkpoint, error) {
-	path := filepath.Join(dir, CheckpointFile)
+	return readCheckpointFile(filepath.Join(dir, CheckpointFile))
+}
+
+// readCheckpointFile reads the checkpoint file path.
+func readCheckpointFile(path string) (*Checkpoint, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("trainer: checkpoint: %w", err)
@@ -205,6 +217,8 @@ func decodeCheckpoint(r *bufio.Reader, size int64) (*Checkpoint, error) {
 	switch {
 	case h.NumParams <= 0 || h.NumVelocity < 0 || h.StateBytes < 0 || h.WorldSize < 1 || h.Round < 0 || h.GlobalRounds < 0 || h.GlobalSamples < 0 || h.Elapsed < 0:
 		return nil, fmt.Errorf("header holds an impossible value: %s", line)
+	case h.Rank != nil && (*h.Rank < 0 || *h.Rank >= h.WorldSize):
+		return nil, fmt.Errorf("header: the part of rank %d in a checkpoint of %d ranks", *h.Rank, h.WorldSize)
 	case h.NumVelocity != 0 && h.NumVelocity != h.NumParams:
 		return nil, fmt.Errorf("header: %d velocity values for %d parameters", h.NumVelocity, h.NumParams)
 	}

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -31,8 +32,9 @@ func cannotCheckpoint(strat Strategy) error {
 	if n, ok := strat.(noCheckpoint); ok {
 		why = n.NoCheckpoint()
 	}
-	return fmt.Errorf("trainer: --sync %s cannot be checkpointed: %s, and a checkpoint is one file written by rank 0, "+
-		"which holds the whole job only when every rank's model, momentum, state and step count are the same after each round (ssgd)", strat.Name(), why)
+	return fmt.Errorf("trainer: --sync %s cannot be checkpointed: %s; a checkpoint is either one file written by rank 0, "+
+		"when every rank holds the same state after each round (ssgd), or one part per rank of the same round, "+
+		"when the ranks end every round together (esync)", strat.Name(), why)
 }
 
 // Checkpointable says why the strategy cfg names cannot be checkpointed, or nil when it can.
@@ -44,6 +46,24 @@ func (r *Registry) Checkpointable(cfg *Config) error {
 	}
 	_, err = checkpointer(strat, CheckpointOptions{Resume: &Checkpoint{}})
 	return err
+}
+
+// CheckpointResizable says why the strategy cfg names cannot continue its checkpoint on
+// another number of ranks, or nil when it can (or writes none, which Checkpointable says).
+func (r *Registry) CheckpointResizable(cfg *Config) error {
+	c := *cfg
+	strat, err := r.New(&c)
+	if err != nil {
+		return err
+	}
+	cp, ok := strat.(Checkpointer)
+	if !ok || cp.Resizable() {
+		return nil
+	}
+	if _, perRank := cp.(PerRankCheckpointer); perRank {
+		return fmt.Errorf("--sync %s cannot continue a checkpoint on another number of ranks: each rank's part holds that rank's own momentum and place in its own shard", strat.Name())
+	}
+	return fmt.Errorf("--sync %s cannot continue a checkpoint on another number of ranks", strat.Name())
 }
 
 // DataSeeker is implemented by models that can move to a position in their data: after
@@ -70,7 +90,8 @@ func (m *batchModel) SeekSteps(steps uint64) error {
 // CheckpointOptions say where rank 0 writes checkpoints and how often, and what a run
 // resumes from.
 type CheckpointOptions struct {
-	// Dir is where rank 0 writes CheckpointFile; "" writes none.
+	// Dir is where rank 0 writes CheckpointFile; "" writes none. For a PerRankCheckpointer
+	// every rank writes its part into rank 0's Dir, with rank 0's Every (Run sends them).
 	Dir string
 	// Every is the period: every Rounds rounds or every Interval of training time. Zero
 	// writes none.
@@ -112,6 +133,15 @@ func restoreCheckpoint(w *Worker, cp Checkpointer, ck *Checkpoint, file string) 
 	if err := ck.Matches(file, w.Cfg, w.Size, len(w.Params), cp.Resizable()); err != nil {
 		return err
 	}
+	_, perRank := cp.(PerRankCheckpointer)
+	switch {
+	case perRank && ck.Rank == nil:
+		return fmt.Errorf("trainer: rank %d: checkpoint %s is one file for the whole job, and --sync %s resumes from one part per rank", w.Rank, file, w.Cfg.Strategy)
+	case !perRank && ck.Rank != nil:
+		return fmt.Errorf("trainer: rank %d: checkpoint %s is rank %d's part, and --sync %s resumes from one file for the whole job", w.Rank, file, *ck.Rank, w.Cfg.Strategy)
+	case perRank && *ck.Rank != w.Rank:
+		return fmt.Errorf("trainer: rank %d: checkpoint %s is rank %d's part", w.Rank, file, *ck.Rank)
+	}
 	seeker, ok := w.Model.(DataSeeker)
 	if !ok {
 		return fmt.Errorf("trainer: rank %d: resuming from %s needs the model to move to its data position (implement trainer.DataSeeker)", w.Rank, file)
@@ -130,23 +160,54 @@ func restoreCheckpoint(w *Worker, cp Checkpointer, ck *Checkpoint, file string) 
 	return nil
 }
 
+// checkpointAfter writes the checkpoint after round (0-based) at training time now when one
+// is due, the previous one written at *last: rank 0's file, or every rank's part.
+func checkpointAfter(ctx context.Context, w *Worker, cp Checkpointer, o CheckpointOptions, round int, st RoundStats, now time.Duration, last *time.Duration) error {
+	if _, ok := cp.(PerRankCheckpointer); !ok {
+		if w.Rank != 0 || !o.due(round, now, *last) {
+			return nil
+		}
+		*last = now
+		return saveCheckpoint(o.Dir, w, cp, round, st, now)
+	}
+	if o.Dir == "" {
+		return nil
+	}
+	due := o.due(round, now, *last)
+	if o.Every.Interval > 0 {
+		var err error
+		if due, err = agreeCheckpointDue(ctx, w, due); err != nil {
+			return err
+		}
+	}
+	if !due {
+		return nil
+	}
+	*last = now
+	return saveRankCheckpoint(ctx, o.Dir, w, cp, round, st, now)
+}
+
 // saveCheckpoint writes rank 0's state after round (0-based) into dir.
 func saveCheckpoint(dir string, w *Worker, cp Checkpointer, round int, st RoundStats, elapsed time.Duration) error {
 	state, err := cp.CheckpointState(w)
 	if err != nil {
 		return fmt.Errorf("trainer: rank 0: checkpoint after round %d: %w", round, err)
 	}
-	ck := &Checkpoint{
+	if err := WriteCheckpoint(dir, newCheckpoint(w, state, round, st, elapsed)); err != nil {
+		return fmt.Errorf("rank 0: after round %d: %w", round, err)
+	}
+	return nil
+}
+
+// newCheckpoint is w's checkpoint after round (0-based), with the strategy's state.
+func newCheckpoint(w *Worker, state []byte, round int, st RoundStats, elapsed time.Duration) *Checkpoint {
+	return &Checkpoint{
 		CheckpointHeader: CheckpointHeader{
 			Strategy: w.Cfg.Strategy, WorldSize: w.Size, Seed: w.Cfg.Seed, Round: round + 1, Steps: w.steps,
 			GlobalRounds: st.GlobalRounds, GlobalSamples: st.GlobalSamples, Elapsed: elapsed,
 		},
 		Params: w.Params, Velocity: w.Opt.Velocity, State: state,
 	}
-	if err := WriteCheckpoint(dir, ck); err != nil {
-		return fmt.Errorf("rank 0: after round %d: %w", round, err)
-	}
-	return nil
 }
 
 // CheckpointPath is the checkpoint file of run directory dir.

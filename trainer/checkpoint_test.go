@@ -151,6 +151,12 @@ type ckptJob struct {
 	size     int
 	opts     CheckpointOptions
 	cancelAt int // rank 0 cancels the job after this round (0-based) when ≥ 0
+	// resume, when set, is a run directory of per-rank parts each rank continues from.
+	resume string
+	// only0, when set, gives opts and resume to rank 0 alone.
+	only0 bool
+	// steps, when set, receives each rank's step count after each round.
+	steps func(rank, round int, steps uint64)
 }
 
 // ckptOutcome is what a ckptJob left: rank 0's records and every rank's final parameters.
@@ -191,13 +197,25 @@ func runCkptJob(t *testing.T, j ckptJob) ckptOutcome {
 				if err != nil {
 					return err
 				}
-				opts := RunOptions{TrainSize: len(train.y), Checkpoint: j.opts, AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+				ckOpts, resume := j.opts, j.resume
+				if j.only0 && r != 0 {
+					ckOpts, resume = CheckpointOptions{}, ""
+				}
+				opts := RunOptions{TrainSize: len(train.y), Checkpoint: ckOpts, AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+					if j.steps != nil {
+						j.steps(w.Rank, rec.Round, w.Steps())
+					}
 					if w.Rank == 0 && rec.Round == j.cancelAt {
 						cancel()
 					}
 				}}
 				if r == 0 {
 					opts.Eval = synthEval(test)
+				}
+				if resume != "" {
+					if opts.Checkpoint.Resume, opts.Checkpoint.File, err = LoadCheckpoint(resume, r); err != nil {
+						return err
+					}
 				}
 				res, err := Run(ctx, w, strat, opts)
 				if err != nil {
@@ -298,13 +316,11 @@ func TestResumeOnFewerRanks(t *testing.T) {
 // --checkpoint-every and --resume, saying why, before any round.
 func TestCheckpointRefusedWithReason(t *testing.T) {
 	for _, tc := range []struct{ name, collective, why string }{
-		{"local", "", "every rank trains a model of its own"},
-		{"esync", "", "different numbers of local steps"},
+		{"local", "", "share no round to checkpoint at"},
 		{"asgd", "", "parameter-server ranks"},
 		{"dcasgd", "", "delay-compensation backups"},
 		{"ssp", "", "workers' clocks"},
 		{"wbsp", "ps", "buffered uploads"},
-		{"wbsp", "ring", "different numbers of steps per round"},
 		{"wbsp-opt", "ps", "unsent deltas"},
 		{"wbsp-opt", "ring", "not yet sent"},
 		{"sync-switch", "", "asynchronous phase"},
@@ -322,7 +338,7 @@ func TestCheckpointRefusedWithReason(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = checkpointer(strat, CheckpointOptions{Dir: t.TempDir(), Every: EvalEvery{Rounds: 2}})
-			if err == nil || !strings.Contains(err.Error(), "--sync "+name+" cannot be checkpointed: ") || !strings.Contains(err.Error(), tc.why) || !strings.Contains(err.Error(), "written by rank 0") {
+			if err == nil || !strings.Contains(err.Error(), "--sync "+name+" cannot be checkpointed: ") || !strings.Contains(err.Error(), tc.why) || !strings.Contains(err.Error(), "one part per rank") {
 				t.Fatalf("got %v", err)
 			}
 		})
@@ -463,10 +479,15 @@ func TestEveryStrategySaysWhetherItCheckpoints(t *testing.T) {
 			if err != nil {
 				continue // a collective the strategy does not run over
 			}
-			_, can := strat.(Checkpointer)
+			cp, can := strat.(Checkpointer)
 			_, cannot := strat.(noCheckpoint)
 			if can == cannot {
 				t.Errorf("--sync %s --collective %s: Checkpointer %v, NoCheckpoint %v; want exactly one", name, cfg.Collective, can, cannot)
+			}
+			// A per-rank checkpoint holds each rank's own state, which no rank of another
+			// world size has.
+			if _, perRank := strat.(PerRankCheckpointer); perRank && cp.Resizable() {
+				t.Errorf("--sync %s --collective %s: per-rank checkpoints, yet Resizable", name, cfg.Collective)
 			}
 		}
 	}

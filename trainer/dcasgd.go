@@ -97,7 +97,8 @@ func (s *dcasgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStat
 	return rs, nil
 }
 
-// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+// NoCheckpoint says why neither one file by rank 0 nor one part per rank of a round can hold
+// this strategy's state.
 func (s *dcasgd) NoCheckpoint() string {
 	return "the model and the delay-compensation backups live on the parameter-server ranks, and every worker has its own stale copy and step count"
 }

@@ -75,12 +75,14 @@
 //
 // # Checkpoints
 //
-// With RunOptions.Checkpoint, rank 0 writes a checkpoint (checkpoint.go: one atomic,
-// checksummed file) every N rounds or every duration, and Run continues one with the same
-// round numbers, clock, data position and state. One file written by rank 0 is the whole job
-// only for strategies whose ranks share one state after each round: they implement
-// Checkpointer (ssgd); every other strategy says why it cannot (NoCheckpoint), and Run refuses
-// to checkpoint it before any round.
+// With RunOptions.Checkpoint, a checkpoint (checkpoint.go: atomic, checksummed files) is
+// written every N rounds or every duration, and Run continues one with the same round
+// numbers, clock, data position and state. Strategies whose ranks share one state after each
+// round implement Checkpointer (ssgd): rank 0's one file is the whole job. Strategies whose
+// ranks differ but end every round together implement PerRankCheckpointer (esync): each rank
+// writes its own part of the same round, and rank 0's manifest, written once every part is
+// durable, makes them a checkpoint (checkpoint_rank.go). Every other strategy says why it
+// cannot (NoCheckpoint), and Run refuses to checkpoint it before any round.
 //
 // # Evaluation
 //

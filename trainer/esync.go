@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"math"
@@ -273,11 +274,11 @@ func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats
 
 	t0 := w.Now()
 	if err := w.Comm.Barrier(ctx); err != nil {
-		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: barrier: %w", w.Rank, s.round, err)
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: barrier: %w", w.Rank, s.rounds+1, err)
 	}
 	t1 := w.Now()
 	if err := w.Comm.AllReduce(ctx, collective.F32(s.buf), collective.Sum); err != nil {
-		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.round, err)
+		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.rounds+1, err)
 	}
 	esyncUpdate(s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
 	copy(w.Params, s.pre)
@@ -479,7 +480,47 @@ func (s *esync) Finish(ctx context.Context, w *Worker) error {
 	return s.svc.Close(ctx)
 }
 
-// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
-func (s *esync) NoCheckpoint() string {
-	return "its ranks take different numbers of local steps per round, each keeping its own momentum, and rank 0's state service holds their timings"
+// CheckpointState is this rank's own part after a round: its local velocity, its last step
+// time, and the rounds and samples counted. The model, identical on every rank after the
+// global update, and the data position are the checkpoint's own. The state service's records
+// are not saved: their instants are on rank 0's clock of the killed job, and each rank's first
+// query of the resumed job (k = 0, always NOT-READY) carries its saved step time, which is
+// all a record needs to be whole again.
+func (s *esync) CheckpointState(*Worker) ([]byte, error) {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(s.rounds))
+	b = binary.LittleEndian.AppendUint64(b, uint64(s.samples))
+	b = binary.LittleEndian.AppendUint64(b, uint64(s.lastC))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(s.opt.Velocity)))
+	return appendFloats(b, s.opt.Velocity), nil
 }
+
+// RestoreState loads CheckpointState's bytes after Start. The service's protocol rounds
+// (s.round) count from 1 again, as the service itself is new: round 1's first query goes out
+// alone. Errors name the job's round, s.rounds+1, which goes on from the checkpoint.
+func (s *esync) RestoreState(w *Worker, state []byte, _ *CheckpointHeader) error {
+	if len(state) < 32 {
+		return fmt.Errorf("esync state of %d bytes, want at least 32", len(state))
+	}
+	rounds, samples := int64(binary.LittleEndian.Uint64(state)), int64(binary.LittleEndian.Uint64(state[8:]))
+	lastC, nv := int64(binary.LittleEndian.Uint64(state[16:])), binary.LittleEndian.Uint64(state[24:])
+	switch {
+	case rounds < 0 || samples < 0 || lastC < 0:
+		return fmt.Errorf("esync state holds %d rounds, %d samples and a step of %v", rounds, samples, time.Duration(lastC))
+	case nv != 0 && nv != uint64(len(w.Params)):
+		return fmt.Errorf("esync state holds %d velocity values for %d parameters", nv, len(w.Params))
+	case uint64(len(state)-32) != 4*nv:
+		return fmt.Errorf("esync state of %d bytes for %d velocity values", len(state), nv)
+	}
+	s.rounds, s.samples, s.lastC = int(rounds), samples, time.Duration(lastC)
+	s.opt.Velocity = readFloats(state[32:])
+	copy(s.pre, w.Params)
+	return nil
+}
+
+// Resizable is false: each rank's part holds its own velocity and its position in its own
+// shard, which no rank of a job of another size has.
+func (s *esync) Resizable() bool { return false }
+
+// PerRankCheckpoint: the ranks differ in velocity, step time and data position, and end
+// every round together at the global update.
+func (s *esync) PerRankCheckpoint() {}

@@ -89,31 +89,36 @@ const (
 	ctrlMetrics uint32 = 0x54520002
 	ctrlStart   uint32 = 0x54520003
 	ctrlRunDir  uint32 = 0x54520004
+	// A per-rank checkpoint's steps (checkpoint_rank.go).
+	ctrlCkptDue       uint32 = 0x54520005
+	ctrlCkptWritten   uint32 = 0x54520006
+	ctrlCkptCommitted uint32 = 0x54520007
+	ctrlCkptPlan      uint32 = 0x54520008
 )
 
 // controlBarrier returns on every rank once all ranks have entered it: the others report to
-// rank 0 on the control channel and rank 0 releases them.
-func controlBarrier(ctx context.Context, ep transport.Endpoint, op uint32) error {
+// rank 0 on the control channel and rank 0 releases them. what names it in errors.
+func controlBarrier(ctx context.Context, ep transport.Endpoint, op uint32, what string) error {
 	rank, size := ep.Rank(), ep.Size()
 	h := transport.Header{Channel: transport.ChanControl, Op: op}
 	var b [1]byte
 	if rank != 0 {
 		if err := ep.Send(ctx, 0, h, b[:]); err != nil {
-			return fmt.Errorf("trainer: rank %d: start barrier: %w", rank, err)
+			return fmt.Errorf("trainer: rank %d: %s: %w", rank, what, err)
 		}
 		if _, err := ep.Recv(ctx, 0, h, b[:]); err != nil {
-			return fmt.Errorf("trainer: rank %d: start barrier: %w", rank, err)
+			return fmt.Errorf("trainer: rank %d: %s: %w", rank, what, err)
 		}
 		return nil
 	}
 	for r := 1; r < size; r++ {
 		if _, err := ep.Recv(ctx, r, h, b[:]); err != nil {
-			return fmt.Errorf("trainer: rank 0: start barrier: waiting for rank %d: %w", r, err)
+			return fmt.Errorf("trainer: rank 0: %s: waiting for rank %d: %w", what, r, err)
 		}
 	}
 	for r := 1; r < size; r++ {
 		if err := ep.Send(ctx, r, h, b[:]); err != nil {
-			return fmt.Errorf("trainer: rank 0: start barrier: releasing rank %d: %w", r, err)
+			return fmt.Errorf("trainer: rank 0: %s: releasing rank %d: %w", what, r, err)
 		}
 	}
 	return nil

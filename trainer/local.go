@@ -97,7 +97,8 @@ func (s *local) Finish(ctx context.Context, w *Worker) error {
 	}
 }
 
-// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+// NoCheckpoint says why neither one file by rank 0 nor one part per rank of a round can hold
+// this strategy's state.
 func (s *local) NoCheckpoint() string {
-	return "every rank trains a model of its own"
+	return "every rank trains a model of its own and runs its rounds apart from the others, which learn rank 0's stop at different rounds, so the ranks share no round to checkpoint at"
 }

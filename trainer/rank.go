@@ -94,7 +94,8 @@ type RankOptions struct {
 	DataPath string
 	// Watch is what the rank's communicator reports (TrainOptions.Watch).
 	Watch collective.Watch
-	// CheckpointEvery is how often rank 0 writes a checkpoint into Out; zero writes none.
+	// CheckpointEvery is how often a checkpoint is written into rank 0's Out (by rank 0, or
+	// each rank its part for a PerRankCheckpointer); zero writes none.
 	CheckpointEvery EvalEvery
 	// Resume is the run directory whose checkpoint every rank continues from (it must be
 	// readable at this path on every rank's host); rank 0 then continues that run directory,
@@ -170,10 +171,9 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links, Watch: opts.Watch,
 		Checkpoint: CheckpointOptions{Dir: opts.Out, Every: opts.CheckpointEvery}}
 	if opts.Resume != "" {
-		if topts.Checkpoint.Resume, err = ReadCheckpoint(opts.Resume); err != nil {
+		if topts.Checkpoint.Resume, topts.Checkpoint.File, err = LoadCheckpoint(opts.Resume, rank); err != nil {
 			return nil, fmt.Errorf("trainer: rank %d: --resume %s: %w", rank, opts.Resume, err)
 		}
-		topts.Checkpoint.File = CheckpointPath(opts.Resume)
 	}
 	if rank == 0 {
 		if topts.Eval, err = newTestEvaluator(wl.Model, cfg.Seed, test, opts.EvalBatch); err != nil {
@@ -191,6 +191,8 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if err != nil {
 		return nil, err
 	}
+	// Per-rank checkpoints put every rank's part into rank 0's run directory.
+	topts.Checkpoint.Dir = runDir
 	config := opts.Config
 	if config == nil {
 		config = RunRecord{Config: cfg, Workload: wl}

@@ -64,8 +64,16 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		ev = newEvaluator(evalCtx, opts.Eval, len(w.Params))
 	}
 	// Align the ranks' clocks: every time_s then counts from (nearly) the same instant.
-	if err := controlBarrier(ctx, w.Endpoint, ctrlStart); err != nil {
+	if err := controlBarrier(ctx, w.Endpoint, ctrlStart, "start barrier"); err != nil {
 		return nil, err
+	}
+	if _, ok := strat.(PerRankCheckpointer); ok {
+		if opts.Checkpoint, err = sharePerRankPlan(ctx, w, opts.Checkpoint); err != nil {
+			return nil, err
+		}
+		if cp, err = checkpointer(strat, opts.Checkpoint); err != nil {
+			return nil, err
+		}
 	}
 	// Heterogeneity is the worker's, whatever the strategy: compute-mode stragglers count
 	// their windows from here, as the rounds' clocks do.
@@ -150,9 +158,8 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		samples += int64(st.Samples)
 		prog.Rounds, prog.GlobalSamples = st.GlobalRounds, st.GlobalSamples
 		res.Records = append(res.Records, rec)
-		if w.Rank == 0 && cp != nil && !st.Stop && opts.Checkpoint.due(round, now, lastCheckpoint) {
-			lastCheckpoint = now
-			if err := saveCheckpoint(opts.Checkpoint.Dir, w, cp, round, st, now); err != nil {
+		if cp != nil && !st.Stop {
+			if err := checkpointAfter(ctx, w, cp, opts.Checkpoint, round, st, now, &lastCheckpoint); err != nil {
 				return nil, err
 			}
 		}

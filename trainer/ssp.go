@@ -155,7 +155,8 @@ func (s *ssp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, 
 	return rs, nil
 }
 
-// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+// NoCheckpoint says why neither one file by rank 0 nor one part per rank of a round can hold
+// this strategy's state.
 func (s *ssp) NoCheckpoint() string {
 	return "the model and the workers' clocks live on the parameter-server ranks, and every worker has its own copy and step count"
 }

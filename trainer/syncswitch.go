@@ -668,7 +668,8 @@ func (s *syncSwitch) Finish(ctx context.Context, w *Worker) error {
 	return svc.Close(ctx)
 }
 
-// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+// NoCheckpoint says why neither one file by rank 0 nor one part per rank of a round can hold
+// this strategy's state.
 func (s *syncSwitch) NoCheckpoint() string {
 	return "its asynchronous phase keeps the model on the parameter-server ranks, with a copy and step count per worker"
 }

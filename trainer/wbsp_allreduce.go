@@ -24,6 +24,9 @@ import (
 // Wait the trigger rank's wait for the barrier, Comm the allreduce.
 type wbspAllReduce struct {
 	wbspRounds
+	// unposted: the first round's barrier is posted by Round, not Start, so that a resumed
+	// job posts it for the trigger rank its checkpoint names.
+	unposted bool
 }
 
 func (s *wbspAllReduce) Name() string { return "wbsp" }
@@ -32,11 +35,15 @@ func (s *wbspAllReduce) Start(ctx context.Context, w *Worker) error {
 	if err := s.start(w, "wbsp"); err != nil {
 		return err
 	}
-	s.post(ctx, w)
+	s.unposted = true
 	return nil
 }
 
 func (s *wbspAllReduce) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	if s.unposted {
+		s.post(ctx, w)
+		s.unposted = false
+	}
 	if err := s.stepsUntilTrigger(ctx, w, "wbsp"); err != nil {
 		return RoundStats{}, err
 	}
@@ -62,7 +69,22 @@ func (s *wbspAllReduce) Round(ctx context.Context, w *Worker, stopVote bool) (Ro
 
 func (s *wbspAllReduce) Finish(context.Context, *Worker) error { return nil }
 
-// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
-func (s *wbspAllReduce) NoCheckpoint() string {
-	return "its ranks take different numbers of steps per round, each keeping its own changes since the last round"
+// CheckpointState is this rank's part after a round: the rounds and samples counted, the
+// next trigger rank and the ranks' step times (agreed, so the same in every part). The model w_t, which every rank has
+// just set, its momentum and its data position are the checkpoint's own.
+func (s *wbspAllReduce) CheckpointState(*Worker) ([]byte, error) { return s.checkpointState(), nil }
+
+// RestoreState loads CheckpointState's bytes after Start and before the first round posts its
+// trigger barrier, so the resumed job's first round has the trigger the killed job's next
+// round would have had.
+func (s *wbspAllReduce) RestoreState(w *Worker, state []byte, _ *CheckpointHeader) error {
+	return s.restoreState(w, state)
 }
+
+// Resizable is false: each rank's part holds its own momentum and its position in its own
+// shard, and the step times are one per rank.
+func (s *wbspAllReduce) Resizable() bool { return false }
+
+// PerRankCheckpoint: the ranks differ in momentum and data position and end every round
+// together at the allreduce.
+func (s *wbspAllReduce) PerRankCheckpoint() {}

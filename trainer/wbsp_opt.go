@@ -289,7 +289,8 @@ func (s *wbspOpt) Finish(ctx context.Context, w *Worker) error {
 	return err
 }
 
-// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+// NoCheckpoint says why neither one file by rank 0 nor one part per rank of a round can hold
+// this strategy's state.
 func (s *wbspOpt) NoCheckpoint() string {
 	return "the global model and the uploads in flight live on the parameter-server ranks, and every worker has its own unsent deltas"
 }

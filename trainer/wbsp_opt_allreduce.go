@@ -132,7 +132,8 @@ func (s *wbspOptAllReduce) Round(ctx context.Context, w *Worker, stopVote bool) 
 
 func (s *wbspOptAllReduce) Finish(context.Context, *Worker) error { return nil }
 
-// NoCheckpoint says why one file written by rank 0 cannot hold this strategy's state.
+// NoCheckpoint says why neither one file by rank 0 nor one part per rank of a round can hold
+// this strategy's state.
 func (s *wbspOptAllReduce) NoCheckpoint() string {
 	return "its ranks take different numbers of steps per round, and a round's allreduce overlaps the next steps, whose deltas are not yet sent"
 }

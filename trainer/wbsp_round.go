@@ -2,7 +2,9 @@ package trainer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
@@ -257,4 +259,42 @@ func (s *wbspRounds) apply(w *Worker, sum []float32) (stop bool, globalLoss floa
 	s.times.add(x[wbspExtra : wbspExtra+w.Size])
 	s.trigger = wbspNextTrigger(s.trigger, s.pin, s.times)
 	return x[wbspExtraStop] > 0.5, float64(x[wbspExtraLoss]) / float64(w.Size)
+}
+
+// checkpointState encodes the rounds and samples counted, the trigger and the step times.
+func (s *wbspRounds) checkpointState() []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(s.rounds))
+	b = binary.LittleEndian.AppendUint64(b, uint64(s.samples))
+	b = binary.LittleEndian.AppendUint64(b, uint64(int64(s.trigger)))
+	for _, t := range s.times {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t))
+	}
+	return b
+}
+
+// restoreState loads what checkpointState encoded, after start, and takes w_t from the
+// restored model.
+func (s *wbspRounds) restoreState(w *Worker, state []byte) error {
+	const head = 24
+	if len(state) != head+8*w.Size {
+		return fmt.Errorf("wbsp state of %d bytes, want %d for %d ranks", len(state), head+8*w.Size, w.Size)
+	}
+	rounds, samples := int64(binary.LittleEndian.Uint64(state)), int64(binary.LittleEndian.Uint64(state[8:]))
+	trigger := int64(binary.LittleEndian.Uint64(state[16:]))
+	switch {
+	case rounds < 0 || samples < 0:
+		return fmt.Errorf("wbsp state holds %d rounds and %d samples", rounds, samples)
+	case trigger < -1 || trigger >= int64(w.Size) || (s.pin >= 0 && trigger != int64(s.pin)):
+		return fmt.Errorf("wbsp state names rank %d the trigger of %d ranks (--wbsp-slow-rank %d)", trigger, w.Size, s.pin)
+	}
+	for r := range s.times {
+		t := math.Float64frombits(binary.LittleEndian.Uint64(state[head+8*r:]))
+		if !(t >= 0) || math.IsInf(t, 0) {
+			return fmt.Errorf("wbsp state holds a step time of %v for rank %d", t, r)
+		}
+		s.times[r] = t
+	}
+	s.rounds, s.samples, s.trigger = int(rounds), samples, int(trigger)
+	copy(s.base, w.Params)
+	return nil
 }

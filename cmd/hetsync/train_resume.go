@@ -31,7 +31,7 @@ type resumeOptions struct {
 
 func resumeFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "checkpoint-every", Usage: "rank 0 writes a checkpoint (model, momentum, strategy state, data position, round) into the run directory every N rounds (50) or every duration (30s); strategies whose replicas are identical after each round (ssgd)"},
+		&cli.StringFlag{Name: "checkpoint-every", Usage: "write a checkpoint (model, momentum, strategy state, data position, round) into the run directory every N rounds (50) or every duration (30s): one file by rank 0 (ssgd) or one part per rank (esync, wbsp over an allreduce)"},
 		&cli.StringFlag{Name: "resume", Usage: "continue the run in `RUN_DIR` from its checkpoint, with no round lost or repeated (give the flags of the run it continues; the run directory stays RUN_DIR)"},
 		&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, stop the job and start it again from the run's last checkpoint, up to `K` times (needs --checkpoint-every)"},
 		minNPFlag(),
@@ -67,6 +67,11 @@ func resumeOptionsFrom(c *cli.Context, o *trainOptions) (resumeOptions, error) {
 	if r.checkpoints() || r.Resume != "" {
 		if err := trainer.Builtin().Checkpointable(&o.Config); err != nil {
 			return r, err
+		}
+		if r.MinNP > 0 {
+			if err := trainer.Builtin().CheckpointResizable(&o.Config); err != nil {
+				return r, fmt.Errorf("--min-np %d: %w", r.MinNP, err)
+			}
 		}
 	}
 	if r.Resume != "" {
@@ -126,7 +131,7 @@ func (r resumeOptions) checkpoints() bool { return r.CheckpointEvery != trainer.
 // checkResumeDir checks, before any rank starts, that dir holds a checkpoint this hetsync
 // reads and that the run's results can be written there.
 func checkResumeDir(dir string) error {
-	if _, err := trainer.ReadCheckpoint(dir); err != nil {
+	if err := trainer.HasCheckpoint(dir); err != nil {
 		return fmt.Errorf("--resume %s: %w", dir, err)
 	}
 	if err := checkWritable(dir); err != nil {
@@ -161,7 +166,7 @@ func restartCount() int {
 // rank fails, from the run directory's last checkpoint: the restarted ranks get --resume.
 func runTrainJob(c *cli.Context, o trainOptions, extra []string) error {
 	policy := launcher.Restarts{Max: o.MaxRestarts, Log: c.App.ErrWriter, Before: func(_ int, failure error) error {
-		if _, err := os.Stat(trainer.CheckpointPath(o.Out)); err != nil {
+		if err := trainer.HasCheckpoint(o.Out); err != nil {
 			return fmt.Errorf("%w; not restarted: %s holds no checkpoint yet (the job failed before its first --checkpoint-every)", failure, o.Out)
 		}
 		if o.Resume == "" {

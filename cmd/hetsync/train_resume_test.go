@@ -166,6 +166,42 @@ func TestTrainResumeAndRestart(t *testing.T) {
 	})
 }
 
+// TestTrainRestartsFromPerRankParts is the restart test for a strategy whose ranks each write
+// their own part (esync): rank 1 is killed after round 12, the job restarts with
+// --max-restarts 1 from the parts of the checkpoint after round 10, and ends after the same 20
+// rounds, every round recorded once by each rank, with one part per rank of its last
+// checkpoint left.
+func TestTrainRestartsFromPerRankParts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	args := []string{"train", "-np", "3", "--sync", "esync", "--collective", "ring", "--max-rounds", "20", "--eval-every", "1000",
+		"--out", dir, "--checkpoint-every", "5", "--fail-at-round", "1:12", "--max-restarts", "1"}
+	if data := os.Getenv("HETSYNC_DATA"); data != "" {
+		args = append(args, "--data", data)
+	}
+	code, out, stderr := runBinary(t, args...)
+	if code != 0 || !strings.Contains(stderr, "restarting the job (restart 1 of 1)") {
+		t.Fatalf("exit %d, want 0 after one restart:\n%s%s", code, out, stderr)
+	}
+	run := readTrainRun(t, dir)
+	checkRounds(t, run, 3, 0, 19)
+	if run.summary.EndedEarly != nil || run.summary.Rounds != 20 {
+		t.Fatalf("summary of %d rounds, ended early: %v; want 20 rounds, a finished run", run.summary.Rounds, run.summary.EndedEarly)
+	}
+	// The restarted job's last checkpoint is the one after round 15 (it stops after 20).
+	for r := range 3 {
+		ck, _, err := trainer.LoadCheckpoint(dir, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.Round != 15 || ck.Rank == nil || *ck.Rank != r {
+			t.Fatalf("rank %d's part is of round %d, rank %v; want round 15", r, ck.Round, ck.Rank)
+		}
+	}
+	if parts, err := filepath.Glob(filepath.Join(dir, trainer.CheckpointPartsDir, "*")); err != nil || len(parts) != 3 {
+		t.Fatalf("parts left: %v (%v), want 3", parts, err)
+	}
+}
+
 // TestResumeFlagErrors: the checkpoint, resume and restart flags are checked before any rank
 // starts, and each error names its flag (exit status 2).
 func TestResumeFlagErrors(t *testing.T) {
@@ -182,7 +218,7 @@ func TestResumeFlagErrors(t *testing.T) {
 		{[]string{"--checkpoint-every", "0"}, "--checkpoint-every needs exactly one of a round count or a duration, got 0"},
 		{[]string{"--checkpoint-every", "-2s"}, "--checkpoint-every must be positive"},
 		{[]string{"--checkpoint-every", "soon"}, `--checkpoint-every "soon" is neither a round count`},
-		{[]string{"--checkpoint-every", "5", "--sync", "esync"}, "--sync esync cannot be checkpointed"},
+		{[]string{"--checkpoint-every", "5", "--sync", "local"}, "--sync local cannot be checkpointed"},
 		{[]string{"--resume", empty, "--sync", "asgd"}, "--sync asgd cannot be checkpointed"},
 		{[]string{"--resume", empty}, "--resume " + empty + ": trainer: checkpoint: "},
 		{[]string{"--resume", notCkpt}, "not a hetsync checkpoint"},
@@ -196,6 +232,7 @@ func TestResumeFlagErrors(t *testing.T) {
 		{[]string{"--min-np", "-1"}, "--min-np -1: must not be negative"},
 		{[]string{"--min-np", "3"}, "--min-np 3 is more than --np 2"},
 		{[]string{"--min-np", "1"}, "--min-np 1 needs -H or --hostfile"},
+		{[]string{"--min-np", "1", "-H", "localhost:2", "--sync", "esync", "--checkpoint-every", "5"}, "--min-np 1: --sync esync cannot continue a checkpoint on another number of ranks"},
 	} {
 		args := append(train[:len(train):len(train)], tc.args...)
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
