@@ -301,15 +301,17 @@ func (p *Pipe) Read(b []byte) (int, error) {
 
 // WaitReadable blocks until the peer has written bytes that no Read has taken, without taking
 // any, and reports eof when instead the peer closed its direction with nothing left to read. It
-// waits as Read does and fails as Read would (peer gone, pipe closed, read deadline). It does
-// not hold the read side, so that another goroutine may Read meanwhile (a receiver polling
-// with Buffered while the connection's reader waits here); only one goroutine may wait in
-// Read or WaitReadable at a time.
+// fails as Read would (peer gone, pipe closed, read deadline). It does not hold the read side,
+// so that another goroutine may Read meanwhile (a receiver polling with Buffered while the
+// connection's reader waits here); only one goroutine may wait in Read or WaitReadable at a
+// time. Unlike Read it neither spins nor yields before it sleeps: its caller is the backstop
+// of a receiver that polls, and a rank keeps one such waiter per peer, so spinning here would
+// spend the shared cores of a host on every idle peer of every rank instead of on the ranks
+// that have work.
 func (p *Pipe) WaitReadable() (eof bool, err error) {
 	p.ops.RLock()
 	defer p.ops.RUnlock()
 	r := &p.in
-	idle := 0
 	for {
 		if p.closed.Load() {
 			return false, p.closedErr("read")
@@ -333,16 +335,11 @@ func (p *Pipe) WaitReadable() (eof bool, err error) {
 			}
 			return false, err
 		}
-		idle++
-		if p.idle(idle) {
-			continue
-		}
 		r.rwait.Store(1)
 		if r.head.Load() == r.tail.Load() && r.remotePending() == 0 && r.wclosed.Load() == 0 && !p.closed.Load() && p.gone.Load() == nil && p.rdl.Load() == dl {
 			sleep(p.rbell, p.rtimer, dl)
 		}
 		r.rwait.CompareAndSwap(1, 0)
-		idle = 0
 	}
 }
 
