@@ -89,6 +89,12 @@ type Pipe struct {
 	closeErr     error
 	release      func() // drops the segment's lock when its file was never unlinked
 
+	// rawLink is link's file descriptor when it has one: doorbells are written to it with a
+	// raw system call (see doorbell). ringRFn and ringWFn are bound once so that ringing
+	// allocates nothing.
+	rawLink          syscall.RawConn
+	ringRFn, ringWFn func(fd uintptr) bool
+
 	// Single copy (see SingleCopy).
 	singleCopyMin int
 	singleCopyMax int             // 0: no bound
@@ -123,6 +129,13 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 		singleCopyMin: s.opts.SingleCopyMin, singleCopyMax: s.opts.SingleCopyMax, probe: s.probe}
 	p.rtimer.Stop()
 	p.wtimer.Stop()
+	if sc, ok := link.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			p.rawLink = raw
+			p.ringRFn = func(fd uintptr) bool { return writeBell(fd, &p.ringR) }
+			p.ringWFn = func(fd uintptr) bool { return writeBell(fd, &p.ringW) }
+		}
+	}
 	r0, r1 := newRing(s.mem, 0, s.ringSize), newRing(s.mem, 1, s.ringSize)
 	if s.creator {
 		p.out, p.in = r0, r1
@@ -186,9 +199,40 @@ func (p *Pipe) goneErr() error {
 // doorbell asks the peer to wake its reader (bellRead) or writer (bellWrite), when its flag says
 // that it sleeps or is about to. A failed write means the link is gone, which the watcher
 // reports.
+//
+// A one-byte write to a non-blocking socket never blocks, so it is a raw system call when the
+// link has a file descriptor: through the link's Write it would tell Go's scheduler that the
+// thread may block, waking the runtime's monitor thread on entry and exit, once per message
+// when the peer's reader sleeps between messages, as it does (WaitReadable) while a receiver
+// polls.
 func (p *Pipe) doorbell(flag *atomic.Uint32, bell *[1]byte) {
-	if flag.Load() != 0 && flag.CompareAndSwap(1, 0) {
+	if flag.Load() == 0 || !flag.CompareAndSwap(1, 0) {
+		return
+	}
+	if p.rawLink == nil {
 		p.link.Write(bell[:])
+		return
+	}
+	fn := p.ringWFn
+	if bell == &p.ringR {
+		fn = p.ringRFn
+	}
+	p.rawLink.Write(fn)
+}
+
+// writeBell writes the doorbell byte b to fd; it reports false (wait until writable, then try
+// again) only when the socket's buffer is full. Other errors mean the link is gone, which the
+// watcher reports.
+func writeBell(fd uintptr, b *[1]byte) bool {
+	for {
+		_, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), 1)
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		return true
 	}
 }
 
