@@ -154,10 +154,14 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 func (p *Pipe) watch(link io.Reader) {
 	defer close(p.watchDone)
 	var b [64]byte
+	read := link.Read
+	if p.rawLink != nil {
+		read = rawReader(p.rawLink)
+	}
 	var err error
 	for err == nil {
 		var n int
-		n, err = link.Read(b[:])
+		n, err = read(b[:])
 		for _, c := range b[:n] {
 			switch c {
 			case bellRead:
@@ -180,6 +184,48 @@ func (p *Pipe) watch(link io.Reader) {
 	gone := fmt.Errorf("shm pipe to %s: %w without closing the pipe (%v)", p.peer, ErrPeerGone, err)
 	p.gone.Store(&gone)
 	p.wakeSelf()
+}
+
+// rawReader reads a non-blocking socket with raw system calls, parking in Go's network poller
+// while it has nothing to read. The doorbell watcher reads once per doorbell; the link's own
+// Read would tell Go's scheduler each time that the thread may block, which wakes the
+// runtime's monitor thread from its sleep in a rank that was idle, and keeps it polling at its
+// shortest period for a while after, on every rank of a host whose ranks outnumber its cores.
+func rawReader(raw syscall.RawConn) func([]byte) (int, error) {
+	var (
+		buf   []byte
+		n     int
+		errno syscall.Errno
+	)
+	fn := func(fd uintptr) bool {
+		for {
+			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			}
+			n, errno = int(r), e
+			return true
+		}
+	}
+	return func(b []byte) (int, error) {
+		if len(b) == 0 {
+			return 0, nil
+		}
+		buf = b
+		if err := raw.Read(fn); err != nil {
+			return 0, err
+		}
+		switch {
+		case errno != 0:
+			return 0, os.NewSyscallError("read", errno)
+		case n == 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
 }
 
 func signal(c chan struct{}) {
