@@ -57,7 +57,7 @@ func (s *sockPoll) inq() (int, error) {
 
 func (s *sockPoll) inqCall(fd uintptr) {
 	var n int32
-	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	_, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
 	s.inqN, s.inqErr = int(n), int(e)
 }
 
@@ -73,7 +73,7 @@ func (s *sockPoll) waitReadable() error {
 
 func (s *sockPoll) readyCall(fd uintptr) bool {
 	for {
-		n, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.peek[0])), 1,
+		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.peek[0])), 1,
 			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case syscall.EINTR:
@@ -95,4 +95,11 @@ func (s *sockPoll) atEOF() bool { return s.eof }
 
 // yieldCPU gives the processor to another runnable thread, as MPI progress loops do when the
 // host is oversubscribed.
-func yieldCPU() { syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
+//
+// The system calls of a polling receiver (this one, FIONREAD, the peeking recvfrom) never
+// block, so they are raw: syscall.Syscall tells the Go scheduler that the thread may block,
+// which wakes the runtime's monitor thread on entry and exit, and a sched_yield that lets
+// other processes run for a while looks to that monitor like a blocked call, so it hands the
+// rank's processor to another thread it has to wake. On a host whose ranks outnumber its
+// cores, those wake-ups cost more than the poll saves.
+func yieldCPU() { syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }

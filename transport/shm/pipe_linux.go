@@ -89,6 +89,12 @@ type Pipe struct {
 	closeErr     error
 	release      func() // drops the segment's lock when its file was never unlinked
 
+	// rawLink is link's file descriptor when it has one: doorbells are written to it with a
+	// raw system call (see doorbell). ringRFn and ringWFn are bound once so that ringing
+	// allocates nothing.
+	rawLink          syscall.RawConn
+	ringRFn, ringWFn func(fd uintptr) bool
+
 	// Single copy (see SingleCopy).
 	singleCopyMin int
 	singleCopyMax int             // 0: no bound
@@ -123,6 +129,13 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 		singleCopyMin: s.opts.SingleCopyMin, singleCopyMax: s.opts.SingleCopyMax, probe: s.probe}
 	p.rtimer.Stop()
 	p.wtimer.Stop()
+	if sc, ok := link.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			p.rawLink = raw
+			p.ringRFn = func(fd uintptr) bool { return writeBell(fd, &p.ringR) }
+			p.ringWFn = func(fd uintptr) bool { return writeBell(fd, &p.ringW) }
+		}
+	}
 	r0, r1 := newRing(s.mem, 0, s.ringSize), newRing(s.mem, 1, s.ringSize)
 	if s.creator {
 		p.out, p.in = r0, r1
@@ -141,10 +154,14 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 func (p *Pipe) watch(link io.Reader) {
 	defer close(p.watchDone)
 	var b [64]byte
+	read := link.Read
+	if p.rawLink != nil {
+		read = rawReader(p.rawLink)
+	}
 	var err error
 	for err == nil {
 		var n int
-		n, err = link.Read(b[:])
+		n, err = read(b[:])
 		for _, c := range b[:n] {
 			switch c {
 			case bellRead:
@@ -169,6 +186,48 @@ func (p *Pipe) watch(link io.Reader) {
 	p.wakeSelf()
 }
 
+// rawReader reads a non-blocking socket with raw system calls, parking in Go's network poller
+// while it has nothing to read. The doorbell watcher reads once per doorbell; the link's own
+// Read would tell Go's scheduler each time that the thread may block, which wakes the
+// runtime's monitor thread from its sleep in a rank that was idle, and keeps it polling at its
+// shortest period for a while after, on every rank of a host whose ranks outnumber its cores.
+func rawReader(raw syscall.RawConn) func([]byte) (int, error) {
+	var (
+		buf   []byte
+		n     int
+		errno syscall.Errno
+	)
+	fn := func(fd uintptr) bool {
+		for {
+			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			}
+			n, errno = int(r), e
+			return true
+		}
+	}
+	return func(b []byte) (int, error) {
+		if len(b) == 0 {
+			return 0, nil
+		}
+		buf = b
+		if err := raw.Read(fn); err != nil {
+			return 0, err
+		}
+		switch {
+		case errno != 0:
+			return 0, os.NewSyscallError("read", errno)
+		case n == 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -186,9 +245,40 @@ func (p *Pipe) goneErr() error {
 // doorbell asks the peer to wake its reader (bellRead) or writer (bellWrite), when its flag says
 // that it sleeps or is about to. A failed write means the link is gone, which the watcher
 // reports.
+//
+// A one-byte write to a non-blocking socket never blocks, so it is a raw system call when the
+// link has a file descriptor: through the link's Write it would tell Go's scheduler that the
+// thread may block, waking the runtime's monitor thread on entry and exit, once per message
+// when the peer's reader sleeps between messages, as it does (WaitReadable) while a receiver
+// polls.
 func (p *Pipe) doorbell(flag *atomic.Uint32, bell *[1]byte) {
-	if flag.Load() != 0 && flag.CompareAndSwap(1, 0) {
+	if flag.Load() == 0 || !flag.CompareAndSwap(1, 0) {
+		return
+	}
+	if p.rawLink == nil {
 		p.link.Write(bell[:])
+		return
+	}
+	fn := p.ringWFn
+	if bell == &p.ringR {
+		fn = p.ringRFn
+	}
+	p.rawLink.Write(fn)
+}
+
+// writeBell writes the doorbell byte b to fd; it reports false (wait until writable, then try
+// again) only when the socket's buffer is full. Other errors mean the link is gone, which the
+// watcher reports.
+func writeBell(fd uintptr, b *[1]byte) bool {
+	for {
+		_, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), 1)
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		return true
 	}
 }
 
@@ -301,15 +391,17 @@ func (p *Pipe) Read(b []byte) (int, error) {
 
 // WaitReadable blocks until the peer has written bytes that no Read has taken, without taking
 // any, and reports eof when instead the peer closed its direction with nothing left to read. It
-// waits as Read does and fails as Read would (peer gone, pipe closed, read deadline). It does
-// not hold the read side, so that another goroutine may Read meanwhile (a receiver polling
-// with Buffered while the connection's reader waits here); only one goroutine may wait in
-// Read or WaitReadable at a time.
+// fails as Read would (peer gone, pipe closed, read deadline). It does not hold the read side,
+// so that another goroutine may Read meanwhile (a receiver polling with Buffered while the
+// connection's reader waits here); only one goroutine may wait in Read or WaitReadable at a
+// time. Unlike Read it neither spins nor yields before it sleeps: its caller is the backstop
+// of a receiver that polls, and a rank keeps one such waiter per peer, so spinning here would
+// spend the shared cores of a host on every idle peer of every rank instead of on the ranks
+// that have work.
 func (p *Pipe) WaitReadable() (eof bool, err error) {
 	p.ops.RLock()
 	defer p.ops.RUnlock()
 	r := &p.in
-	idle := 0
 	for {
 		if p.closed.Load() {
 			return false, p.closedErr("read")
@@ -333,16 +425,11 @@ func (p *Pipe) WaitReadable() (eof bool, err error) {
 			}
 			return false, err
 		}
-		idle++
-		if p.idle(idle) {
-			continue
-		}
 		r.rwait.Store(1)
 		if r.head.Load() == r.tail.Load() && r.remotePending() == 0 && r.wclosed.Load() == 0 && !p.closed.Load() && p.gone.Load() == nil && p.rdl.Load() == dl {
 			sleep(p.rbell, p.rtimer, dl)
 		}
 		r.rwait.CompareAndSwap(1, 0)
-		idle = 0
 	}
 }
 
