@@ -331,6 +331,11 @@ func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 		c.Close()
 		return
 	}
+	// The hello came in time; answering it may take longer: a shared-memory hello has this
+	// rank create and populate the pair's segment first, which on a host whose ranks outnumber
+	// its cores waits behind every other rank doing the same. The dialer waits for the reply
+	// until the join's deadline, and so may this side.
+	_ = c.SetDeadline(time.Now().Add(max(helloTimeout, a.cfg.JoinTimeout)))
 	from := int(binary.BigEndian.Uint32(b[16:]))
 	to := int(binary.BigEndian.Uint32(b[20:]))
 	offersShm := string(b[:8]) == helloMagicSM
