@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // CheckpointFile is the name of a run directory's checkpoint: the newest one replaces the
@@ -94,7 +96,7 @@ func writeCheckpointFile(path string, c *Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("trainer: checkpoint in %s: encoding the header: %w", dir, err)
 	}
-	err = replaceFile(path, func(w io.Writer) error {
+	err = metrics.ReplaceFile(path, func(w io.Writer) error {
 		_, err := w.Write(slices.Concat([]byte(checkpointMagic), head, []byte{'\n'}, payload))
 		return err
 	})
@@ -102,41 +104,6 @@ func writeCheckpointFile(path string, c *Checkpoint) error {
 		return fmt.Errorf("trainer: checkpoint: %w", err)
 	}
 	return syncDir(dir)
-}
-
-// replaceFile replaces path atomically with what write writes: a temporary file beside it,
-// synced, then renamed over it, so that a reader (or a crash) sees the old file or the new
-// one, never a part. The new file has the mode of the run directory's other files.
-func replaceFile(path string, write func(io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	bw := bufio.NewWriter(tmp)
-	err = write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = tmp.Chmod(0o644) // CreateTemp made it 0600
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }
 
 // syncDir makes a rename in dir durable.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetsync/hetsync/trainer/metrics"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -223,7 +224,7 @@ func writeManifest(dir string, w *Worker, rounds int) error {
 	if err != nil {
 		return err
 	}
-	if err := replaceFile(filepath.Join(dir, CheckpointManifestFile), func(w io.Writer) error {
+	if err := metrics.ReplaceFile(filepath.Join(dir, CheckpointManifestFile), func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	}); err != nil {

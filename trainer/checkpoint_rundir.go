@@ -78,5 +78,5 @@ func RewindRun(dir string, round int) ([]metrics.RoundRecord, error) {
 
 // rewriteRecords replaces the records file at path atomically with what write writes.
 func rewriteRecords(path string, write func(*metrics.Writer) error) error {
-	return replaceFile(path, func(w io.Writer) error { return write(metrics.NewWriter(w)) })
+	return metrics.ReplaceFile(path, func(w io.Writer) error { return write(metrics.NewWriter(w)) })
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,25 +148,17 @@ func lastRound(rounds []RoundRecord) int {
 // writeRoundsFile writes rounds, by rank then round, to path through a temporary file, so
 // that path is never half written.
 func writeRoundsFile(path string, rounds []RoundRecord) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	err := ReplaceFile(path, func(f io.Writer) error {
+		w := NewWriter(f)
+		for i := range rounds {
+			if err := w.WriteRound(&rounds[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	w := NewWriter(tmp)
-	for i := range rounds {
-		if err = w.WriteRound(&rounds[i]); err != nil {
-			break
-		}
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("metrics: %s: %w", path, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -151,20 +152,12 @@ func WriteSummary(dir string, s Summary) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %s: %w", filepath.Join(dir, SummaryFile), err)
 	}
-	tmp, err := os.CreateTemp(dir, SummaryFile+".tmp-*")
+	err = ReplaceFile(filepath.Join(dir, SummaryFile), func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(append(b, '\n'))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, SummaryFile))
-	}
-	if err != nil {
-		return fmt.Errorf("metrics: %s: %w", filepath.Join(dir, SummaryFile), err)
 	}
 	return nil
 }
