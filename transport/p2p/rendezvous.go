@@ -276,13 +276,19 @@ func isRetryableDial(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// isReset says whether err is a connection reset by rank 0 (during the dial or the security
+// handshake).
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "connection reset by peer")
+}
+
 // register is the side of every rank but 0: dial rank 0 (retrying while it is not up yet),
 // register, and wait for the table.
 func register(ctx context.Context, cfg Config, h host.Host, rank0 peer.ID, addr0 ma.Multiaddr, self peerInfo) ([]peerInfo, error) {
 	where := fmt.Sprintf("rank %d: cannot join rank 0 at %s", cfg.Rank, cfg.Rendezvous)
 	ai := peer.AddrInfo{ID: rank0, Addrs: []ma.Multiaddr{addr0}}
 	backoff := 20 * time.Millisecond
-	streamTries := 0
+	streamTries, resetTries := 0, 0
 	var lastErr error
 	for {
 		if err := ctx.Err(); err != nil {
@@ -307,7 +313,13 @@ func register(ctx context.Context, cfg Config, h host.Host, rank0 peer.ID, addr0
 			if isIdentityMismatch(err) {
 				return nil, fmt.Errorf("%s: %w", where, ErrWrongJob)
 			}
-			if !isRetryableDial(err) {
+			// A reset is how rank 0 refuses this rank, and also how a loaded rank 0 drops a
+			// handshake it could not finish in its accept timeout: a few retries tell them apart.
+			retry := isRetryableDial(err) || (isReset(err) && resetTries < 4)
+			if isReset(err) {
+				resetTries++
+			}
+			if !retry {
 				return nil, fmt.Errorf("%s: %w (does rank 0 run the same job with the same size?)", where, err)
 			}
 		}
