@@ -145,6 +145,13 @@ func (n *Net) SetRate(ctx context.Context, i int, uplink bool, mbit int) error {
 	return err
 }
 
+// Stats is every shaped link's queue counters as tc prints them (sent, dropped,
+// overlimits, backlog), for a test that failed to show what the links did.
+func (n *Net) Stats(ctx context.Context) (string, error) {
+	out, err := n.run(ctx, "stats")
+	return string(out), err
+}
+
 // Links is the link matrix the network's shaping promises for ranks placed on hosts
 // hostOf[0], hostOf[1], ... (one host index per rank): what a measurement of an idle network
 // would find, for planning before one is made.

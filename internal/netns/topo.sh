@@ -127,6 +127,18 @@ list() {
   done
 }
 
+# stats: every shaped link's queue counters (sent, dropped, overlimits, backlog), switch first,
+# for a test that failed to show what the links did.
+stats() {
+  list >/dev/null
+  local n
+  read -r TOPO n RACKS RATE RATIO < "$(statefile)"
+  echo "== $SW"; ip netns exec "$SW" tc -s qdisc show
+  for (( i = 0; i < n; i++ )); do
+    echo "== $(host_ns "$i")"; ip netns exec "$(host_ns "$i")" tc -s qdisc show dev eth0
+  done
+}
+
 # links H...: the matrix the network's shaping promises. A message between two hosts runs at
 # the slowest link of its path (the two access links, and the uplinks when the racks differ);
 # ranks on one host talk over loopback. Latencies are those of a veth hop and of loopback.
@@ -195,6 +207,7 @@ case "${1:-}" in
   down) down ;;
   rate) [ $# -eq 3 ] || die "usage: rate LINK MBIT"; rate "$2" "$3" ;;
   list) list ;;
+  stats) stats ;;
   links) shift; links "$@" ;;
-  *)    die "usage: topo.sh up TOPO [HOSTS] | down | rate LINK MBIT | list | links H0 H1 ...  (PREFIX=$PREFIX)" ;;
+  *)    die "usage: topo.sh up TOPO [HOSTS] | down | rate LINK MBIT | list | stats | links H0 H1 ...  (PREFIX=$PREFIX)" ;;
 esac
