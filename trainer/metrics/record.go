@@ -332,19 +332,7 @@ func ReadRounds(r io.Reader, name string) ([]RoundRecord, error) {
 
 // readRounds is ReadRounds; torn skips a torn last line (readLines).
 func readRounds(r io.Reader, name string, torn bool) ([]RoundRecord, error) {
-	var out []RoundRecord
-	err := readLines(r, name, torn, func(line []byte) error {
-		var rec RoundRecord
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return err
-		}
-		if err := rec.check(); err != nil {
-			return err
-		}
-		out = append(out, rec)
-		return nil
-	})
-	return out, err
+	return readRecords[RoundRecord](r, name, torn)
 }
 
 // ReadEvals parses eval.jsonl; a line that is not JSON or not a valid evaluation (a negative
@@ -355,13 +343,22 @@ func ReadEvals(r io.Reader, name string) ([]EvalRecord, error) {
 
 // readEvals is ReadEvals; torn skips a torn last line (readLines).
 func readEvals(r io.Reader, name string, torn bool) ([]EvalRecord, error) {
-	var out []EvalRecord
+	return readRecords[EvalRecord](r, name, torn)
+}
+
+// readRecords parses one JSON record of type T per line and checks each; torn skips a torn
+// last line (readLines).
+func readRecords[T any, PT interface {
+	*T
+	check() error
+}](r io.Reader, name string, torn bool) ([]T, error) {
+	var out []T
 	err := readLines(r, name, torn, func(line []byte) error {
-		var rec EvalRecord
+		var rec T
 		if err := json.Unmarshal(line, &rec); err != nil {
 			return err
 		}
-		if err := rec.check(); err != nil {
+		if err := PT(&rec).check(); err != nil {
 			return err
 		}
 		out = append(out, rec)
