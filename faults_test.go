@@ -246,9 +246,8 @@ func wholeJSONLines(t *testing.T, path string) int {
 	return n
 }
 
-// An --out or --timeline on a read-only file system (which root cannot write either): train
-// refuses the --out before any rank starts (exit 2, naming the flag); a timeline that cannot
-// be created fails every rank naming its file.
+// An --out or --timeline on a read-only file system (which root cannot write either): bench
+// and train refuse the flag before any rank starts (exit 2, naming the flag and the file).
 func TestUnwritableOut(t *testing.T) {
 	hetsyncBin, _, ok := inPrivateNamespaces(t)
 	if !ok {
@@ -263,8 +262,10 @@ func TestUnwritableOut(t *testing.T) {
 	}{
 		{"train --out", []string{"train", "-np", "2", "--max-rounds", "2", "--out", ro + "/run"}, 2,
 			[]string{"--out " + ro + "/run: cannot create the run directory", "read-only file system"}},
-		{"bench --timeline", []string{"bench", "-np", "2", "-b", "4K", "-e", "4K", "-n", "1", "--timeline", ro + "/t.json"}, 1,
-			[]string{"rank 0: timeline: open " + ro + "/t.rank0.json: read-only file system"}},
+		{"bench --timeline", []string{"bench", "-np", "2", "-b", "4K", "-e", "4K", "-n", "1", "--timeline", ro + "/t.json"}, 2,
+			[]string{"--timeline " + ro + "/t.json: rank 0 cannot write its timeline: open " + ro + "/t.rank0.json: read-only file system"}},
+		{"train --timeline", []string{"train", "-np", "2", "--max-rounds", "2", "--out", t.TempDir() + "/run", "--timeline", ro + "/t.json"}, 2,
+			[]string{"--timeline " + ro + "/t.json: rank 0 cannot write its timeline", "read-only file system"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := runJob(t, append([]string{hetsyncBin}, tc.argv...)...)

@@ -263,6 +263,9 @@ func benchCommand() *cli.Command {
 				return usageError{err}
 			}
 			if o.Transport == "mem" {
+				if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
+					return usageError{err}
+				}
 				return benchMem(c.Context, o, c.App.Writer)
 			}
 			env, under, err := launcher.RankEnvFromEnviron(os.Getenv)

@@ -269,5 +269,11 @@ func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
 // benchLaunch starts --np ranks of this same command line through the launcher; rank 0's
 // output (the table) passes through unprefixed.
 func benchLaunch(c *cli.Context, o benchOptions) error {
+	// Ranks on other hosts write their timelines there: their own check is the one that counts.
+	if !hostsGiven(c) {
+		if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
+			return usageError{err}
+		}
+	}
 	return launchSelf(c, "bench", o.NP)
 }
