@@ -181,7 +181,8 @@ func otherProcesses() []string {
 
 // A run directory on a disk that fills (a 64 KiB tmpfs) and a timeline on one: the job fails,
 // its error names the file it could not write, and what was written before stays readable
-// (whole JSON lines, the run's config).
+// (whole JSON lines, the run's config). Training stops at the first record the run directory
+// could not take, not when its stop rule says.
 func TestDiskFills(t *testing.T) {
 	hetsyncBin, _, ok := inPrivateNamespaces(t)
 	if !ok {
@@ -190,10 +191,13 @@ func TestDiskFills(t *testing.T) {
 	t.Run("train --out", func(t *testing.T) {
 		full := mountTmpfs(t, filepath.Join(t.TempDir(), "full"), "size=64k")
 		run := filepath.Join(full, "run")
-		code, out := runJob(t, hetsyncBin, "train", "-np", "2", "--max-rounds", "400", "--eval-every", "100", "--out", run)
+		code, out := runJob(t, hetsyncBin, "train", "-np", "2", "--max-time", "40s", "--eval-every", "100", "--out", run)
 		t.Logf("exit %d:\n%s", code, lastLines(out, 6))
 		if code == 0 || !strings.Contains(out, run+"/") || !strings.Contains(out, "no space left on device") {
 			t.Fatalf("exit %d; want a failure naming a file under %s and the full disk:\n%s", code, run, out)
+		}
+		if strings.Contains(out, "done: reached --max-time") || !strings.Contains(out, "done: stopped: metrics: ") {
+			t.Errorf("rank 0 did not stop the job at the first record its run directory could not take:\n%s", out)
 		}
 		var cfg map[string]any
 		if b, err := os.ReadFile(filepath.Join(run, "config.json")); err != nil || json.Unmarshal(b, &cfg) != nil {
