@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,6 +71,32 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 			code, _, stderr := runCLI(t, tc.args...)
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// Every error that errors.Join joined, however deep in a wrapped error, prints on its own
+// "hetsync: " line.
+func TestPrintErrorLinePerError(t *testing.T) {
+	a, b, c := errors.New("rank 0: write run/metrics.jsonl: no space left on device"), errors.New("recording the early end: no space"), errors.New("third")
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"one", a, "hetsync: " + a.Error() + "\n"},
+		{"joined", errors.Join(a, b), "hetsync: " + a.Error() + "\nhetsync: " + b.Error() + "\n"},
+		{"wrapped join of three", fmt.Errorf("train: %w", errors.Join(a, b, c)), "hetsync: train: " + a.Error() + "\nhetsync: " + b.Error() + "\nhetsync: third\n"},
+		{"a usage error", usageError{errors.Join(a, nil, b)}, "hetsync: " + a.Error() + "\nhetsync: " + b.Error() + "\n"},
+		{"a trailing newline", errors.New("x\n"), "hetsync: x\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			printError(&out, tc.err)
+			if out.String() != tc.want {
+				t.Errorf("printed %q, want %q", out.String(), tc.want)
 			}
 		})
 	}
