@@ -17,6 +17,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hetsync/hetsync"
+	"github.com/hetsync/hetsync/launcher"
 )
 
 // runCLI runs the command line in this process and returns its exit status and output.
@@ -426,5 +431,46 @@ func TestBenchUnderLaunchTakesTheJobSettings(t *testing.T) {
 		bin, "bench", "-b", "4K", "-e", "4K", "-n", "1", "-w", "1", "--settle", "0")
 	if code != 0 || !strings.Contains(out, "transport=p2p data-path=tcp security=none") {
 		t.Fatalf("exit %d; want rank 0's table to note data-path=tcp security=none\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+}
+
+// The data paths are one list (hetsync.DataPaths): --data-path accepts each of them on bench,
+// train and launch, its help names each, the launcher carries each to the ranks, and the
+// README's flag summary lists exactly them.
+func TestDataPathsOneList(t *testing.T) {
+	var usage string
+	for _, f := range netFlags(0) {
+		if f.Names()[0] == "data-path" {
+			usage = f.(*cli.StringFlag).Usage
+		}
+	}
+	for _, name := range hetsync.DataPaths() {
+		t.Run(name, func(t *testing.T) {
+			n := netOptions{Transport: "p2p", DataPath: name, Security: "tls"}
+			if err := n.validate(); err != nil {
+				t.Errorf("--data-path %s refused: %v", name, err)
+			}
+			if !strings.Contains(usage, name) {
+				t.Errorf("--data-path's help does not name %s: %q", name, usage)
+			}
+			s, err := launcher.SettingsFromEnviron(func(k string) string {
+				for _, kv := range n.settings().Environ() {
+					if v, ok := strings.CutPrefix(kv, k+"="); ok {
+						return v
+					}
+				}
+				return ""
+			})
+			if err != nil || s.DataPath != name {
+				t.Errorf("the launcher carries --data-path %s as %q (%v)", name, s.DataPath, err)
+			}
+		})
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "`--data-path " + strings.Join(hetsync.DataPaths(), "|") + "`"; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not list the data paths as %s", want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -41,10 +42,10 @@ type netOptions struct {
 func netFlags(poll time.Duration) []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
-		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto (shm on one host; across hosts tls, or tcp with --security none), tls (TLS 1.3 over direct TCP, ranks proven by their keys), stream (libp2p), tcp (plaintext), unix, shm (shared memory) or cma (shm whose large messages the receiver copies straight from the sender's memory; unix, shm and cma need all ranks on one host)"},
+		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: strings.Join(hetsync.DataPaths(), ", ") + ". auto: shm on one host; across hosts tls, or tcp with --security none. tls: TLS 1.3 over direct TCP, ranks proven by their keys; stream: libp2p; tcp: plaintext; shm: shared memory; cma: shm whose large messages the receiver copies straight from the sender's memory; unix, shm and cma need all ranks on one host"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
-		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
+		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm, cma) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
 		planLinksFlag(),
 	}, watchFlags()...)
@@ -114,7 +115,7 @@ func (n netOptions) validate() error {
 	if err := n.Watch.validate(); err != nil {
 		return err
 	}
-	if err := oneOf("data-path", n.DataPath, "auto", "stream", "tcp", "tls", "unix", "shm", "cma"); err != nil {
+	if err := oneOf("data-path", n.DataPath, hetsync.DataPaths()...); err != nil {
 		return err
 	}
 	if n.JoinTimeout < 0 {
