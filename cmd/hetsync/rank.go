@@ -127,17 +127,18 @@ func (n netOptions) validate() error {
 	return oneOf("security", n.Security, "tls", "none")
 }
 
-// benchPoll is bench's --poll default (train does not poll: a fast rank that waits for a slow
-// one at every round would spend CPU the slow one needs on a shared host). Measured on 4 ranks
-// over TCP loopback on 2 cores (medians of 6 runs, GOMAXPROCS=1): a 4 KiB allreduce took 125 µs without polling and 78 µs polling for
-// 200 µs; 1 MiB took 1.85 ms, 2.1 ms and 1.5 ms polling for 0, 200 µs and 1 ms.
+// benchPoll is bench's --poll default: a receiver that polls a little before it sleeps does not
+// wait for a thread to be woken for each small message. 500 µs lies between the polls that
+// served small messages best and those that served 1 MiB best, and bounds the CPU a wait
+// spends (docs/results/tuning.md has the measurements). train does not poll: a fast rank that
+// waits for a slow one at every round would spend CPU the slow one needs on a shared host.
 const benchPoll = 500 * time.Microsecond
 
 // setRankProcs sets how many OS threads run this rank's Go code: the host's CPUs shared among
 // the ranks on it, at least one, as MPI binds a rank to a core. A rank with more threads than
 // its share wakes an idle thread for almost every message it receives, and those wake-ups are
-// what small messages wait for on an oversubscribed or virtualized host (4 ranks on 2 cores:
-// 4 KiB allreduce 161 µs with 2 threads, 125 µs with 1). GOMAXPROCS in the environment wins.
+// what small messages wait for on an oversubscribed or virtualized host (docs/results/tuning.md
+// has the measurement). GOMAXPROCS in the environment wins.
 // Only bench does this: a training rank also runs services (the ESync state service, parameter
 // server shards) that must answer while its compute goroutine runs.
 func setRankProcs(localSize int) {

@@ -26,7 +26,7 @@ func watchFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "peer-timeout", Usage: "fail a peer that sends no heartbeat for this long: every rank's pending call fails naming it (" + hetsync.EnvPeerTimeout + "; default 8s, negative: no heartbeats)"},
 		&cli.DurationFlag{Name: "stall", Usage: "once a call has waited this long, log the peers it waits for and what they last did (" + hetsync.EnvStall + "; default 5s, negative: never)"},
-		&cli.StringFlag{Name: "timeline", Usage: "write each rank's calls, messages and waits as Chrome trace events (Perfetto) to FILE with the rank inserted before the extension: trace.json gives trace.rank0.json, ... (" + hetsync.EnvTimeline + ")"},
+		&cli.StringFlag{Name: "timeline", Usage: "write each rank's calls, messages and waits as Chrome trace events (open in ui.perfetto.dev or chrome://tracing) to FILE with the rank inserted before the extension: trace.json gives trace.rank0.json, ... (" + hetsync.EnvTimeline + ")"},
 		&cli.StringFlag{Name: "log-level", Usage: "debug (adds each pair's data path, codec and latency), info or warn (" + hetsync.EnvLog + ")"},
 	}
 }
