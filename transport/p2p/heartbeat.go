@@ -73,6 +73,10 @@ type heartbeats struct {
 	procs   []procID
 	fail    func(peer int, err error) // set by start; nil while joining
 	stopped bool
+	// checked is when the monitor last finished judging every peer: a peer whose silence,
+	// as the monitor counts it, exceeded its limit before then and that is not failed was
+	// spared on purpose (it said goodbye, or its process runs), which the tests check.
+	checked time.Time
 
 	stop     chan struct{} // closed: the senders say goodbye and end
 	stopOnce sync.Once
@@ -400,6 +404,9 @@ func (hb *heartbeats) monitor() {
 			}
 			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: hb.timeout, State: procCause(st)})
 		}
+		hb.mu.Lock()
+		hb.checked = now
+		hb.mu.Unlock()
 	}
 }
 
