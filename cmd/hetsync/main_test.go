@@ -60,6 +60,8 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"bench", "--np", "2", "--collective", "ring", "--servers", "1"}, "--servers 1: only the ps collective"},
 		{[]string{"bench", "--np", "2", "--replan", "every=x"}, "--replan: "},
 		{[]string{"bench", "--np", "2", "--segment", "big"}, "--segment"},
+		{[]string{"bench", "--np", "2", "--metrics-addr", "localhost"}, `--metrics-addr "localhost": want HOST:PORT`},
+		{[]string{"bench", "--np", "2", "--metrics-addr", "127.0.0.1:70000"}, `--metrics-addr "127.0.0.1:70000": port`},
 		{[]string{"bench", "--np", "-1"}, "--np -1"},
 		{[]string{"bench", "--transport", "mem"}, "--transport mem needs --np"},
 		{[]string{"bench", "--np", "2", "extra"}, "unexpected arguments"},

@@ -15,6 +15,7 @@ import (
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/bench"
 	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/trainer/exporter"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -164,10 +165,11 @@ func (n netOptions) joinRank(ctx context.Context, fn func(*hetsync.Comm) error) 
 }
 
 // runBenches runs every requested algorithm on one rank's endpoint. Rank 0 prints the tables
-// to out and writes the JSON file; every rank returns the first error. A run whose checks found
-// wrong elements is an error on rank 0 only, after everything has been printed, so that the
-// launcher names rank 0 and the other ranks exit cleanly.
-func runBenches(ctx context.Context, ep transport.Endpoint, watch collective.Watch, o benchOptions, out io.Writer) error {
+// to out, gives each row to live (when not nil) and writes the JSON file; every rank returns
+// the first error. A run whose checks found wrong elements is an error on rank 0 only, after
+// everything has been printed, so that the launcher names rank 0 and the other ranks exit
+// cleanly.
+func runBenches(ctx context.Context, ep transport.Endpoint, watch collective.Watch, o benchOptions, out io.Writer, live *exporter.Bench) error {
 	rank0 := ep.Rank() == 0
 	var results []bench.Result
 	var wrong int64
@@ -197,6 +199,10 @@ func runBenches(ctx context.Context, ep transport.Endpoint, watch collective.Wat
 		runner := &bench.Runner{Comm: comm, Gather: gather, Config: o.Config, OnRow: func(r bench.Row) error {
 			if !rank0 {
 				return nil
+			}
+			if live != nil {
+				live.Observe(exporter.BenchRow{Collective: name, Op: o.Config.Op.String(), Bytes: r.Bytes, Seconds: r.AvgUs / 1e6,
+					AlgBW: r.AlgBW, BusBW: r.BusBW, Wrong: r.Wrong, Checked: r.Checks > 0})
 			}
 			if err := tab.Row(r); err != nil || o.Config.Op != bench.AllReduce {
 				return err
@@ -253,8 +259,27 @@ func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io
 		if err != nil {
 			return err
 		}
-		return runBenches(ctx, c.Endpoint(), c.Watch(), o, out)
+		live, err := o.serveResults(ctx, c.Rank(), os.Stderr)
+		if err != nil {
+			return err
+		}
+		return runBenches(ctx, c.Endpoint(), c.Watch(), o, out, live)
 	})
+}
+
+// serveResults starts, on rank 0 and with --metrics-addr, the server of the bench's results
+// until ctx ends, and prints where it listens to errOut; nil when this rank serves nothing.
+func (o benchOptions) serveResults(ctx context.Context, rank int, errOut io.Writer) (*exporter.Bench, error) {
+	if o.MetricsAddr == "" || rank != 0 {
+		return nil, nil
+	}
+	live := exporter.NewBench()
+	at, err := live.Serve(ctx, o.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("rank 0: %w", err)
+	}
+	fmt.Fprintf(errOut, "rank 0: live bench results at http://%s/metrics\n", at)
+	return live, nil
 }
 
 // benchMem runs every rank as a goroutine over the in-process transport.
@@ -264,7 +289,11 @@ func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
 		if c.Rank() != 0 {
 			w = io.Discard
 		}
-		return runBenches(ctx, c.Endpoint(), c.Watch(), o, w)
+		live, err := o.serveResults(ctx, c.Rank(), os.Stderr)
+		if err != nil {
+			return err
+		}
+		return runBenches(ctx, c.Endpoint(), c.Watch(), o, w, live)
 	}, o.Watch.initOptions()...)
 }
 
