@@ -381,9 +381,9 @@ func (hb *heartbeats) monitor() {
 			if late > 0 {
 				bp.starved += late
 			}
-			p, limit, starved := bp.PeerState, hb.timeout, bp.starved
-			if !bp.heard {
-				limit = hb.firstGrace
+			p, limit, limitFrom, starved := bp.PeerState, hb.timeout, "", bp.starved
+			if !bp.heard && hb.firstGrace > hb.timeout {
+				limit, limitFrom = hb.firstGrace, "HETSYNC_JOIN_TIMEOUT"
 			}
 			hb.mu.Unlock()
 			silent := now.Sub(p.Heard) - starved
@@ -402,7 +402,7 @@ func (hb *heartbeats) monitor() {
 				}
 				continue
 			}
-			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: hb.timeout, State: procCause(st)})
+			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: limit, LimitFrom: limitFrom, State: procCause(st)})
 		}
 		hb.mu.Lock()
 		hb.checked = now

@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,10 @@ func TestSilentPeerFailsRecv(t *testing.T) {
 		var ue *transport.UnresponsiveError
 		if !errors.As(err, &ue) || ue.Peer != silent || ue.Rank != 0 {
 			t.Fatalf("size %d: recv from the silent rank %d: %v, want an *UnresponsiveError naming it", size, silent, err)
+		}
+		// never heard from, it was given the join timeout, and the error says so
+		if want := "(limit 4s, HETSYNC_JOIN_TIMEOUT)"; ue.Limit != join || !strings.Contains(err.Error(), want) {
+			t.Errorf("size %d: %v: want the limit it was given, %s", size, err, want)
 		}
 		if took := time.Since(start); took > join+2*timeout {
 			t.Errorf("size %d: the silent rank was failed after %v, limit %v", size, took, join)
