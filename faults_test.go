@@ -181,7 +181,8 @@ func otherProcesses() []string {
 
 // A run directory on a disk that fills (a 64 KiB tmpfs) and a timeline on one: the job fails,
 // its error names the file it could not write, and what was written before stays readable
-// (whole JSON lines, the run's config).
+// (whole JSON lines, the run's config). Training stops at the first record the run directory
+// could not take, not when its stop rule says.
 func TestDiskFills(t *testing.T) {
 	hetsyncBin, _, ok := inPrivateNamespaces(t)
 	if !ok {
@@ -190,10 +191,13 @@ func TestDiskFills(t *testing.T) {
 	t.Run("train --out", func(t *testing.T) {
 		full := mountTmpfs(t, filepath.Join(t.TempDir(), "full"), "size=64k")
 		run := filepath.Join(full, "run")
-		code, out := runJob(t, hetsyncBin, "train", "-np", "2", "--max-rounds", "400", "--eval-every", "100", "--out", run)
+		code, out := runJob(t, hetsyncBin, "train", "-np", "2", "--max-time", "40s", "--eval-every", "100", "--out", run)
 		t.Logf("exit %d:\n%s", code, lastLines(out, 6))
 		if code == 0 || !strings.Contains(out, run+"/") || !strings.Contains(out, "no space left on device") {
 			t.Fatalf("exit %d; want a failure naming a file under %s and the full disk:\n%s", code, run, out)
+		}
+		if strings.Contains(out, "done: reached --max-time") || !strings.Contains(out, "done: stopped: metrics: ") {
+			t.Errorf("rank 0 did not stop the job at the first record its run directory could not take:\n%s", out)
 		}
 		var cfg map[string]any
 		if b, err := os.ReadFile(filepath.Join(run, "config.json")); err != nil || json.Unmarshal(b, &cfg) != nil {
@@ -246,9 +250,8 @@ func wholeJSONLines(t *testing.T, path string) int {
 	return n
 }
 
-// An --out or --timeline on a read-only file system (which root cannot write either): train
-// refuses the --out before any rank starts (exit 2, naming the flag); a timeline that cannot
-// be created fails every rank naming its file.
+// An --out or --timeline on a read-only file system (which root cannot write either): bench
+// and train refuse the flag before any rank starts (exit 2, naming the flag and the file).
 func TestUnwritableOut(t *testing.T) {
 	hetsyncBin, _, ok := inPrivateNamespaces(t)
 	if !ok {
@@ -263,8 +266,10 @@ func TestUnwritableOut(t *testing.T) {
 	}{
 		{"train --out", []string{"train", "-np", "2", "--max-rounds", "2", "--out", ro + "/run"}, 2,
 			[]string{"--out " + ro + "/run: cannot create the run directory", "read-only file system"}},
-		{"bench --timeline", []string{"bench", "-np", "2", "-b", "4K", "-e", "4K", "-n", "1", "--timeline", ro + "/t.json"}, 1,
-			[]string{"rank 0: timeline: open " + ro + "/t.rank0.json: read-only file system"}},
+		{"bench --timeline", []string{"bench", "-np", "2", "-b", "4K", "-e", "4K", "-n", "1", "--timeline", ro + "/t.json"}, 2,
+			[]string{"--timeline " + ro + "/t.json: rank 0 cannot write its timeline: open " + ro + "/t.rank0.json: read-only file system"}},
+		{"train --timeline", []string{"train", "-np", "2", "--max-rounds", "2", "--out", t.TempDir() + "/run", "--timeline", ro + "/t.json"}, 2,
+			[]string{"--timeline " + ro + "/t.json: rank 0 cannot write its timeline", "read-only file system"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := runJob(t, append([]string{hetsyncBin}, tc.argv...)...)

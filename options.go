@@ -9,6 +9,7 @@ import (
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/transport/p2p"
 )
 
 // Option configures Init and InitLocal. An option given explicitly wins over the variable the
@@ -63,12 +64,15 @@ func WithSecurity(s string) Option {
 	return func(c *config) { c.security = setting[string]{s, fmt.Sprintf("WithSecurity(%q)", s)} }
 }
 
-// WithDataPath is the path of the collectives' bulk traffic: auto, stream, tcp, unix or shm.
-// Default: HETSYNC_DATA_PATH, else auto (shared memory on one host, tcp across hosts with
-// security none, else the secure stream).
+// WithDataPath is the path of the collectives' bulk traffic, one of DataPaths: auto, tls,
+// stream, tcp, unix, shm or cma. Default: HETSYNC_DATA_PATH, else auto (shared memory on one
+// host; across hosts tcp with security none, else tls).
 func WithDataPath(p string) Option {
 	return func(c *config) { c.dataPath = setting[string]{p, fmt.Sprintf("WithDataPath(%q)", p)} }
 }
+
+// DataPaths are the names WithDataPath, HETSYNC_DATA_PATH and --data-path take.
+func DataPaths() []string { return p2p.DataPathNames() }
 
 // WithJoinTimeout bounds how long Init waits for the other ranks. Default:
 // HETSYNC_JOIN_TIMEOUT, else 60s.
@@ -83,7 +87,7 @@ func WithPoll(d time.Duration) Option {
 }
 
 // WithChecksum adds a CRC-32C of every payload to its frame. Default: HETSYNC_CHECKSUM, else
-// off (TLS protects the stream path; tcp, unix and shm are for trusted hosts and networks).
+// off (TLS protects the stream path; tcp, unix, shm and cma are for trusted hosts and networks).
 func WithChecksum(on bool) Option {
 	return func(c *config) { c.checksum = setting[bool]{on, fmt.Sprintf("WithChecksum(%v)", on)} }
 }

@@ -10,13 +10,14 @@ import (
 	"time"
 )
 
-// Timeline writes what one rank does as Chrome trace events (the JSON array format, which
-// Perfetto and chrome://tracing open): the rank is a process ("rank N"), with a thread per
+// Timeline writes what one rank does as Chrome trace events, in the Trace Event Format's JSON
+// array form: Perfetto's UI (ui.perfetto.dev), chrome://tracing and the Performance panel of
+// Chrome's DevTools open the file. The rank is a process ("rank N"), with a thread per
 // kind of activity: its collective calls (name, algorithm, bytes, sequence number, error), the
 // messages it sends and the receives it waits on (peer, bytes; a receive's span is the time
 // the rank waited for the peer's data, transfer included), and the spans its program adds
 // (Span: a trainer's steps and rounds). Times are wall-clock microseconds, so the files of
-// several ranks of one host line up when merged (MergeTimelines).
+// several ranks of one host line up when their arrays are concatenated into one (jq -s add).
 //
 // Events are written as they end, through a buffer that Flush and Close empty; the array is
 // closed by Close, and a file cut short by a crash still opens (the format allows a missing

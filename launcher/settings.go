@@ -28,7 +28,8 @@ type Settings struct {
 	Collective string
 	// Security is the libp2p channel security, "tls" or "none" (HETSYNC_SECURITY).
 	Security string
-	// DataPath is the bulk data path: auto, stream, tcp, unix or shm (HETSYNC_DATA_PATH).
+	// DataPath is the bulk data path, one of hetsync.DataPaths: auto, tls, stream, tcp, unix,
+	// shm or cma (HETSYNC_DATA_PATH).
 	DataPath string
 	// JoinTimeout bounds how long ranks wait for each other (HETSYNC_JOIN_TIMEOUT, a Go
 	// duration such as 90s).

@@ -12,9 +12,11 @@ import (
 // liveRun writes a rank's records as the job runs, so that a job that is interrupted or loses
 // a rank leaves what it measured: every rank appends its rounds to ranks/rank-N.jsonl of the
 // run directory on its own host, and rank 0 also writes config.json at the start and each
-// evaluation to eval.jsonl as it is taken. On rank 0 a write error does not stop training;
-// the first one is kept and returned by err, so the job fails naming the file instead of
-// finishing with a silent gap. On the other ranks the file is a copy of what rank 0 gathers
+// evaluation to eval.jsonl as it is taken. On rank 0 the first write error is kept and
+// returned by err, which the run asks before every round: the job then stops after that round
+// and fails naming the file (a full disk), rather than training on to its stop rule to fail
+// there, or finishing with a silent gap; what was written stays. On the other ranks the file
+// is a copy of what rank 0 gathers
 // at the end, kept where the run directory's path can be written on the rank's host (on
 // another host it may not exist): a rank that cannot open or write it carries on without it.
 type liveRun struct {

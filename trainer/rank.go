@@ -201,7 +201,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if err != nil {
 		return nil, err
 	}
-	topts.AfterRound, topts.AfterEval = live.round, live.eval
+	topts.AfterRound, topts.AfterEval, topts.Failed = live.round, live.eval, live.err
 	if after := opts.AfterRound; after != nil {
 		topts.AfterRound = func(r *metrics.RoundRecord) { live.round(r); after(r) }
 	}

@@ -28,6 +28,11 @@ type RunOptions struct {
 	AfterEval func(EvalResult)
 	// Checkpoint is where rank 0 writes checkpoints, and what the run resumes from.
 	Checkpoint CheckpointOptions
+	// Failed, when set, is asked on rank 0 before each round: an error stops the job after
+	// that round as a stop rule would, with the error as the reason (rank 0's run directory
+	// that could not take a record: training on to the stop rule would lose it all). The
+	// caller fails the run with the same error once Run returns; the other ranks stop cleanly.
+	Failed func() error
 }
 
 // Result is what Run returns on one rank.
@@ -134,6 +139,11 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 				}
 				if stop, why := rule.Decide(next); stop {
 					reason = why
+				}
+				if opts.Failed != nil {
+					if err := opts.Failed(); err != nil {
+						reason = "stopped: " + err.Error()
+					}
 				}
 			}
 			vote = reason != ""

@@ -39,6 +39,9 @@ type TrainOptions struct {
 	// AfterEval each of rank 0's evaluations as it is taken (RunOptions).
 	AfterRound func(*metrics.RoundRecord)
 	AfterEval  func(EvalResult)
+	// Failed, when set, is asked on rank 0 before each round: an error stops the job after
+	// that round (RunOptions).
+	Failed func() error
 }
 
 // Train runs this rank of a training job on the user's model: every rank of the job calls it
@@ -80,7 +83,7 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	if err != nil {
 		return nil, err
 	}
-	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, AfterEval: opts.AfterEval, Checkpoint: opts.Checkpoint}
+	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, AfterEval: opts.AfterEval, Checkpoint: opts.Checkpoint, Failed: opts.Failed}
 	if opts.AfterRound != nil {
 		ropts.AfterRound = func(_ *Worker, rec *metrics.RoundRecord) { opts.AfterRound(rec) }
 	}

@@ -3,6 +3,8 @@ package trainer
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"slices"
@@ -62,14 +64,15 @@ func paramsHash(p []float32) uint64 {
 	return h.Sum64()
 }
 
-// runSynthJob trains the synthetic problem on size in-process ranks.
-func runSynthJob(t *testing.T, cfg Config, size int) *jobOutcome {
+// runSynthJob trains the synthetic problem on size in-process ranks; each tweak sees every
+// rank's options before it runs.
+func runSynthJob(t *testing.T, cfg Config, size int, tweaks ...func(rank int, o *RunOptions)) *jobOutcome {
 	t.Helper()
-	return runSynthJobOn(t, cfg, transport.NewMemJob(size))
+	return runSynthJobOn(t, cfg, transport.NewMemJob(size), tweaks...)
 }
 
 // runSynthJobOn runs the synthetic job on the given endpoints (one per rank) and closes them.
-func runSynthJobOn(t *testing.T, cfg Config, eps []transport.Endpoint) *jobOutcome {
+func runSynthJobOn(t *testing.T, cfg Config, eps []transport.Endpoint, tweaks ...func(rank int, o *RunOptions)) *jobOutcome {
 	t.Helper()
 	size := len(eps)
 	cfg.Defaults()
@@ -117,6 +120,9 @@ func runSynthJobOn(t *testing.T, cfg Config, eps []transport.Endpoint) *jobOutco
 				}}
 				if r == 0 {
 					opts.Eval = synthEval(test)
+				}
+				for _, tweak := range tweaks {
+					tweak(r, &opts)
 				}
 				res, err := Run(ctx, w, strat, opts)
 				if err != nil {
@@ -251,6 +257,55 @@ func TestStopOnTargetAccuracy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStopWhenFailed checks that an error from rank 0's Failed (its run directory could not
+// take a record) stops every rank after the round it was seen before, with the error as the
+// stop reason, for each kind of stop agreement (in the round's collective, on the parameter
+// server, on the control channel), whatever the job's size.
+func TestStopWhenFailed(t *testing.T) {
+	const failAt = 4 // the Failed call that errs: before round failAt-1
+	for _, strat := range []string{"ssgd", "asgd", "local"} {
+		for _, size := range []int{1, 2, 3, 5} {
+			if strat == "asgd" && size == 1 {
+				continue // a parameter server needs a worker besides itself
+			}
+			t.Run(fmt.Sprintf("%s/%d", strat, size), func(t *testing.T) {
+				cfg := Config{Strategy: strat, Collective: "ring", Batch: 8, LR: 0.2, MaxRounds: 100000, Seed: 9}
+				if strat == "asgd" {
+					cfg.Collective = "ps"
+				}
+				calls := 0
+				out := runSynthJob(t, cfg, size, func(r int, o *RunOptions) {
+					if r == 0 {
+						o.Failed = func() error {
+							if calls++; calls >= failAt {
+								return errors.New("disk full")
+							}
+							return nil
+						}
+					}
+				})
+				res := out.results[0]
+				if res.StopReason != "stopped: disk full" {
+					t.Errorf("stop reason %q, want Failed's error", res.StopReason)
+				}
+				if strat == "asgd" {
+					// a worker stops after its next request once the server has the vote
+					if n := len(res.Records); n < failAt || n > failAt+size {
+						t.Errorf("rank 0 ran %d rounds, want %d to %d", n, failAt, failAt+size)
+					}
+					return
+				}
+				for r, other := range out.results {
+					// local's other ranks run at their own pace until the vote reaches them
+					if n := len(other.Records); n != failAt && (strat != "local" || r == 0) {
+						t.Errorf("rank %d ran %d rounds, want %d", r, n, failAt)
+					}
+				}
+			})
+		}
 	}
 }
 

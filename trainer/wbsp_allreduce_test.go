@@ -36,21 +36,29 @@ func TestWBSPNextTrigger(t *testing.T) {
 }
 
 // slowSwitchModel is the synthetic model with one slow rank that changes mid-run: rank
-// size−1 sleeps per step until the job's phase turns, then rank 0; the others sleep a tenth
-// of that. It also sums every step's
-// change as plain SGD makes it (−lr·g), so that a test can check that every step reached the
-// global model exactly once.
+// size−1 until the job's phase turns, then rank 0. The fast ranks sleep a tenth of sleep per
+// step; the slow rank sleeps sleep, or slowFactor times what the fast ranks' steps take now
+// when that is longer: a loaded host stretches every step, and a slow rank slower by a fixed
+// time could then look no slower than a fast rank whose step was descheduled. It also sums
+// every step's change as plain SGD makes it (−lr·g), so that a test can check that every
+// step reached the global model exactly once.
 type slowSwitchModel struct {
 	Model
 	rank, size int
 	phase      *atomic.Int32
 	sleep      time.Duration
-	lr         float64
-	steps      int
-	moved      []float64 // Σ −lr·g over this rank's steps
+	// fastStep is a moving average of the fast ranks' step times (ns), shared by the job.
+	fastStep *atomic.Int64
+	lr       float64
+	steps    int
+	moved    []float64 // Σ −lr·g over this rank's steps
 }
 
+// slowFactor is how many times longer than the fast ranks' steps the slow rank's are at least.
+const slowFactor = 10
+
 func (m *slowSwitchModel) Step(ctx context.Context, grad []float32) (StepResult, error) {
+	start := time.Now()
 	r, err := m.Model.Step(ctx, grad)
 	if err != nil {
 		return r, err
@@ -65,13 +73,28 @@ func (m *slowSwitchModel) Step(ctx context.Context, grad []float32) (StepResult,
 	}
 	switch {
 	case m.rank == slow && m.size > 1:
-		time.Sleep(m.sleep)
+		time.Sleep(max(m.sleep, slowFactor*time.Duration(m.fastStep.Load())))
 	default:
 		// the fast ranks step ten times as often, not thousands of times: the goroutines of
 		// five ranks share two cores here
 		time.Sleep(m.sleep / 10)
+		m.observeFastStep(time.Since(start))
 	}
 	return r, nil
+}
+
+// observeFastStep moves the fast ranks' average step time an eighth of the way to d.
+func (m *slowSwitchModel) observeFastStep(d time.Duration) {
+	for {
+		old := m.fastStep.Load()
+		avg := int64(d)
+		if old > 0 {
+			avg = old + (int64(d)-old)/8
+		}
+		if m.fastStep.CompareAndSwap(old, avg) {
+			return
+		}
+	}
 }
 
 // wbspAllReduceJob is what a run of an allreduce form of WBSP left on each rank.
@@ -84,8 +107,8 @@ type wbspAllReduceJob struct {
 }
 
 // runWBSPAllReduce runs cfg on size in-process ranks with the slow rank switching from size−1
-// to 0 after switchAt rounds (the slow rank sleeping slow per step, the others a tenth of
-// that), recording the global model after every round.
+// to 0 after switchAt rounds (the slow rank sleeping slow per step, or slowFactor times the
+// others' steps, the others a tenth of slow), recording the global model after every round.
 func runWBSPAllReduce(t *testing.T, cfg Config, size, switchAt int, slow time.Duration) *wbspAllReduceJob {
 	t.Helper()
 	cfg.Defaults()
@@ -96,6 +119,7 @@ func runWBSPAllReduce(t *testing.T, cfg Config, size, switchAt int, slow time.Du
 	defer cancel()
 	train := newSynthSet(1200, 1)
 	var phase atomic.Int32
+	var fastStep atomic.Int64
 	out := &wbspAllReduceJob{records: make([][]metrics.RoundRecord, size), bases: make([][]uint64, size),
 		final: make([][]float32, size), models: make([]*slowSwitchModel, size), inits: make([][]float32, size)}
 	runRanks(t, transport.NewMemJob(size), cancel, func(r int, ep transport.Endpoint) error {
@@ -103,7 +127,7 @@ func runWBSPAllReduce(t *testing.T, cfg Config, size, switchAt int, slow time.Du
 		if err != nil {
 			return err
 		}
-		m := &slowSwitchModel{Model: w.Model, rank: r, size: size, phase: &phase, sleep: slow,
+		m := &slowSwitchModel{Model: w.Model, rank: r, size: size, phase: &phase, sleep: slow, fastStep: &fastStep,
 			lr: cfg.LR, moved: make([]float64, len(w.Params))}
 		w.Model, out.models[r] = m, m
 		out.inits[r] = append([]float32(nil), w.Params...)
@@ -150,8 +174,9 @@ func TestWBSPAllReduceCountsEveryStepOnce(t *testing.T) {
 					cfg := Config{Strategy: strat, Collective: coll, Batch: 8, LR: 0.1, Momentum: 0, MaxRounds: rounds, Seed: 3,
 						Eval: EvalEvery{Rounds: 1000}}
 					// Which rank triggers follows measured step times, which a loaded host
-					// blurs at a 5 ms step: the ring runs check it with slow steps of 40 ms,
-					// the rest check what does not depend on a clock.
+					// blurs at a 5 ms step: the ring runs check it with slow steps of 40 ms
+					// at least (slowFactor times the fast ranks' on a loaded host), the rest
+					// check what does not depend on a clock.
 					follow := coll == "ring"
 					slow := 5 * time.Millisecond
 					if follow {

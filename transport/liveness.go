@@ -102,20 +102,27 @@ type UnresponsiveError struct {
 	Rank, Peer int
 	// Silent is how long the peer had been silent.
 	Silent time.Duration
-	// Limit is the configured peer timeout.
+	// Limit is the silence that failed the peer: the peer timeout, or the join timeout when
+	// that is longer and the peer was given it (not heard from yet, or its stream was reset).
 	Limit time.Duration
+	// LimitFrom is the setting Limit comes from; "" is HETSYNC_PEER_TIMEOUT.
+	LimitFrom string
 	// State is what the kernel says of a silent peer on this rank's host ("stopped (SIGSTOP
 	// or a tracer)", "exited"), "" for a peer on another host.
 	State string
 }
 
 func (e *UnresponsiveError) Error() string {
-	if e.State != "" {
-		return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, HETSYNC_PEER_TIMEOUT): its process is %s",
-			e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, e.State)
+	from := e.LimitFrom
+	if from == "" {
+		from = "HETSYNC_PEER_TIMEOUT"
 	}
-	return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, HETSYNC_PEER_TIMEOUT): the process is frozen or dead",
-		e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit)
+	if e.State != "" {
+		return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): its process is %s",
+			e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, from, e.State)
+	}
+	return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): the process is frozen or dead",
+		e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, from)
 }
 
 // PeerFailer is implemented by endpoints that can fail a peer from outside the data path: its

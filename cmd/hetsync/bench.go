@@ -14,6 +14,7 @@ import (
 	"github.com/hetsync/hetsync/collective/bench"
 	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/trainer/exporter"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -34,6 +35,8 @@ type benchOptions struct {
 	Links *topology.Matrix
 	// Replan is --replan (else HETSYNC_REPLAN): how auto follows links that change.
 	Replan collective.ReplanOptions
+	// MetricsAddr is --metrics-addr: where rank 0 serves the results live ("" nowhere).
+	MetricsAddr string
 }
 
 // preferredOrder is the order of "--collective all"; registered algorithms not listed here
@@ -108,7 +111,7 @@ func oneOf(flag, v string, known ...string) error {
 func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	o := benchOptions{
 		NP: c.Int("np"), JSONPath: c.String("J"), netOptions: netOptionsFrom(c), CodecName: c.String("codec"),
-		Servers: c.Int("servers"),
+		Servers: c.Int("servers"), MetricsAddr: c.String("metrics-addr"),
 	}
 	var err error
 	if o.NP < 0 {
@@ -174,6 +177,11 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	}
 	if o.Transport == "mem" && o.NP == 0 {
 		return o, fmt.Errorf("--transport mem needs --np")
+	}
+	if o.MetricsAddr != "" {
+		if _, err := exporter.RankAddr(o.MetricsAddr, 0); err != nil {
+			return o, err
+		}
 	}
 	return o, nil
 }
@@ -246,6 +254,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
 			&cli.IntFlag{Name: "servers", Usage: "ps: number of server ranks (0 = every rank)"},
 			&cli.StringFlag{Name: "segment", Value: "0", Usage: "pipelining segment size (0 = the algorithm's default)"},
+			&cli.StringFlag{Name: "metrics-addr", Usage: "rank 0 serves the results, each size as soon as it is measured, as Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free port, printed at the start)"},
 			replanFlag(),
 		}, netFlags(benchPoll), jobFlags(true), linksFlags()),
 		Action: func(c *cli.Context) error {
@@ -263,6 +272,9 @@ func benchCommand() *cli.Command {
 				return usageError{err}
 			}
 			if o.Transport == "mem" {
+				if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
+					return usageError{err}
+				}
 				return benchMem(c.Context, o, c.App.Writer)
 			}
 			env, under, err := launcher.RankEnvFromEnviron(os.Getenv)

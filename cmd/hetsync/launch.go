@@ -55,6 +55,9 @@ func launchCommand() *cli.Command {
 				if err := checkHostHolds(c.Int("np"), launchRankBytes, availableMemory(), "this host"); err != nil {
 					return usageError{err}
 				}
+				if err := watchOptionsFrom(c).checkTimelineFiles(c.Int("np"), os.Getenv); err != nil {
+					return usageError{err}
+				}
 			}
 			settings, err := launchSettings(c)
 			if err != nil {

@@ -39,7 +39,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "hetsync: %v\n", err)
+	printError(stderr, err)
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
@@ -49,6 +49,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return launcher.ExitCode(err)
 	}
 	return 1
+}
+
+// printError prints err with one "hetsync: " line per line of its text: errors.Join puts each
+// error it joins on a line of its own (a run that failed and then could not record its end),
+// and each then reads as an error of its own, as a log scanner or a user grepping for
+// "hetsync:" expects.
+func printError(w io.Writer, err error) {
+	for line := range strings.SplitSeq(strings.TrimRight(err.Error(), "\n"), "\n") {
+		fmt.Fprintf(w, "hetsync: %s\n", line)
+	}
 }
 
 func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }

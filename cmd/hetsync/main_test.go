@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hetsync/hetsync"
+	"github.com/hetsync/hetsync/launcher"
 )
 
 // runCLI runs the command line in this process and returns its exit status and output.
@@ -54,6 +60,8 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"bench", "--np", "2", "--collective", "ring", "--servers", "1"}, "--servers 1: only the ps collective"},
 		{[]string{"bench", "--np", "2", "--replan", "every=x"}, "--replan: "},
 		{[]string{"bench", "--np", "2", "--segment", "big"}, "--segment"},
+		{[]string{"bench", "--np", "2", "--metrics-addr", "localhost"}, `--metrics-addr "localhost": want HOST:PORT`},
+		{[]string{"bench", "--np", "2", "--metrics-addr", "127.0.0.1:70000"}, `--metrics-addr "127.0.0.1:70000": port`},
 		{[]string{"bench", "--np", "-1"}, "--np -1"},
 		{[]string{"bench", "--transport", "mem"}, "--transport mem needs --np"},
 		{[]string{"bench", "--np", "2", "extra"}, "unexpected arguments"},
@@ -70,6 +78,32 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 			code, _, stderr := runCLI(t, tc.args...)
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// Every error that errors.Join joined, however deep in a wrapped error, prints on its own
+// "hetsync: " line.
+func TestPrintErrorLinePerError(t *testing.T) {
+	a, b, c := errors.New("rank 0: write run/metrics.jsonl: no space left on device"), errors.New("recording the early end: no space"), errors.New("third")
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"one", a, "hetsync: " + a.Error() + "\n"},
+		{"joined", errors.Join(a, b), "hetsync: " + a.Error() + "\nhetsync: " + b.Error() + "\n"},
+		{"wrapped join of three", fmt.Errorf("train: %w", errors.Join(a, b, c)), "hetsync: train: " + a.Error() + "\nhetsync: " + b.Error() + "\nhetsync: third\n"},
+		{"a usage error", usageError{errors.Join(a, nil, b)}, "hetsync: " + a.Error() + "\nhetsync: " + b.Error() + "\n"},
+		{"a trailing newline", errors.New("x\n"), "hetsync: x\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			printError(&out, tc.err)
+			if out.String() != tc.want {
+				t.Errorf("printed %q, want %q", out.String(), tc.want)
 			}
 		})
 	}
@@ -399,5 +433,46 @@ func TestBenchUnderLaunchTakesTheJobSettings(t *testing.T) {
 		bin, "bench", "-b", "4K", "-e", "4K", "-n", "1", "-w", "1", "--settle", "0")
 	if code != 0 || !strings.Contains(out, "transport=p2p data-path=tcp security=none") {
 		t.Fatalf("exit %d; want rank 0's table to note data-path=tcp security=none\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+}
+
+// The data paths are one list (hetsync.DataPaths): --data-path accepts each of them on bench,
+// train and launch, its help names each, the launcher carries each to the ranks, and the
+// README's flag summary lists exactly them.
+func TestDataPathsOneList(t *testing.T) {
+	var usage string
+	for _, f := range netFlags(0) {
+		if f.Names()[0] == "data-path" {
+			usage = f.(*cli.StringFlag).Usage
+		}
+	}
+	for _, name := range hetsync.DataPaths() {
+		t.Run(name, func(t *testing.T) {
+			n := netOptions{Transport: "p2p", DataPath: name, Security: "tls"}
+			if err := n.validate(); err != nil {
+				t.Errorf("--data-path %s refused: %v", name, err)
+			}
+			if !strings.Contains(usage, name) {
+				t.Errorf("--data-path's help does not name %s: %q", name, usage)
+			}
+			s, err := launcher.SettingsFromEnviron(func(k string) string {
+				for _, kv := range n.settings().Environ() {
+					if v, ok := strings.CutPrefix(kv, k+"="); ok {
+						return v
+					}
+				}
+				return ""
+			})
+			if err != nil || s.DataPath != name {
+				t.Errorf("the launcher carries --data-path %s as %q (%v)", name, s.DataPath, err)
+			}
+		})
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "`--data-path " + strings.Join(hetsync.DataPaths(), "|") + "`"; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not list the data paths as %s", want)
 	}
 }

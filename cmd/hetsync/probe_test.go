@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,6 +26,7 @@ func TestBadInputFailsUpFront(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(run, "config.json"), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	noDir, underFile := filepath.Join(dir, "nodir", "t.json"), filepath.Join(file, "t.json")
 	mem := []string{"train", "--transport", "mem", "-np", "2", "--max-rounds", "1"}
 	tests := []struct {
 		args []string
@@ -50,6 +52,11 @@ func TestBadInputFailsUpFront(t *testing.T) {
 		{[]string{"launch", "-np", "10000000", "true"}, []string{"--np 10000000", "this host cannot hold"}},
 		{[]string{"bench", "-np", "2", "--rendezvous", "127.0.0.1:"}, []string{`--rendezvous "127.0.0.1:"`}},
 		{[]string{"launch", "-np", "2", "--rendezvous", "127.0.0.1:0", "true"}, []string{`--rendezvous "127.0.0.1:0"`}},
+		{append(mem, "--timeline", noDir), []string{"--timeline " + noDir, "open " + filepath.Join(dir, "nodir", "t.rank0.json")}},
+		{[]string{"train", "-np", "3", "--max-rounds", "1", "--timeline", underFile}, []string{"--timeline " + underFile, "not a directory"}},
+		{[]string{"bench", "-np", "2", "--timeline", noDir}, []string{"--timeline " + noDir, "no such file or directory"}},
+		{[]string{"bench", "-np", "5", "--transport", "mem", "--timeline", underFile}, []string{"--timeline " + underFile, "not a directory"}},
+		{[]string{"launch", "-np", "2", "--timeline", noDir, "true"}, []string{"--timeline " + noDir, "t.rank0.json"}},
 	}
 	tests = append(tests, struct {
 		args []string
@@ -76,6 +83,69 @@ func TestBadInputFailsUpFront(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(run, "metrics.jsonl")); err == nil {
 		t.Errorf("a refused --out %s was written to", run)
+	}
+}
+
+// The timeline check creates nothing it leaves behind, leaves an existing trace as it was,
+// reads HETSYNC_TIMELINE when the flag is not given (the flag wins), and names the flag or the
+// variable, the rank and the file it cannot write.
+func TestCheckTimelineFiles(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.rank1.json")
+	if err := os.WriteFile(old, []byte("[]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dirFile := filepath.Join(dir, "ro.rank2.json")
+	if err := os.Mkdir(dirFile, 0o755); err != nil { // not even root opens a directory for writing
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		flag string // "" not given
+		env  string
+		np   int
+		want []string // nil: no error
+	}{
+		{"nothing asked", "", "", 9, nil},
+		{"new files", filepath.Join(dir, "t.json"), "", 7, nil},
+		{"one rank", filepath.Join(dir, "t"), "", 1, nil},
+		{"an earlier trace", filepath.Join(dir, "old.json"), "", 3, nil},
+		{"a rank's file is a directory", filepath.Join(dir, "ro.json"), "", 4, []string{"--timeline " + filepath.Join(dir, "ro.json"), "rank 2", dirFile}},
+		{"the variable", "", filepath.Join(dir, "no", "t.json"), 2, []string{"HETSYNC_TIMELINE=" + filepath.Join(dir, "no", "t.json"), "rank 0", filepath.Join(dir, "no", "t.rank0.json")}},
+		{"the flag wins", filepath.Join(dir, "t.json"), filepath.Join(dir, "no", "t.json"), 2, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := watchOptions{Timeline: tc.flag, set: map[string]bool{"timeline": tc.flag != ""}}
+			err := w.checkTimelineFiles(tc.np, func(k string) string {
+				if k == "HETSYNC_TIMELINE" {
+					return tc.env
+				}
+				return ""
+			})
+			switch {
+			case tc.want == nil && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.want != nil && err == nil:
+				t.Errorf("no error, want one saying %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if err != nil && !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			ents, _ := os.ReadDir(dir)
+			var kept []string
+			for _, e := range ents {
+				kept = append(kept, e.Name())
+			}
+			if want := []string{"old.rank1.json", "ro.rank2.json"}; !slices.Equal(kept, want) {
+				t.Errorf("files after the check: %q, want %q", kept, want)
+			}
+		})
+	}
+	if b, err := os.ReadFile(old); err != nil || string(b) != "[]" {
+		t.Errorf("the earlier trace %s after the checks: %q, %v", old, b, err)
 	}
 }
 

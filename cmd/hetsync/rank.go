@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -14,6 +15,7 @@ import (
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/bench"
 	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/trainer/exporter"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -41,10 +43,10 @@ type netOptions struct {
 func netFlags(poll time.Duration) []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
-		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: "auto (shm on one host; across hosts tls, or tcp with --security none), tls (TLS 1.3 over direct TCP, ranks proven by their keys), stream (libp2p), tcp (plaintext), unix, shm (shared memory) or cma (shm whose large messages the receiver copies straight from the sender's memory; unix, shm and cma need all ranks on one host)"},
+		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: strings.Join(hetsync.DataPaths(), ", ") + ". auto: shm on one host; across hosts tls, or tcp with --security none. tls: TLS 1.3 over direct TCP, ranks proven by their keys; stream: libp2p; tcp: plaintext; shm: shared memory; cma: shm whose large messages the receiver copies straight from the sender's memory; unix, shm and cma need all ranks on one host"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
-		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
+		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm, cma) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
 		planLinksFlag(),
 	}, watchFlags()...)
@@ -114,7 +116,7 @@ func (n netOptions) validate() error {
 	if err := n.Watch.validate(); err != nil {
 		return err
 	}
-	if err := oneOf("data-path", n.DataPath, "auto", "stream", "tcp", "tls", "unix", "shm", "cma"); err != nil {
+	if err := oneOf("data-path", n.DataPath, hetsync.DataPaths()...); err != nil {
 		return err
 	}
 	if n.JoinTimeout < 0 {
@@ -126,17 +128,18 @@ func (n netOptions) validate() error {
 	return oneOf("security", n.Security, "tls", "none")
 }
 
-// benchPoll is bench's --poll default (train does not poll: a fast rank that waits for a slow
-// one at every round would spend CPU the slow one needs on a shared host). Measured on 4 ranks
-// over TCP loopback on 2 cores (medians of 6 runs, GOMAXPROCS=1): a 4 KiB allreduce took 125 µs without polling and 78 µs polling for
-// 200 µs; 1 MiB took 1.85 ms, 2.1 ms and 1.5 ms polling for 0, 200 µs and 1 ms.
+// benchPoll is bench's --poll default: a receiver that polls a little before it sleeps does not
+// wait for a thread to be woken for each small message. 500 µs lies between the polls that
+// served small messages best and those that served 1 MiB best, and bounds the CPU a wait
+// spends (docs/results/tuning.md has the measurements). train does not poll: a fast rank that
+// waits for a slow one at every round would spend CPU the slow one needs on a shared host.
 const benchPoll = 500 * time.Microsecond
 
 // setRankProcs sets how many OS threads run this rank's Go code: the host's CPUs shared among
 // the ranks on it, at least one, as MPI binds a rank to a core. A rank with more threads than
 // its share wakes an idle thread for almost every message it receives, and those wake-ups are
-// what small messages wait for on an oversubscribed or virtualized host (4 ranks on 2 cores:
-// 4 KiB allreduce 161 µs with 2 threads, 125 µs with 1). GOMAXPROCS in the environment wins.
+// what small messages wait for on an oversubscribed or virtualized host (docs/results/tuning.md
+// has the measurement). GOMAXPROCS in the environment wins.
 // Only bench does this: a training rank also runs services (the ESync state service, parameter
 // server shards) that must answer while its compute goroutine runs.
 func setRankProcs(localSize int) {
@@ -162,10 +165,11 @@ func (n netOptions) joinRank(ctx context.Context, fn func(*hetsync.Comm) error) 
 }
 
 // runBenches runs every requested algorithm on one rank's endpoint. Rank 0 prints the tables
-// to out and writes the JSON file; every rank returns the first error. A run whose checks found
-// wrong elements is an error on rank 0 only, after everything has been printed, so that the
-// launcher names rank 0 and the other ranks exit cleanly.
-func runBenches(ctx context.Context, ep transport.Endpoint, watch collective.Watch, o benchOptions, out io.Writer) error {
+// to out, gives each row to live (when not nil) and writes the JSON file; every rank returns
+// the first error. A run whose checks found wrong elements is an error on rank 0 only, after
+// everything has been printed, so that the launcher names rank 0 and the other ranks exit
+// cleanly.
+func runBenches(ctx context.Context, ep transport.Endpoint, watch collective.Watch, o benchOptions, out io.Writer, live *exporter.Bench) error {
 	rank0 := ep.Rank() == 0
 	var results []bench.Result
 	var wrong int64
@@ -195,6 +199,10 @@ func runBenches(ctx context.Context, ep transport.Endpoint, watch collective.Wat
 		runner := &bench.Runner{Comm: comm, Gather: gather, Config: o.Config, OnRow: func(r bench.Row) error {
 			if !rank0 {
 				return nil
+			}
+			if live != nil {
+				live.Observe(exporter.BenchRow{Collective: name, Op: o.Config.Op.String(), Bytes: r.Bytes, Seconds: r.AvgUs / 1e6,
+					AlgBW: r.AlgBW, BusBW: r.BusBW, Wrong: r.Wrong, Checked: r.Checks > 0})
 			}
 			if err := tab.Row(r); err != nil || o.Config.Op != bench.AllReduce {
 				return err
@@ -251,8 +259,27 @@ func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io
 		if err != nil {
 			return err
 		}
-		return runBenches(ctx, c.Endpoint(), c.Watch(), o, out)
+		live, err := o.serveResults(ctx, c.Rank(), os.Stderr)
+		if err != nil {
+			return err
+		}
+		return runBenches(ctx, c.Endpoint(), c.Watch(), o, out, live)
 	})
+}
+
+// serveResults starts, on rank 0 and with --metrics-addr, the server of the bench's results
+// until ctx ends, and prints where it listens to errOut; nil when this rank serves nothing.
+func (o benchOptions) serveResults(ctx context.Context, rank int, errOut io.Writer) (*exporter.Bench, error) {
+	if o.MetricsAddr == "" || rank != 0 {
+		return nil, nil
+	}
+	live := exporter.NewBench()
+	at, err := live.Serve(ctx, o.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("rank 0: %w", err)
+	}
+	fmt.Fprintf(errOut, "rank 0: live bench results at http://%s/metrics\n", at)
+	return live, nil
 }
 
 // benchMem runs every rank as a goroutine over the in-process transport.
@@ -262,12 +289,22 @@ func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
 		if c.Rank() != 0 {
 			w = io.Discard
 		}
-		return runBenches(ctx, c.Endpoint(), c.Watch(), o, w)
+		live, err := o.serveResults(ctx, c.Rank(), os.Stderr)
+		if err != nil {
+			return err
+		}
+		return runBenches(ctx, c.Endpoint(), c.Watch(), o, w, live)
 	}, o.Watch.initOptions()...)
 }
 
 // benchLaunch starts --np ranks of this same command line through the launcher; rank 0's
 // output (the table) passes through unprefixed.
 func benchLaunch(c *cli.Context, o benchOptions) error {
+	// Ranks on other hosts write their timelines there: their own check is the one that counts.
+	if !hostsGiven(c) {
+		if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
+			return usageError{err}
+		}
+	}
 	return launchSelf(c, "bench", o.NP)
 }

@@ -222,6 +222,9 @@ func trainCommand() *cli.Command {
 			}
 			if o.Transport == "mem" {
 				o.Out = o.outDir() // fixed once: the default is named after the time
+				if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
+					return usageError{err}
+				}
 				if err := o.prepareRunDir(); err != nil {
 					return usageError{err}
 				}
@@ -340,9 +343,12 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 		o.Out = o.outDir()
 		extra = []string{"--out", o.Out}
 	}
-	// Rank 0 may run on another host: its own check is the one that counts there.
+	// Rank 0 may run on another host: its own checks are the ones that count there.
 	local := !hostsGiven(c)
 	if local {
+		if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
+			return usageError{err}
+		}
 		if err := o.prepareRunDir(); err != nil {
 			return usageError{err}
 		}

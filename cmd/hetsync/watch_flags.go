@@ -1,12 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/hetsync/hetsync"
+	"github.com/hetsync/hetsync/collective"
 )
 
 // watchOptions are what the ranks report about themselves while they run. A flag not given
@@ -22,7 +26,7 @@ func watchFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "peer-timeout", Usage: "fail a peer that sends no heartbeat for this long: every rank's pending call fails naming it (" + hetsync.EnvPeerTimeout + "; default 8s, negative: no heartbeats)"},
 		&cli.DurationFlag{Name: "stall", Usage: "once a call has waited this long, log the peers it waits for and what they last did (" + hetsync.EnvStall + "; default 5s, negative: never)"},
-		&cli.StringFlag{Name: "timeline", Usage: "write each rank's calls, messages and waits as Chrome trace events (Perfetto) to FILE with the rank inserted before the extension: trace.json gives trace.rank0.json, ... (" + hetsync.EnvTimeline + ")"},
+		&cli.StringFlag{Name: "timeline", Usage: "write each rank's calls, messages and waits as Chrome trace events (open in ui.perfetto.dev or chrome://tracing) to FILE with the rank inserted before the extension: trace.json gives trace.rank0.json, ... (" + hetsync.EnvTimeline + ")"},
 		&cli.StringFlag{Name: "log-level", Usage: "debug (adds each pair's data path, codec and latency), info or warn (" + hetsync.EnvLog + ")"},
 	}
 }
@@ -44,6 +48,42 @@ func (w watchOptions) validate() error {
 	}
 	if w.set["timeline"] && w.Timeline == "" {
 		return fmt.Errorf("--timeline: empty file name")
+	}
+	return nil
+}
+
+// checkTimelineFiles checks, before any rank starts, that each of the np ranks this process
+// starts on this host can create its timeline file (--timeline, or the HETSYNC_TIMELINE the
+// ranks inherit), so that a missing or read-only directory is a usage error naming the flag
+// and the file rather than a failure of every rank once the job has formed. The check opens
+// each file for writing as the ranks will create it, without truncating it (the job may still
+// be refused, and an earlier trace stays until the ranks replace it), and removes a file it
+// created. getenv is os.Getenv outside tests.
+func (w watchOptions) checkTimelineFiles(np int, getenv func(string) string) error {
+	path, name := w.Timeline, "--timeline "+w.Timeline
+	if !w.set["timeline"] {
+		path = strings.TrimSpace(getenv(hetsync.EnvTimeline))
+		name = hetsync.EnvTimeline + "=" + path
+	}
+	if path == "" {
+		return nil
+	}
+	for r := range np {
+		file := collective.TimelinePath(path, r)
+		_, statErr := os.Stat(file)
+		f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE, 0o666)
+		if err != nil {
+			return fmt.Errorf("%s: rank %d cannot write its timeline: %w", name, r, err)
+		}
+		err = f.Close()
+		if errors.Is(statErr, os.ErrNotExist) {
+			if rerr := os.Remove(file); err == nil {
+				err = rerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: rank %d cannot write its timeline: %w", name, r, err)
+		}
 	}
 	return nil
 }

@@ -30,16 +30,8 @@ type Exporter struct {
 // New returns an Exporter with its own registry.
 func New() *Exporter {
 	e := &Exporter{reg: prometheus.NewRegistry(), last: map[int]float64{}}
-	counter := func(name, help string) *prometheus.CounterVec {
-		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "hetsync", Name: name, Help: help}, []string{"rank"})
-		e.reg.MustRegister(c)
-		return c
-	}
-	gauge := func(name, help string) *prometheus.GaugeVec {
-		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "hetsync", Name: name, Help: help}, []string{"rank"})
-		e.reg.MustRegister(g)
-		return g
-	}
+	counter := func(name, help string) *prometheus.CounterVec { return newCounterVec(e.reg, "", name, help, "rank") }
+	gauge := func(name, help string) *prometheus.GaugeVec { return newGaugeVec(e.reg, "", name, help, "rank") }
 	e.rounds = counter("rounds_total", "Rounds the rank has finished.")
 	e.samples = counter("samples_total", "Samples the rank has trained on.")
 	e.computeS = counter("compute_seconds_total", "Seconds the rank spent computing (batches, forward/backward, local updates, injected sleep).")
@@ -54,6 +46,20 @@ func New() *Exporter {
 	e.testLoss = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "hetsync", Name: "test_loss", Help: "Test loss of rank 0's latest evaluation."})
 	e.reg.MustRegister(e.accuracy, e.testLoss)
 	return e
+}
+
+// newCounterVec registers the counter family hetsync_[subsystem_]name on reg.
+func newCounterVec(reg *prometheus.Registry, subsystem, name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "hetsync", Subsystem: subsystem, Name: name, Help: help}, labels)
+	reg.MustRegister(c)
+	return c
+}
+
+// newGaugeVec registers the gauge family hetsync_[subsystem_]name on reg.
+func newGaugeVec(reg *prometheus.Registry, subsystem, name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "hetsync", Subsystem: subsystem, Name: name, Help: help}, labels)
+	reg.MustRegister(g)
+	return g
 }
 
 // Registry is the exporter's registry, for callers that add collectors of their own.
@@ -98,13 +104,18 @@ func nonNegative(v float64) float64 {
 // ends. It returns the address it listens on once it does, so that the caller can print it;
 // a port that cannot be had is an error naming addr.
 func (e *Exporter) Serve(ctx context.Context, addr string) (net.Addr, error) {
+	return serve(ctx, addr, e.reg)
+}
+
+// serve serves reg's metrics at addr's /metrics until ctx ends (Serve).
+func serve(ctx context.Context, addr string, reg *prometheus.Registry) (net.Addr, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{Registry: e.reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -168,3 +168,63 @@ func TestRankAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchServeScrape observes the rows of bench tables (odd sizes, two collectives, checked
+// and unchecked) and scrapes them: one sample per collective, operation and size, a wrong
+// count only where a call was checked, and the number of sizes per table.
+func TestBenchServeScrape(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := NewBench()
+	addr, err := b.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := []int64{0, 1, 7, 4093, 1 << 20}
+	for i, size := range sizes {
+		b.Observe(BenchRow{Collective: "ring", Op: "allreduce", Bytes: size, Seconds: float64(i+1) * 1e-5, AlgBW: 0.5, BusBW: 0.75, Wrong: int64(i), Checked: true})
+		b.Observe(BenchRow{Collective: "butterfly", Op: "allreduce", Bytes: size, Seconds: 2e-5, AlgBW: 1, BusBW: 1.5})
+	}
+	fams := scrape(t, "http://"+addr.String()+"/metrics")
+	sample := func(name, coll string, size int64) (float64, bool) {
+		for _, m := range fams[name].GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.Label {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["collective"] == coll && l["op"] == "allreduce" && l["bytes"] == strconv.FormatInt(size, 10) {
+				if m.Counter != nil {
+					return m.Counter.GetValue(), true
+				}
+				return m.Gauge.GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	for i, size := range sizes {
+		for _, c := range []struct {
+			name, coll string
+			want       float64
+			present    bool
+		}{
+			{"hetsync_bench_time_seconds", "ring", float64(i+1) * 1e-5, true},
+			{"hetsync_bench_busbw_gigabytes_per_second", "ring", 0.75, true},
+			{"hetsync_bench_algbw_gigabytes_per_second", "butterfly", 1, true},
+			{"hetsync_bench_wrong_elements", "ring", float64(i), true},
+			{"hetsync_bench_wrong_elements", "butterfly", 0, false},
+		} {
+			got, ok := sample(c.name, c.coll, size)
+			if ok != c.present || math.Abs(got-c.want) > 1e-12 {
+				t.Errorf("%s{collective=%s,bytes=%d} = %v (present %v), want %v (present %v)", c.name, c.coll, size, got, ok, c.want, c.present)
+			}
+		}
+	}
+	for _, m := range fams["hetsync_bench_sizes_total"].GetMetric() {
+		if m.Counter.GetValue() != float64(len(sizes)) {
+			t.Errorf("hetsync_bench_sizes_total %v = %v, want %d", m.Label, m.Counter.GetValue(), len(sizes))
+		}
+	}
+	if n := len(fams["hetsync_bench_sizes_total"].GetMetric()); n != 2 {
+		t.Errorf("%d tables counted, want 2", n)
+	}
+}

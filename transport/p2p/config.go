@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hetsync/hetsync/transport"
@@ -31,6 +33,12 @@ const (
 	DataPathCMA = "cma"
 )
 
+// DataPathNames are the values Config.DataPath takes: the one list that the command line's
+// flags, the options' validation and the documentation take theirs from.
+func DataPathNames() []string {
+	return []string{DataPathAuto, DataPathTLS, DataPathStream, DataPathTCP, DataPathUnix, DataPathShm, DataPathCMA}
+}
+
 // DefaultLinger is how long a rank's Close waits for its peers to read what it sent last.
 const DefaultLinger = 5 * time.Second
 
@@ -51,7 +59,8 @@ type Config struct {
 	Secret string
 	// Security is "tls" (default) or "none".
 	Security string
-	// DataPath is "auto" (default), "stream", "tcp", "tls", "unix", "shm" or "cma". "unix",
+	// DataPath is one of DataPathNames ("auto", the default, "tls", "stream", "tcp", "unix",
+	// "shm", "cma"). "unix",
 	// "shm" and "cma" need every pair of ranks on one proven host; Join fails naming the pair
 	// and why otherwise.
 	DataPath string
@@ -115,11 +124,8 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("p2p config: rank %d: Security %q unknown (want %q or %q)", c.Rank, c.Security, SecurityTLS, SecurityNone)
 	}
-	switch c.DataPath {
-	case "", DataPathAuto, DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm, DataPathCMA:
-	default:
-		return fmt.Errorf("p2p config: rank %d: DataPath %q unknown (want %q, %q, %q, %q, %q, %q or %q)",
-			c.Rank, c.DataPath, DataPathAuto, DataPathStream, DataPathTCP, DataPathTLS, DataPathUnix, DataPathShm, DataPathCMA)
+	if c.DataPath != "" && !slices.Contains(DataPathNames(), c.DataPath) {
+		return fmt.Errorf("p2p config: rank %d: DataPath %q unknown (want one of %s)", c.Rank, c.DataPath, strings.Join(DataPathNames(), ", "))
 	}
 	if c.SingleCopyMin < 0 || c.SingleCopyMin > 1<<30 || c.SingleCopyMax < 0 || c.SingleCopyMax > 1<<30 {
 		return fmt.Errorf("p2p config: rank %d: SingleCopyMin %d and SingleCopyMax %d must be in [0, %d] (0 = default)",

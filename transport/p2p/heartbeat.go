@@ -73,6 +73,10 @@ type heartbeats struct {
 	procs   []procID
 	fail    func(peer int, err error) // set by start; nil while joining
 	stopped bool
+	// checked is when the monitor last finished judging every peer: a peer whose silence,
+	// as the monitor counts it, exceeded its limit before then and that is not failed was
+	// spared on purpose (it said goodbye, or its process runs), which the tests check.
+	checked time.Time
 
 	stop     chan struct{} // closed: the senders say goodbye and end
 	stopOnce sync.Once
@@ -377,9 +381,9 @@ func (hb *heartbeats) monitor() {
 			if late > 0 {
 				bp.starved += late
 			}
-			p, limit, starved := bp.PeerState, hb.timeout, bp.starved
-			if !bp.heard {
-				limit = hb.firstGrace
+			p, limit, limitFrom, starved := bp.PeerState, hb.timeout, "", bp.starved
+			if !bp.heard && hb.firstGrace > hb.timeout {
+				limit, limitFrom = hb.firstGrace, "HETSYNC_JOIN_TIMEOUT"
 			}
 			hb.mu.Unlock()
 			silent := now.Sub(p.Heard) - starved
@@ -398,8 +402,11 @@ func (hb *heartbeats) monitor() {
 				}
 				continue
 			}
-			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: hb.timeout, State: procCause(st)})
+			hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: limit, LimitFrom: limitFrom, State: procCause(st)})
 		}
+		hb.mu.Lock()
+		hb.checked = now
+		hb.mu.Unlock()
 	}
 }
 

@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,10 @@ func TestSilentPeerFailsRecv(t *testing.T) {
 		if !errors.As(err, &ue) || ue.Peer != silent || ue.Rank != 0 {
 			t.Fatalf("size %d: recv from the silent rank %d: %v, want an *UnresponsiveError naming it", size, silent, err)
 		}
+		// never heard from, it was given the join timeout, and the error says so
+		if want := "(limit 4s, HETSYNC_JOIN_TIMEOUT)"; ue.Limit != join || !strings.Contains(err.Error(), want) {
+			t.Errorf("size %d: %v: want the limit it was given, %s", size, err, want)
+		}
 		if took := time.Since(start); took > join+2*timeout {
 			t.Errorf("size %d: the silent rank was failed after %v, limit %v", size, took, join)
 		}
@@ -47,10 +52,12 @@ func TestSilentPeerFailsRecv(t *testing.T) {
 }
 
 // Heartbeats carry what the sender's callers last did and measure the control path's round
-// trip; a rank that closes says goodbye and is not failed afterwards.
+// trip; a rank that closes says goodbye and is not failed afterwards, once its silence has
+// passed the limit that fails a peer gone without one.
 func TestHeartbeatsReportActivityAndGoodbye(t *testing.T) {
-	const timeout = 800 * time.Millisecond
-	eps := startJob(t, Config{Size: 3, Secret: "hb " + t.Name(), Security: SecurityNone, DataPath: DataPathTCP, PeerTimeout: timeout}, nil)
+	// The join timeout is also the limit of a peer whose stream ended (a goodbye's does).
+	const timeout, join = 800 * time.Millisecond, 5 * time.Second
+	eps := startJob(t, Config{Size: 3, Secret: "hb " + t.Name(), Security: SecurityNone, DataPath: DataPathTCP, PeerTimeout: timeout, JoinTimeout: join}, nil)
 	defer closeAll(eps)
 	if got := eps[0].(*endpoint).DataPaths(); len(got) != 3 || got[0] != "" || got[1] != DataPathTCP || got[2] != DataPathTCP {
 		t.Errorf("rank 0's data paths: %q, want tcp to both peers", got)
@@ -73,7 +80,25 @@ func TestHeartbeatsReportActivityAndGoodbye(t *testing.T) {
 	for start := time.Now(); !eps[0].(transport.Liveness).Peer(2).Left && time.Since(start) < 10*time.Second; {
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(3 * timeout)
+	// Wait, however loaded the host, until rank 0's monitor has judged rank 2 after its
+	// silence passed its limit (silence and limit as the monitor counts them: less the time
+	// rank 0 was starved; the join timeout for a peer whose stream ended): a peer silent that
+	// long without a goodbye is failed by then.
+	hb := eps[0].(*endpoint).hb
+	pastLimit := func() bool {
+		hb.mu.Lock()
+		defer hb.mu.Unlock()
+		p, limit := hb.peers[2], hb.timeout
+		if !p.heard {
+			limit = hb.firstGrace
+		}
+		return hb.checked.Sub(p.Heard)-p.starved > limit
+	}
+	for deadline := time.Now().Add(2 * time.Minute); !pastLimit(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 0's monitor never judged rank 2 silent past its limit after its goodbye: %+v", eps[0].(transport.Liveness).Peer(2))
+		}
+	}
 	if st := eps[0].(transport.Liveness).Peer(2); !st.Left || st.Failed != nil {
 		t.Errorf("rank 0 on rank 2 after its Close: %+v, want it left and not failed", st)
 	}
