@@ -13,15 +13,21 @@ import (
 )
 
 // DefaultSegmentBytes is the pipelining segment size when Options.SegmentBytes is 0: Gloo's
-// kMaxSegmentSize and KungFu's chunk size.
+// kMaxSegmentSize and KungFu's chunk size. Calls of LargeCallBytes or more over an endpoint
+// that asks for larger segments use those instead (see segmentFor).
 const DefaultSegmentBytes = 1 << 20
+
+// LargeCallBytes is the buffer size from which a call uses the endpoint's large segments
+// (transport.LargeSegmenter) when Options.SegmentBytes is 0.
+const LargeCallBytes = 32 << 20
 
 // Options configure a Comm.
 type Options struct {
 	// Algorithm is "ring", "butterfly", "binary-blocks", "ps" or "auto" (the default when empty).
 	Algorithm string
 	// SegmentBytes is the largest message the collectives send; larger ranges are split into
-	// segments that are pipelined. 0 means DefaultSegmentBytes.
+	// segments that are pipelined. 0 means DefaultSegmentBytes, or for calls of LargeCallBytes
+	// or more the endpoint's transport.LargeSegment when it has one.
 	SegmentBytes int
 	// Servers is, for "ps" only, the number of server ranks (ranks 0..Servers-1) that host the
 	// shards; 0 means every rank (colocated servers).
@@ -138,6 +144,9 @@ type Comm struct {
 	who      string             // "rank 3", or a sub-communicator rank with its job rank
 	borrow   transport.Borrower // ep, when it lends received payloads (nil otherwise)
 	opts     Options
+	// largeSeg is the segment size of large calls (segmentFor); 0 when Options.SegmentBytes
+	// was set or the endpoint has no preference.
+	largeSeg int
 	algName  string
 	alg      algorithm
 	replan   *replanner // nil when the Comm does not re-plan
@@ -183,14 +192,16 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 	if err := opts.Validate(p); err != nil {
 		return nil, fmt.Errorf("%s: %w", who, err)
 	}
+	largeSeg := 0
 	if opts.SegmentBytes == 0 {
 		opts.SegmentBytes = DefaultSegmentBytes
+		largeSeg = transport.LargeSegment(ep)
 	}
 	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
 	borrow, _ := ep.(transport.Borrower)
 	c := &Comm{
 		ep: ep, base: base, jobRanks: jobRanks, chans: chans, who: who,
-		borrow: borrow, opts: opts, algName: opts.Algorithm, alg: alg,
+		borrow: borrow, opts: opts, largeSeg: largeSeg, algName: opts.Algorithm, alg: alg,
 		cache:      make(map[schedKey]*schedule),
 		sendSig:    make(chan struct{}, 1),
 		recvSig:    make(chan struct{}, 1),
@@ -393,10 +404,29 @@ func (c *Comm) schedule(kind collKind, n, root int, dt DType) *schedule {
 	if len(c.cache) >= maxCachedSchedules {
 		clear(c.cache)
 	}
-	s := buildSchedule(c.alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.opts.SegmentBytes)
+	s := buildSchedule(c.alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.segmentBytes(n, dt.Size()))
 	c.cache[key] = s
 	c.growTemp(s, dt.Size())
 	return s
+}
+
+// segmentBytes is the segment size of a call of n elements of elemSize bytes.
+func (c *Comm) segmentBytes(n, elemSize int) int {
+	return segmentFor(n, elemSize, c.opts.SegmentBytes, c.largeSeg)
+}
+
+// segmentFor is the segment size of a call of n elements of elemSize bytes, the same on every
+// rank: seg, or large (when positive) for calls of LargeCallBytes or more. Over TCP each
+// message costs a wake-up of the reader and of the receiver and a pass through the socket's
+// send path, and a schedule with messages above 1 MiB runs its sends on their own goroutine
+// (see execute), so that receives are posted early and take their segments straight from the
+// socket; with blocks of several MiB per rank a few segments per block still overlap
+// reduction and transfer (docs/results/tcp-large.md has the measurements).
+func segmentFor(n, elemSize, seg, large int) int {
+	if large > 0 && n*elemSize >= LargeCallBytes {
+		return large
+	}
+	return seg
 }
 
 // growTemp makes the pooled receive buffer large enough for schedule s.

@@ -15,14 +15,15 @@
 // An algorithm is a pure function from (p, rank, n elements, segment size) to one rank's
 // schedule: an ordered list of sends and an ordered list of receives ("receive into the buffer"
 // or "receive into a pooled temp and reduce"), each over an element range, split into segments
-// of at most Options.SegmentBytes (1 MiB by default). The builder derives the dependencies from
-// the ranges: a send waits for the last earlier receive that wrote what it reads; a receive waits
+// of at most Options.SegmentBytes (1 MiB by default; calls of LargeCallBytes or more take the
+// endpoint's transport.LargeSegment when it has one: 4 MiB over plain TCP). The builder derives
+// the dependencies from the ranges: a send waits for the last earlier receive that wrote what it reads; a receive waits
 // for the last earlier send that reads what it overwrites. One executor runs any schedule: sends
 // go out on a goroutine of their own, receives are taken on the caller's goroutine, and each
 // starts as soon as its dependency is met, so segments pipeline (segment s is forwarded while
 // segment s+1 is still arriving). Schedules are cached per (collective, n, root, element size)
 // and the temp buffer is pooled. A call whose messages are at most 1 MiB each (every call with
-// the default segments) runs on the caller's goroutine and allocates nothing; one with larger
+// 1 MiB segments) runs on the caller's goroutine and allocates nothing; one with larger
 // messages allocates its sender goroutine and, unless its context is the Comm's own (see
 // Timeouts), a context.WithCancel: a handful of small objects, independent of n and p.
 //

@@ -218,7 +218,7 @@ func (r *replanner) judge(c *Comm, key schedKey) *callJudge {
 		if len(r.judges) >= maxCachedSchedules {
 			clear(r.judges)
 		}
-		j = &callJudge{predicted: r.a.decide(key.kind, newBuilder(c.Size(), c.Rank(), key.n, key.elemSize, c.opts.SegmentBytes)).predicted, skip: 1}
+		j = &callJudge{predicted: r.a.decide(key.kind, newBuilder(c.Size(), c.Rank(), key.n, key.elemSize, c.segmentBytes(key.n, key.elemSize))).predicted, skip: 1}
 		r.judges[key] = j
 	}
 	if j.predicted < replanMinPredicted {
@@ -288,7 +288,7 @@ func (c *Comm) vote(ctx context.Context, seq uint64, key schedKey, j *callJudge)
 	took := time.Since(began)
 	old := r.a.matrix()
 	next := &topology.Matrix{P: old.P, Host: old.Host, Links: measured.Links}
-	b := newBuilder(c.Size(), c.Rank(), key.n, key.elemSize, c.opts.SegmentBytes)
+	b := newBuilder(c.Size(), c.Rank(), key.n, key.elemSize, c.segmentBytes(key.n, key.elemSize))
 	from := r.a.decide(key.kind, b).name
 	r.a.setMatrix(next)
 	clear(c.cache)

@@ -3,6 +3,8 @@ package collective
 import (
 	"fmt"
 	"testing"
+
+	"github.com/hetsync/hetsync/transport"
 )
 
 // checkSchedules builds the schedules of every rank for one call and verifies them: every send
@@ -220,6 +222,68 @@ func TestAutoChoice(t *testing.T) {
 			"butterfly": "collective.butterfly", "ring": "collective.ring"}[tc.want]
 		if got != wantType {
 			t.Errorf("auto p=%d n=%d chose %s, want %s", tc.p, tc.n, got, wantType)
+		}
+	}
+}
+
+// largeSegEndpoint is an endpoint that asks for segments of seg bytes in large calls.
+type largeSegEndpoint struct {
+	transport.Endpoint
+	seg int
+}
+
+func (e largeSegEndpoint) LargeSegmentBytes() int { return e.seg }
+
+// TestSegmentFor checks the segment size per call: the endpoint's large segments for large
+// calls only, and only when Options.SegmentBytes is 0.
+func TestSegmentFor(t *testing.T) {
+	const large = 4 << 20
+	tests := []struct {
+		n, elemSize, seg, large, want int
+	}{
+		{0, 4, DefaultSegmentBytes, large, DefaultSegmentBytes},
+		{1, 4, DefaultSegmentBytes, large, DefaultSegmentBytes},
+		{LargeCallBytes/4 - 1, 4, DefaultSegmentBytes, large, DefaultSegmentBytes},
+		{LargeCallBytes / 4, 4, DefaultSegmentBytes, large, large},
+		{LargeCallBytes/8 + 3, 8, DefaultSegmentBytes, large, large},
+		{LargeCallBytes/2 - 1, 1, DefaultSegmentBytes, large, DefaultSegmentBytes},
+		{LargeCallBytes, 4, DefaultSegmentBytes, 0, DefaultSegmentBytes},
+		{LargeCallBytes, 4, 64 << 10, 0, 64 << 10},
+	}
+	for _, tc := range tests {
+		if got := segmentFor(tc.n, tc.elemSize, tc.seg, tc.large); got != tc.want {
+			t.Errorf("segmentFor(%d, %d, %d, %d) = %d, want %d", tc.n, tc.elemSize, tc.seg, tc.large, got, tc.want)
+		}
+	}
+	const n = LargeCallBytes/4 + 5 // float32, just over LargeCallBytes
+	for _, p := range []int{1, 2, 3, 4, 5, 8, 9} {
+		for _, tc := range []struct {
+			set, large int
+			lo, hi     int // the largest message's bounds: the ring cuts a block into at least two
+		}{
+			{0, large, DefaultSegmentBytes, large},
+			{0, 0, DefaultSegmentBytes / 2, DefaultSegmentBytes},
+			{64 << 10, large, 32 << 10, 64 << 10},
+		} {
+			eps := transport.NewMemJob(p)
+			for r := range eps {
+				eps[r] = largeSegEndpoint{eps[r], tc.large}
+			}
+			j := newJob(t, eps, Options{Algorithm: "ring", SegmentBytes: tc.set})
+			for r, c := range j.comms {
+				s := c.schedule(kindAllReduce, n, 0, Float32)
+				got := s.maxMsg * 4
+				if p == 1 {
+					if got != 0 {
+						t.Fatalf("p=1: largest message %d bytes, want none", got)
+					}
+					continue
+				}
+				if got <= tc.lo || got > tc.hi {
+					t.Fatalf("p=%d rank %d SegmentBytes=%d, endpoint's large segment %d: largest message %d bytes, want (%d, %d]",
+						p, r, tc.set, tc.large, got, tc.lo, tc.hi)
+				}
+			}
 		}
 	}
 }

@@ -99,6 +99,31 @@ func SameHost(ep Endpoint) []bool {
 	return row
 }
 
+// LargeSegmenter is implemented by endpoints whose links favour larger messages for large
+// collectives: LargeSegmentBytes is the segment size a collective should cut a large buffer
+// into when the caller chose none, 0 when the endpoint has no preference. Plain TCP
+// connections do (every message costs wake-ups and a pass through the socket's send path);
+// shared memory does not (its rings hold less than such a segment).
+type LargeSegmenter interface {
+	LargeSegmentBytes() int
+}
+
+// LargeSegment is the LargeSegmentBytes of ep, or of the first endpoint under its decorators
+// that has one; 0 when none has.
+func LargeSegment(ep Endpoint) int {
+	for ep != nil {
+		if l, ok := ep.(LargeSegmenter); ok {
+			return l.LargeSegmentBytes()
+		}
+		d, ok := ep.(Decorator)
+		if !ok {
+			break
+		}
+		ep = d.Unwrap()
+	}
+	return 0
+}
+
 // MismatchError says that a peer sent a different message from the one this rank expected:
 // the two ranks are running different collectives, or the same one with other arguments.
 type MismatchError struct {

@@ -36,3 +36,19 @@ func (e *endpoint) DataPaths() []string {
 	}
 	return paths
 }
+
+// tcpLargeSegment is the segment size of large collectives over plain TCP
+// (transport.LargeSegmenter).
+const tcpLargeSegment = 4 << 20
+
+// LargeSegmentBytes is tcpLargeSegment when every peer's connection is plain TCP, else 0:
+// the larger segments were measured over TCP only, and shared memory is faster with the
+// default (docs/results/tcp-large.md).
+func (e *endpoint) LargeSegmentBytes() int {
+	for r, c := range e.conns {
+		if _, ok := c.(*net.TCPConn); !ok && r != e.cfg.Rank {
+			return 0
+		}
+	}
+	return tcpLargeSegment
+}
