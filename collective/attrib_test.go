@@ -147,6 +147,27 @@ func attributedCall(t *testing.T, j *job, kind collKind, n, late int) []CallStat
 	return stats
 }
 
+// lateRankCall runs one attributed allreduce of p ranks with rank late starting it late, on a
+// fresh job. A machine so loaded that one message took longer than the injected lateness
+// (the race detector at a load of ninety) turns the verdict into a slow link that is not
+// there: such a call is run again, up to three times, on a new job. A verdict naming a wrong
+// rank is never retried.
+func lateRankCall(t *testing.T, p int, alg string, late int) (*job, []CallStats) {
+	t.Helper()
+	for try := 1; ; try++ {
+		j := newMemJob(t, p, Options{Algorithm: alg})
+		stats := attributedCall(t, j, kindAllReduce, 1031, late)
+		noise := false
+		for _, s := range stats {
+			noise = noise || (s.Culprit == CulpritLink && s.LinkDelay >= injected)
+		}
+		if !noise || try == 3 {
+			return j, stats
+		}
+		t.Logf("try %d: a link took %v, longer than the injected %v: the machine is too loaded to tell; again", try, stats[0].LinkDelay, injected)
+	}
+}
+
 // TestAttributionNamesTheLateRank injects a rank that starts its call late: every rank's
 // attribution names it, and every other rank waited for it.
 func TestAttributionNamesTheLateRank(t *testing.T) {
@@ -159,8 +180,8 @@ func TestAttributionNamesTheLateRank(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("%s/p=%d/late=%d", alg, p, late), func(t *testing.T) {
 			t.Parallel()
-			j := newMemJob(t, p, Options{Algorithm: alg})
-			for r, s := range attributedCall(t, j, kindAllReduce, 1031, late) {
+			j, stats := lateRankCall(t, p, alg, late)
+			for r, s := range stats {
 				if p == 1 {
 					if s.Culprit != CulpritNone || s.LateRank != -1 {
 						t.Fatalf("one rank: culprit %v, late rank %d; want none, -1", s.Culprit, s.LateRank)
