@@ -25,7 +25,7 @@ const DefaultHostRingBudget = 512 << 20
 // ranks themselves included) whose localRanks(localRanks-1) rings together should stay
 // within budget bytes (0 means DefaultHostRingBudget): the largest power of two that does,
 // but never more than DefaultRingSize, which serves a few ranks per host, and never less
-// than MinRingSize, the smallest a segment may have: past 90 ranks on one host at the
+// than MinRingSize, the smallest a segment may have: from 92 ranks on one host at the
 // default budget the floor wins and the rings take more than the budget.
 //
 // The creator of a segment chooses its ring size and the opener takes it from the segment
