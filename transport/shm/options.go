@@ -18,14 +18,17 @@ const (
 // of one host take together. Every pair of a host's ranks has a pipe, and its segment is
 // populated when created, so with DefaultRingSize rings a host of n ranks maps and touches
 // 4 MiB × n(n-1)/2 while the job forms: 24 MiB at 4 ranks, 8 GiB at 64. The budget keeps
-// DefaultRingSize up to 16 ranks and shrinks the rings beyond.
-const DefaultHostRingBudget = 512 << 20
+// DefaultRingSize up to 23 ranks and shrinks the rings beyond; a smaller budget would form
+// a large job little faster and cost its large messages more, since a ring that cannot hold
+// a whole collective segment makes the writer wait for the reader inside it
+// (docs/results/oversubscribed.md).
+const DefaultHostRingBudget = 1 << 30
 
 // HostRingSize is the ring size of a pipe between two of localRanks ranks on one host (the
 // ranks themselves included) whose localRanks(localRanks-1) rings together should stay
 // within budget bytes (0 means DefaultHostRingBudget): the largest power of two that does,
 // but never more than DefaultRingSize, which serves a few ranks per host, and never less
-// than MinRingSize, the smallest a segment may have: from 92 ranks on one host at the
+// than MinRingSize, the smallest a segment may have: from 129 ranks on one host at the
 // default budget the floor wins and the rings take more than the budget.
 //
 // The creator of a segment chooses its ring size and the opener takes it from the segment

@@ -16,13 +16,16 @@ func TestHostRingSize(t *testing.T) {
 		{2, 0, DefaultRingSize},
 		{4, 0, DefaultRingSize},
 		{16, def, DefaultRingSize}, // 240 rings × 2 MiB = 480 MiB
-		{17, 0, 1 << 20},           // 272 rings: 2 MiB would take 544 MiB
-		{32, 0, 512 << 10},         // 992 rings × 512 KiB = 496 MiB
-		{33, 0, 256 << 10},
-		{64, 0, 128 << 10}, // 4032 rings × 128 KiB = 504 MiB
-		{91, 0, MinRingSize},
-		{92, 0, MinRingSize}, // the floor: 8372 rings × 64 KiB exceed the budget
+		{23, 0, DefaultRingSize},   // 506 rings × 2 MiB = 1012 MiB
+		{24, 0, 1 << 20},           // 552 rings: 2 MiB would take 1104 MiB
+		{32, 0, 1 << 20},           // 992 rings × 1 MiB = 992 MiB
+		{33, 0, 512 << 10},
+		{64, 0, 256 << 10}, // 4032 rings × 256 KiB = 1008 MiB
+		{128, 0, MinRingSize},
+		{129, 0, MinRingSize}, // the floor: 16512 rings × 64 KiB exceed the budget
 		{1000, 0, MinRingSize},
+		{32, 512 << 20, 512 << 10},
+		{64, 512 << 20, 128 << 10},
 		{3, 6 * 256 << 10, 256 << 10},
 		{9, 20 << 20, 256 << 10}, // 72 rings × 256 KiB = 18 MiB
 		{9, 1 << 20, MinRingSize},
