@@ -68,6 +68,10 @@ type Config struct {
 	// single copy; the others take the rings. 0 means shm.DefaultSingleCopyMin and no upper
 	// bound.
 	SingleCopyMin, SingleCopyMax int
+	// ShmHostBudget bounds, in bytes, the shared-memory rings of all pairs of this rank's
+	// host: the rank sizes the rings of the segments it creates with shm.HostRingSize from
+	// the number of ranks it proved on its host. 0 means shm.DefaultHostRingBudget.
+	ShmHostBudget int64
 	// Host is the IP this rank listens on and advertises. Default: 127.0.0.1 when Rendezvous is
 	// a loopback address, else the IP of the interface that routes to the rendezvous host.
 	Host string
@@ -130,6 +134,9 @@ func (c Config) Validate() error {
 	if c.SingleCopyMin < 0 || c.SingleCopyMin > 1<<30 || c.SingleCopyMax < 0 || c.SingleCopyMax > 1<<30 {
 		return fmt.Errorf("p2p config: rank %d: SingleCopyMin %d and SingleCopyMax %d must be in [0, %d] (0 = default)",
 			c.Rank, c.SingleCopyMin, c.SingleCopyMax, 1<<30)
+	}
+	if c.ShmHostBudget < 0 {
+		return fmt.Errorf("p2p config: rank %d: ShmHostBudget %d is negative (0 = default)", c.Rank, c.ShmHostBudget)
 	}
 	if c.Host != "" {
 		ip := net.ParseIP(c.Host)

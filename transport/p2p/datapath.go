@@ -561,7 +561,12 @@ func (d *dialer) dialShm(ctx context.Context, to int, them peerInfo) (dataConn, 
 		c.Close()
 		return nil, fmt.Errorf("the Unix dial returned a %T", c)
 	}
-	seg, err := shm.Create(shmOptions(d.cfg, to))
+	opts := shmOptions(d.cfg, to)
+	if opts.RingSize, err = shm.HostRingSize(d.localRanks(), d.cfg.ShmHostBudget); err != nil {
+		c.Close()
+		return nil, err
+	}
+	seg, err := shm.Create(opts)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -583,6 +588,19 @@ func (d *dialer) dialShm(ctx context.Context, to int, them peerInfo) (dataConn, 
 	}
 	d.cfg.logSingleCopy(to, p)
 	return p, nil
+}
+
+// localRanks is how many ranks this rank proved on its host, itself included. The dialer
+// creates the segment of each pair and so alone sizes its rings; the listener maps whatever
+// it is offered.
+func (d *dialer) localRanks() int {
+	n := 0
+	for _, l := range d.local {
+		if l.same {
+			n++
+		}
+	}
+	return max(n, 1)
 }
 
 func (d *dialer) open(ctx context.Context, path string, them peerInfo) (dataConn, error) {

@@ -89,9 +89,11 @@
 //     usual fields, then the name in 64 bytes); the listener checks the hello first, then the
 //     name and the file (owner, header), maps it and unlinks it, and answers; the dialer
 //     unlinks it too. The pair then talks over two rings in the mapping, one per direction,
-//     and keeps the Unix socket for doorbells (waking a side that sleeps) and as the
-//     liveness signal: a peer that dies without closing is an error naming it (wrapping
-//     shm.ErrPeerGone), never a hang. Ranks on different hosts are an error naming both.
+//     sized by the dialer from the ranks it proved on its host so that all pairs of the host
+//     stay within Config.ShmHostBudget (shm.HostRingSize: 2 MiB up to 23 ranks), and keeps
+//     the Unix socket for doorbells (waking a side that sleeps) and as the liveness signal:
+//     a peer that dies without closing is an error naming it (wrapping shm.ErrPeerGone),
+//     never a hang. Ranks on different hosts are an error naming both.
 //   - "cma": "shm" whose writes of at least Config.SingleCopyMin bytes the receiver copies
 //     straight from the sender's buffer (process_vm_readv), one copy instead of two, in each
 //     direction where the receiver proved at connect time that the kernel lets it read the

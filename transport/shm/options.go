@@ -14,6 +14,44 @@ const (
 	MaxRingSize     = 256 << 20
 )
 
+// DefaultHostRingBudget is how many bytes of rings HostRingSize lets the pipes among the ranks
+// of one host take together. Every pair of a host's ranks has a pipe, and its segment is
+// populated when created, so with DefaultRingSize rings a host of n ranks maps and touches
+// 4 MiB × n(n-1)/2 while the job forms: 24 MiB at 4 ranks, 8 GiB at 64. The budget keeps
+// DefaultRingSize up to 23 ranks and shrinks the rings beyond; a smaller budget would form
+// a large job little faster and cost its large messages more, since a ring that cannot hold
+// a whole collective segment makes the writer wait for the reader inside it
+// (docs/results/oversubscribed.md).
+const DefaultHostRingBudget = 1 << 30
+
+// HostRingSize is the ring size of a pipe between two of localRanks ranks on one host (the
+// ranks themselves included) whose localRanks(localRanks-1) rings together should stay
+// within budget bytes (0 means DefaultHostRingBudget): the largest power of two that does,
+// but never more than DefaultRingSize, which serves a few ranks per host, and never less
+// than MinRingSize, the smallest a segment may have: from 129 ranks on one host at the
+// default budget the floor wins and the rings take more than the budget.
+//
+// The creator of a segment chooses its ring size and the opener takes it from the segment
+// (Open ignores Options.RingSize), so the two ends of a pipe agree even when they count
+// their host's ranks differently.
+func HostRingSize(localRanks int, budget int64) (int, error) {
+	if localRanks < 1 {
+		return 0, fmt.Errorf("shm ring size: %d ranks on the host; want at least 1", localRanks)
+	}
+	if budget < 0 {
+		return 0, fmt.Errorf("shm ring size: the host's ring budget %d is negative", budget)
+	}
+	if budget == 0 {
+		budget = DefaultHostRingBudget
+	}
+	size := DefaultRingSize
+	rings := int64(localRanks) * int64(localRanks-1)
+	for size > MinRingSize && rings*int64(size) > budget {
+		size /= 2
+	}
+	return size, nil
+}
+
 // DefaultSingleCopyMin is the write size from which a pipe hands the reader the writer's own
 // buffer instead of copying it through the ring (see SingleCopy in the package documentation),
 // when single copies are asked for: below it the system call, the liveness check and the

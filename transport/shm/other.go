@@ -37,6 +37,7 @@ func (p *Pipe) SetDeadline(t time.Time) error      { return errNotLinux }
 func (p *Pipe) CloseWrite() error                  { return errNotLinux }
 func (p *Pipe) Close() error                       { return nil }
 func (p *Pipe) Peer() string                       { return "" }
+func (p *Pipe) RingSize() int                      { return 0 }
 func (p *Pipe) Buffered() int                      { return 0 }
 func (p *Pipe) WaitReadable() (bool, error)        { return false, errNotLinux }
 

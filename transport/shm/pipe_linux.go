@@ -633,3 +633,6 @@ func (p *Pipe) Buffered() int {
 
 // Peer is the name of the other side, as given in Options.Peer.
 func (p *Pipe) Peer() string { return p.peer }
+
+// RingSize is the capacity of each direction of the pipe, as its segment's creator chose it.
+func (p *Pipe) RingSize() int { return int(p.out.size) }
