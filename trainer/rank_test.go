@@ -217,13 +217,21 @@ func TestRunRankEndsEarly(t *testing.T) {
 					}
 				}()
 			}
-			// halfway: once the last rank has written 12 rounds of its own and rank 0 an
-			// evaluation (on a goroutine of its own, at its own pace)
-			last := metrics.RankRecordsPath(out, tc.size-1)
+			// halfway: once every rank has written 12 rounds of its own (a rank may be a round
+			// behind the others when it writes) and rank 0 an evaluation (on a goroutine of its
+			// own, at its own pace)
+			written := func() bool {
+				for r := range tc.size {
+					b, _ := os.ReadFile(metrics.RankRecordsPath(out, r))
+					if strings.Count(string(b), "\n") < 12 {
+						return false
+					}
+				}
+				return true
+			}
 			for {
-				b, _ := os.ReadFile(last)
 				e, _ := os.ReadFile(filepath.Join(out, metrics.EvalFile))
-				if strings.Count(string(b), "\n") >= 12 && strings.Count(string(e), "\n") >= 1 {
+				if written() && strings.Count(string(e), "\n") >= 1 {
 					break
 				}
 				if ctx.Err() != nil {
