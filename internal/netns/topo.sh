@@ -47,7 +47,10 @@ shape() {
   [ "$kbit" -gt 0 ] || return 0
   local burst=${BURST:-$(( kbit * 1000 / 8 / 100 ))}
   [ -n "$BURST" ] || [ "$burst" -ge 32768 ] || burst=32768
-  ip netns exec "$ns" tc qdisc replace dev "$dev" root tbf rate "${kbit}kbit" burst "$burst" latency "${LATENCY_MS}ms"
+  # Delete, then add: replacing a loaded tbf's rate in place has left its queue stalled for
+  # good with packets in it (seen once in CI); a fresh qdisc drops the queue and TCP resends.
+  ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
+  ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "${kbit}kbit" burst "$burst" latency "${LATENCY_MS}ms"
 }
 
 # link NS_A DEV_A NS_B DEV_B KBIT: a veth pair shaped at KBIT in both directions, both ends up.
