@@ -42,6 +42,9 @@ echo "bench-topo: $topo, $hosts hosts, RATE=${RATE:-200} RATIO=${RATIO:-10}, ran
 mapfile -t ns < <(awk '{print $2}' "$work/hosts")
 mapfile -t addr < <(awk '{print $3}' "$work/hosts")
 secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+# bench --links measures the links itself and plans nothing, so it takes no matrix to plan from.
+plan=(--plan-links "${LINKS:-$work/links.json}")
+for a in "$@"; do [ "$a" = --links ] && plan=(); done
 pids=()
 for (( r = 0; r < np; r++ )); do
   h=${hostof[$r]} local=0 size=0
@@ -56,7 +59,7 @@ for (( r = 0; r < np; r++ )); do
   ip netns exec "${ns[$h]}" env HETSYNC_RANK=$r HETSYNC_WORLD_SIZE=$np HETSYNC_LOCAL_RANK=$local \
     HETSYNC_LOCAL_SIZE=$size HETSYNC_RENDEZVOUS="${addr[${hostof[0]}]}:29471" HETSYNC_JOB_SECRET="$secret" \
     HETSYNC_HOSTNAME="${ns[$h]}" \
-    "$bin" bench --plan-links "${LINKS:-$work/links.json}" --data-path tcp --security none "$@" > "$out" 2>"$work/err$r" &
+    "$bin" bench "${plan[@]}" --data-path tcp --security none "$@" > "$out" 2>"$work/err$r" &
   pids+=($!)
 done
 status=0

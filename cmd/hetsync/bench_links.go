@@ -34,6 +34,9 @@ type linksOptions struct {
 
 func linksOptionsFrom(c *cli.Context) (linksOptions, error) {
 	o := linksOptions{NP: c.Int("np"), netOptions: netOptionsFrom(c)}
+	if f := collectiveOnlyFlag(c, os.Getenv); f != "" {
+		return o, fmt.Errorf("--%s: bench --links measures the links and runs no collective, so it does not take this flag", f)
+	}
 	switch f := c.String("format"); f {
 	case "text":
 	case "json":
@@ -48,6 +51,26 @@ func linksOptionsFrom(c *cli.Context) (linksOptions, error) {
 		return o, fmt.Errorf("--transport mem needs --np")
 	}
 	return o, o.netOptions.validate()
+}
+
+// collectiveOnlyFlag names the first of bench's flags set on the command line that shape or
+// record the collectives it times: --links runs none of them, and a flag accepted there would
+// be silently ignored. -b, -e, -f and --target-sec also read the peers' harness environment
+// (MIN_BYTES, ...), which may be set for other runs, so only a value given on the command line
+// counts.
+func collectiveOnlyFlag(c *cli.Context, getenv func(string) string) string {
+	for _, f := range []string{"collective", "op", "n", "settle", "w", "c", "attribute", "o", "r", "J",
+		"codec", "servers", "segment", "metrics-addr", "replan", "plan-links", "timeline"} {
+		if c.IsSet(f) {
+			return f
+		}
+	}
+	for f, env := range map[string]string{"b": "MIN_BYTES", "e": "MAX_BYTES", "f": "STEP", "target-sec": "TARGET_SEC"} {
+		if c.IsSet(f) && getenv(env) == "" {
+			return f
+		}
+	}
+	return ""
 }
 
 // benchLinks is bench --links: it measures the job's link matrix and rank 0 prints it.

@@ -63,6 +63,15 @@ func TestBenchLinks(t *testing.T) {
 			t.Fatalf("bench --plan-links on bench --links' output: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 		}
 	})
+	t.Run("a collective's flag is refused, not ignored", func(t *testing.T) {
+		for _, flag := range [][]string{{"--timeline", filepath.Join(t.TempDir(), "t.json")}, {"--collective", "ring"},
+			{"-b", "1M"}, {"--plan-links", "measure"}, {"--segment", "64K"}} {
+			code, _, stderr := runCLI(t, append([]string{"bench", "--links", "--transport", "mem", "--np", "2"}, flag...)...)
+			if code != 2 || !strings.Contains(stderr, flag[0]+":") || !strings.Contains(stderr, "--links") {
+				t.Errorf("bench --links %s: exit %d, stderr %q; want exit 2 naming the flag", strings.Join(flag, " "), code, stderr)
+			}
+		}
+	})
 	t.Run("bad format", func(t *testing.T) {
 		code, _, stderr := runCLI(t, "bench", "--links", "--transport", "mem", "--np", "2", "--format", "tsv")
 		if code == 0 || !strings.Contains(stderr, "--format") {
