@@ -85,7 +85,11 @@ echo "bench-p4.sh: building $ROOT/bin/hetsync" >&2
 # (DIR/<config>.tsv: bytes count reps avg_us_med algbw_med busbw_med ...): every peer
 # configuration but OURS competes for "best peer".
 table() {
-	local dir=$1 ours=$2
+	local dir=$1 ours=$2 files
+	files=("$dir"/openmpi_*.tsv)
+	if compgen -G "$dir/gloo_*.tsv" >/dev/null; then
+		files+=("$dir"/gloo_*.tsv)
+	fi
 	awk -v ours="$ours" -v min="$MIN_BYTES" '
 	FNR == 1 {
 		name = FILENAME
@@ -131,7 +135,7 @@ table() {
 				printf "| %s | %s | %.2f | %.2f | %.2f× |\n", sz(b), who[b], best[b], bw[b], (best[b] > 0 ? bw[b] / best[b] : 0)
 			}
 		}
-	}' "$dir"/openmpi_*.tsv $(compgen -G "$dir/gloo_*.tsv" || true) "$dir/$ours.tsv"
+	}' "${files[@]}" "$dir/$ours.tsv"
 }
 
 for path in $PATHS; do
