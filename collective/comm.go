@@ -18,8 +18,10 @@ import (
 const DefaultSegmentBytes = 1 << 20
 
 // LargeCallBytes is the buffer size from which a call uses the endpoint's large segments
-// (transport.LargeSegmenter) when Options.SegmentBytes is 0.
-const LargeCallBytes = 32 << 20
+// (transport.LargeSegmenter) when Options.SegmentBytes is 0. From this size on, butterfly's
+// messages at p = 4 exceed 1 MiB, so the call runs its sends on their own goroutine and its
+// receives are posted before their data arrives (see execute).
+const LargeCallBytes = 4 << 20
 
 // Options configure a Comm.
 type Options struct {
@@ -198,6 +200,9 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		largeSeg = transport.LargeSegment(ep)
 	}
 	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
+	if a, ok := alg.(*auto); ok && largeSeg > 0 {
+		a.ringFrom = streamRingCallBytes
+	}
 	borrow, _ := ep.(transport.Borrower)
 	c := &Comm{
 		ep: ep, base: base, jobRanks: jobRanks, chans: chans, who: who,

@@ -47,7 +47,8 @@ func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 		return Choice{}, fmt.Errorf("rank %d: AllReduceChoice: %d elements of %v", c.Rank(), n, dt)
 	}
 	p := c.Size()
-	b := newBuilder(p, c.Rank(), n, dt.Size(), c.opts.SegmentBytes)
+	seg := c.segmentBytes(n, dt.Size())
+	b := newBuilder(p, c.Rank(), n, dt.Size(), seg)
 	if a, ok := c.alg.(*auto); ok {
 		ch := a.decide(kindAllReduce, b)
 		return Choice{Algorithm: ch.name, Predicted: seconds(ch.predicted)}, nil
@@ -56,7 +57,7 @@ func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 	if c.opts.Links != nil {
 		net = newLayout(c.opts.Links).model()
 	}
-	t, err := simulateKind(c.alg, kindAllReduce, p, n, dt.Size(), c.opts.SegmentBytes, net)
+	t, err := simulateKind(c.alg, kindAllReduce, p, n, dt.Size(), seg, net)
 	if err != nil {
 		return Choice{}, fmt.Errorf("rank %d: simulating %s: %w", c.Rank(), c.algName, err)
 	}
