@@ -30,11 +30,6 @@ import (
 // Without a matrix, in practice (α = 30 µs, 10 Gb/s): recursive doubling below a few KiB;
 // butterfly for powers of two above; binary-blocks or ring for other p depending on the block
 // shape (e.g. p = 9, 8 + 1, goes to the ring for large messages).
-//
-// Over an endpoint that asks for large segments (plain TCP) allreduces of streamRingCallBytes
-// or more run the ring whenever the model predicts it within autoTieMargin of the fastest: the
-// model counts latency and bytes on the wire, while there the CPU each byte costs in the
-// kernel's socket path decides large calls, and the ring measured faster.
 type auto struct {
 	opts Options
 	lay  *layout // nil without a matrix
@@ -43,19 +38,7 @@ type auto struct {
 	// Comm.AllReduceChoice may ask at any time from another goroutine.
 	mu     sync.Mutex
 	choice map[autoKey]autoChoice
-	// ringFrom, when positive, is the allreduce size in bytes from which a flat ring predicted
-	// within autoTieMargin of the fastest candidate wins the tie (see preferRing).
-	ringFrom int
 }
-
-// streamRingCallBytes is auto's ringFrom over endpoints that ask for large segments (plain
-// TCP, transport.LargeSegmenter). There every byte crosses the kernel's socket path twice and
-// large calls are bound by the CPU the ranks spend per byte, which the α-β model does not see:
-// the ring keeps one connection busy in each direction per rank and moves blocks of n/p in
-// segments that are reduced while still in the cache, where butterfly's first step exchanges
-// half the buffer with one peer. At p = 4 over TCP loopback the ring took 0.90-0.95× butterfly's
-// time at 16, 64 and 256 MiB and 1.06× at 4 MiB (docs/results/tcp-large.md).
-const streamRingCallBytes = 16 << 20
 
 // The cost-model constants auto uses without a link matrix: per-message latency (s) and
 // per-byte time (s/B, 10 Gb/s).
@@ -201,29 +184,12 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 			pick, msgs = i, n
 		}
 	}
-	if r := a.preferRing(kind, b, cands, times, fastest); r >= 0 {
-		pick = r
-	}
 	best := autoChoice{name: cands[pick].name, alg: cands[pick].alg, predicted: times[pick]}
 	if len(a.choice) >= maxCachedSchedules {
 		clear(a.choice)
 	}
 	a.choice[key] = best
 	return best
-}
-
-// preferRing is the index of the first flat ring among cands predicted within autoTieMargin of
-// the fastest, for allreduces of a.ringFrom bytes or more; -1 otherwise.
-func (a *auto) preferRing(kind collKind, b *builder, cands []autoCandidate, times []float64, fastest float64) int {
-	if a.ringFrom <= 0 || kind != kindAllReduce || b.p < 2 || b.n*b.elemSize < a.ringFrom {
-		return -1
-	}
-	for i, c := range cands {
-		if _, ok := c.alg.(ring); ok && times[i] <= (1+autoTieMargin)*fastest {
-			return i
-		}
-	}
-	return -1
 }
 
 // autoTieMargin is how much slower than the fastest candidate a simpler one may be predicted
