@@ -26,42 +26,48 @@ func TestChunkedAllReduceOverTCP(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			for _, alg := range []string{"auto", "ring", "binary-blocks"} {
-				errs := make([]error, p)
-				var wg sync.WaitGroup
-				for r := range p {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						errs[r] = func() error {
-							c, err := collective.New(eps[r], collective.Options{Algorithm: alg})
-							if err != nil {
-								return err
-							}
-							b := make([]float32, n)
-							for i := range b {
-								b[i] = float32(r*1000 + i%1000)
-							}
-							if err := c.AllReduce(ctx, collective.F32(b), collective.Sum); err != nil {
-								return err
-							}
-							for i, v := range b {
-								want := float32(0)
-								for q := range p {
-									want += float32(q*1000 + i%1000)
-								}
-								if v != want {
-									return fmt.Errorf("rank %d element %d = %v, want %v", r, i, v, want)
-								}
-							}
-							return nil
-						}()
-					}()
-				}
-				wg.Wait()
-				if err := errors.Join(errs...); err != nil {
+				err := eachRank(p, func(r int) error {
+					c, err := collective.New(eps[r], collective.Options{Algorithm: alg})
+					if err != nil {
+						return err
+					}
+					b := make([]float32, n)
+					for i := range b {
+						b[i] = float32(r*1000 + i%1000)
+					}
+					if err := c.AllReduce(ctx, collective.F32(b), collective.Sum); err != nil {
+						return err
+					}
+					for i, v := range b {
+						want := float32(0)
+						for q := range p {
+							want += float32(q*1000 + i%1000)
+						}
+						if v != want {
+							return fmt.Errorf("rank %d element %d = %v, want %v", r, i, v, want)
+						}
+					}
+					return nil
+				})
+				if err != nil {
 					t.Fatalf("%s: %v", alg, err)
 				}
 			}
 		})
 	}
+}
+
+// eachRank runs fn for ranks 0..p-1 at once and joins their errors.
+func eachRank(p int, fn func(r int) error) error {
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for r := range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = fn(r)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
