@@ -404,10 +404,25 @@ func (c *Comm) schedule(kind collKind, n, root int, dt DType) *schedule {
 	if len(c.cache) >= maxCachedSchedules {
 		clear(c.cache)
 	}
-	s := buildSchedule(c.alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.segmentBytes(n, dt.Size()))
+	var s *schedule
+	if k := c.allReduceChunks(kind, n, dt.Size()); k > 1 {
+		s = buildChunkedAllReduce(c.alg, c.Size(), c.Rank(), n, dt.Size(), c.segmentBytes(n, dt.Size()), k)
+	} else {
+		s = buildSchedule(c.alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.segmentBytes(n, dt.Size()))
+	}
 	c.cache[key] = s
 	c.growTemp(s, dt.Size())
 	return s
+}
+
+// allReduceChunks is how many chunks a call of kind over n elements of elemSize bytes runs as
+// (chunk.go): 1 unless it is an allreduce of a job of several ranks over an endpoint that asks
+// for large segments, planned without a link matrix, with the default segment size.
+func (c *Comm) allReduceChunks(kind collKind, n, elemSize int) int {
+	if kind != kindAllReduce || c.Size() < 2 || c.largeSeg == 0 || c.opts.Links != nil {
+		return 1
+	}
+	return chunks(n, elemSize, streamChunkBytes)
 }
 
 // segmentBytes is the segment size of a call of n elements of elemSize bytes.

@@ -47,7 +47,11 @@ func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 		return Choice{}, fmt.Errorf("rank %d: AllReduceChoice: %d elements of %v", c.Rank(), n, dt)
 	}
 	p := c.Size()
-	b := newBuilder(p, c.Rank(), n, dt.Size(), c.opts.SegmentBytes)
+	seg := c.segmentBytes(n, dt.Size())
+	if k := c.allReduceChunks(kindAllReduce, n, dt.Size()); k > 1 {
+		return c.chunkedChoice(n, dt, seg, k)
+	}
+	b := newBuilder(p, c.Rank(), n, dt.Size(), seg)
 	if a, ok := c.alg.(*auto); ok {
 		ch := a.decide(kindAllReduce, b)
 		return Choice{Algorithm: ch.name, Predicted: seconds(ch.predicted)}, nil
@@ -56,7 +60,7 @@ func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 	if c.opts.Links != nil {
 		net = newLayout(c.opts.Links).model()
 	}
-	t, err := simulateKind(c.alg, kindAllReduce, p, n, dt.Size(), c.opts.SegmentBytes, net)
+	t, err := simulateKind(c.alg, kindAllReduce, p, n, dt.Size(), seg, net)
 	if err != nil {
 		return Choice{}, fmt.Errorf("rank %d: simulating %s: %w", c.Rank(), c.algName, err)
 	}
@@ -64,3 +68,24 @@ func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// chunkedChoice is AllReduceChoice for a call cut into k chunks (chunk.go): the algorithm of
+// its first chunk, and the time of all the chunks' schedules replayed together.
+func (c *Comm) chunkedChoice(n int, dt DType, seg, k int) (Choice, error) {
+	p := c.Size()
+	name, net := c.algName, uniformModel(AutoAlpha, AutoBeta)
+	if a, ok := c.alg.(*auto); ok {
+		lo, hi := Partition(n, k, 0)
+		name = a.decide(kindAllReduce, newBuilder(p, c.Rank(), hi-lo, dt.Size(), seg)).name
+		net = a.model()
+	}
+	scheds := make([]*schedule, p)
+	for r := range scheds {
+		scheds[r] = buildChunkedAllReduce(c.alg, p, r, n, dt.Size(), seg, k)
+	}
+	t, err := replay(scheds, dt.Size(), net, nil)
+	if err != nil {
+		return Choice{}, fmt.Errorf("rank %d: simulating %s in %d chunks: %w", c.Rank(), name, k, err)
+	}
+	return Choice{Algorithm: name, Predicted: seconds(t)}, nil
+}

@@ -255,7 +255,7 @@ func TestSegmentFor(t *testing.T) {
 			t.Errorf("segmentFor(%d, %d, %d, %d) = %d, want %d", tc.n, tc.elemSize, tc.seg, tc.large, got, tc.want)
 		}
 	}
-	const n = LargeCallBytes/4 + 5 // float32, just over LargeCallBytes
+	const n = 8<<20 + 5 // float32, 32 MiB and a few elements: blocks of more than a large segment at p ≤ 8
 	for _, p := range []int{1, 2, 3, 4, 5, 8, 9} {
 		for _, tc := range []struct {
 			set, large int
@@ -271,7 +271,8 @@ func TestSegmentFor(t *testing.T) {
 			}
 			j := newJob(t, eps, Options{Algorithm: "ring", SegmentBytes: tc.set})
 			for r, c := range j.comms {
-				s := c.schedule(kindAllReduce, n, 0, Float32)
+				// Reduce-scatter: an allreduce over such an endpoint is chunked (chunk.go).
+				s := c.schedule(kindReduceScatter, n, 0, Float32)
 				got := s.maxMsg * 4
 				if p == 1 {
 					if got != 0 {

@@ -1,0 +1,57 @@
+package collective
+
+// Chunked allreduce: over endpoints that ask for large segments (plain TCP, see
+// transport.LargeSegmenter) and without a link matrix (ranks of one host), an allreduce of
+// chunkCallBytes or more runs as consecutive allreduces of chunks of about streamChunkBytes,
+// the whole algorithm on one chunk before the next. Every byte of such a call crosses the
+// kernel's socket path twice, and the call is bound by the CPU the ranks spend per byte. That
+// cost rises by about a third once a call's data no longer stays in the cache between its
+// passes (the send, the copy out of the socket, the reduction, the allgather): a 1 MiB
+// allreduce keeps every rank's buffer, received segments and socket data cached, a 4 MiB one
+// does not. Chunking keeps each pass over a chunk within reach of the previous one, at the cost
+// of a few more messages per call. The chunks' schedules are appended one after the other, so
+// the executor still overlaps the end of one chunk with the start of the next: a send of chunk
+// k+1 waits only for the receives that wrote what it reads. docs/results/tcp-large.md has the
+// measurements.
+
+// streamChunkBytes is the chunk size of a chunked allreduce: the call size at which an
+// allreduce over TCP loopback spends the least CPU per byte.
+const streamChunkBytes = 1 << 20
+
+// chunkCallBytes is the smallest allreduce that is chunked: two chunks.
+const chunkCallBytes = 2 * streamChunkBytes
+
+// chunks is the number of chunks an allreduce of n elements of elemSize bytes is cut into when
+// chunk (bytes, > 0) is the chunk size: 1 below chunkCallBytes or when chunk is 0.
+func chunks(n, elemSize, chunk int) int {
+	bytes := n * elemSize
+	if chunk <= 0 || bytes < chunkCallBytes || bytes < 2*chunk {
+		return 1
+	}
+	return (bytes + chunk - 1) / chunk
+}
+
+// chunkedAllReduce appends alg's allreduce of b's buffer as k consecutive allreduces of the
+// chunks Partition(b.n, k, i), each built as alg builds a call of that size and moved to its
+// chunk's offset. Each chunk is a complete allreduce of its range, so the whole is one; tags
+// count on across the chunks, so both ends of every transfer still match one for one.
+func chunkedAllReduce(alg algorithm, b *builder, k int) {
+	for i := 0; i < k; i++ {
+		lo, hi := Partition(b.n, k, i)
+		sub := newBuilder(b.p, b.rank, hi-lo, b.elemSize, b.seg*b.elemSize)
+		alg.allReduce(sub)
+		for _, st := range sub.steps {
+			st.lo += lo
+			st.hi += lo
+			b.steps = append(b.steps, st)
+		}
+	}
+}
+
+// buildChunkedAllReduce is buildSchedule for an allreduce cut into k chunks (k > 1, p > 1,
+// n > 0).
+func buildChunkedAllReduce(alg algorithm, p, rank, n, elemSize, segBytes, k int) *schedule {
+	b := newBuilder(p, rank, n, elemSize, segBytes)
+	chunkedAllReduce(alg, b, k)
+	return b.finish()
+}
