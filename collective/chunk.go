@@ -9,10 +9,10 @@ package collective
 // passes (the send, the copy out of the socket, the reduction, the allgather): a 1 MiB
 // allreduce keeps every rank's buffer, received segments and socket data cached, a 4 MiB one
 // does not. Chunking keeps each pass over a chunk within reach of the previous one, at the cost
-// of a few more messages per call. The chunks' schedules are appended one after the other, so
-// the executor still overlaps the end of one chunk with the start of the next: a send of chunk
-// k+1 waits only for the receives that wrote what it reads. docs/results/tcp-large.md has the
-// measurements.
+// of a few more messages per call. The chunks' schedules are appended one after the other and
+// the executor keeps each list in order, so a rank sends chunk k+1's first messages as soon as
+// it has sent chunk k's last, while chunk k's last receives are still arriving.
+// docs/results/tcp-large.md has the measurements.
 
 // streamChunkBytes is the chunk size of a chunked allreduce: the call size at which an
 // allreduce over TCP loopback spends the least CPU per byte.

@@ -41,10 +41,17 @@ func (e *endpoint) DataPaths() []string {
 // (transport.LargeSegmenter).
 const tcpLargeSegment = 4 << 20
 
-// LargeSegmentBytes is tcpLargeSegment when every peer's connection is plain TCP, else 0:
-// the larger segments were measured over TCP only, and shared memory is faster with the
-// default (docs/results/tcp-large.md).
+// LargeSegmentBytes is tcpLargeSegment when the job's data path is "tcp" and every peer's
+// connection is plain TCP, else 0: the larger segments (and the chunked allreduce that goes
+// with them) were measured over TCP only, and shared memory is faster with the default
+// (docs/results/tcp-large.md). The collectives cut their messages by this answer, so every
+// rank must give the same one: the data path is the job's own setting, where with "auto" a
+// rank whose peers are all on other hosts would say yes while its peers with a same-host
+// link say no.
 func (e *endpoint) LargeSegmentBytes() int {
+	if e.cfg.DataPath != DataPathTCP {
+		return 0
+	}
 	for r, c := range e.conns {
 		if _, ok := c.(*net.TCPConn); !ok && r != e.cfg.Rank {
 			return 0

@@ -6,14 +6,15 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
-// TestLargeSegmentBytes checks that only an all-TCP endpoint asks collectives for larger
-// segments in large calls, also through transport.LargeSegment.
+// TestLargeSegmentBytes checks that only an all-TCP endpoint of a job whose data path is "tcp"
+// asks collectives for larger segments in large calls, also through transport.LargeSegment.
 func TestLargeSegmentBytes(t *testing.T) {
 	tests := []struct {
 		path string
 		want int
 	}{
 		{DataPathTCP, tcpLargeSegment},
+		{DataPathAuto, 0},
 		{DataPathUnix, 0},
 		{DataPathShm, 0},
 	}
