@@ -867,8 +867,11 @@ func newPoller(c io.ReadWriteCloser) poller {
 }
 
 // pollFrameMax is the largest frame a polling receiver waits to arrive whole; a larger one that
-// has started to arrive is left to the reader goroutine.
-const pollFrameMax = 64 << 10
+// has started to arrive is left to the reader goroutine. It counts the header on top of a
+// 64 KiB payload: a frame over smallFrame is written as its header and then its payload, so a
+// poller often sees the header alone first, and the 64 KiB messages of recursive doubling
+// (auto's choice at 64 KiB up to 32 ranks) would otherwise each wake the reader goroutine.
+const pollFrameMax = 64<<10 + FrameHeaderSize
 
 // frameArrived reports whether a whole frame is buffered or waiting in the socket, so that
 // readFrame will not block, or else whether a frame larger than pollFrameMax is arriving.
