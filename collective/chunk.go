@@ -1,21 +1,25 @@
 package collective
 
-// Chunked allreduce: over endpoints that ask for large segments (plain TCP, see
-// transport.LargeSegmenter) and without a link matrix (ranks of one host), an allreduce of
-// chunkCallBytes or more runs as consecutive allreduces of chunks of about streamChunkBytes,
-// the whole algorithm on one chunk before the next. Every byte of such a call crosses the
-// kernel's socket path twice, and the call is bound by the CPU the ranks spend per byte. That
-// cost rises by about a third once a call's data no longer stays in the cache between its
-// passes (the send, the copy out of the socket, the reduction, the allgather): a 1 MiB
-// allreduce keeps every rank's buffer, received segments and socket data cached, a 4 MiB one
-// does not. Chunking keeps each pass over a chunk within reach of the previous one, at the cost
-// of a few more messages per call. The chunks' schedules are appended one after the other and
-// the executor keeps each list in order, so a rank sends chunk k+1's first messages as soon as
-// it has sent chunk k's last, while chunk k's last receives are still arriving.
-// docs/results/tcp-large.md has the measurements.
+// Chunked allreduce: with the default segment size and without a link matrix (ranks of one
+// host, or hosts whose links were not measured), an allreduce of chunkCallBytes or more runs as
+// consecutive allreduces of chunks of about streamChunkBytes, the whole algorithm on one chunk
+// before the next. Such a call is bound by the memory traffic of its passes over the data (the
+// copy into the socket or the shared ring, the copy out of it, the reduction, the allgather),
+// and each pass costs more once a call's data no longer stays in the cache between passes: a
+// 1 MiB allreduce keeps every rank's buffer and received segments cached, a 4 MiB one does
+// not. Chunking keeps each pass over a chunk within reach of the previous one, at the cost of a
+// few more messages per call; over TCP, shared memory and in-process channels alike it took
+// less time from 4 MiB up. The chunks' schedules are appended one after the other and the
+// executor keeps each list in order, so a rank sends chunk k+1's first messages as soon as it
+// has sent chunk k's last, while chunk k's last receives are still arriving.
+// docs/results/tcp-large.md has the measurements. A link matrix leaves the call whole: across
+// hosts the links, not the cache, bound it, and every chunk would pay the links' latency again.
+// Every rank decides from its options alone, which are the same on every rank of a job, so all
+// agree on the chunks.
 
 // streamChunkBytes is the chunk size of a chunked allreduce: the call size at which an
-// allreduce over TCP loopback spends the least CPU per byte.
+// allreduce over TCP loopback spends the least CPU per byte, and the best of 512 KiB, 1 MiB and
+// 2 MiB over shared memory.
 const streamChunkBytes = 1 << 20
 
 // chunkCallBytes is the smallest allreduce that is chunked: two chunks.

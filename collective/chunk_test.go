@@ -89,15 +89,23 @@ func largeSegJob(t *testing.T, p int, opts Options) *job {
 	return newJob(t, eps, opts)
 }
 
-// TestChunkedAllReduce: over endpoints that ask for large segments an allreduce of two chunks or
-// more is cut into chunks of at most streamChunkBytes and gives the exact sum on every rank, for
-// p = 1..9 and lengths that are not multiples of a chunk; a link matrix, an explicit segment
-// size or an endpoint without large segments leaves it whole.
+// TestChunkedAllReduce: an allreduce of two chunks or more, over endpoints that ask for large
+// segments and over those that do not, is cut into chunks of at most streamChunkBytes and gives
+// the exact sum on every rank, for p = 1..9 and lengths that are not multiples of a chunk; a
+// link matrix or an explicit segment size leaves it whole.
 func TestChunkedAllReduce(t *testing.T) {
 	const n = chunkCallBytes/4 + 5 // float32: three chunks, of odd lengths
 	for p := 1; p <= 9; p++ {
-		for _, alg := range []string{"auto", "ring", "butterfly", "binary-blocks"} {
+		for _, tc := range []struct {
+			alg      string
+			largeSeg bool
+		}{{"auto", true}, {"ring", true}, {"butterfly", true}, {"binary-blocks", true}, {"auto", false}, {"ring", false}} {
+			alg := tc.alg
 			j := largeSegJob(t, p, Options{Algorithm: alg})
+			if !tc.largeSeg {
+				j = newMemJob(t, p, Options{Algorithm: alg})
+				alg += " (1 MiB segments)"
+			}
 			bufs := make([][]float32, p)
 			j.mustRun(t, "allreduce", func(c *Comm) error {
 				b := make([]float32, n)
@@ -129,7 +137,6 @@ func TestChunkedAllReduce(t *testing.T) {
 	}
 	whole := map[string]*job{
 		"explicit segment":   largeSegJob(t, 4, Options{SegmentBytes: DefaultSegmentBytes}),
-		"no large segments":  newMemJob(t, 4, Options{}),
 		"link matrix":        largeSegJob(t, 4, Options{Links: topology.Uniform(4, testAlpha, testBetaHost)}),
 		"reduce-scatter too": largeSegJob(t, 4, Options{}),
 	}

@@ -147,9 +147,12 @@ type Comm struct {
 	// largeSeg is the segment size of large calls (segmentFor); 0 when Options.SegmentBytes
 	// was set or the endpoint has no preference.
 	largeSeg int
-	algName  string
-	alg      algorithm
-	replan   *replanner // nil when the Comm does not re-plan
+	// chunk is the chunk size of a large allreduce (chunk.go); 0 when Options.SegmentBytes was
+	// set, which asks for the algorithm's own schedule cut in such segments.
+	chunk   int
+	algName string
+	alg     algorithm
+	replan  *replanner // nil when the Comm does not re-plan
 
 	turns turns
 	// Everything below belongs to the call that has the turn (see turns).
@@ -192,16 +195,17 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 	if err := opts.Validate(p); err != nil {
 		return nil, fmt.Errorf("%s: %w", who, err)
 	}
-	largeSeg := 0
+	largeSeg, chunk := 0, 0
 	if opts.SegmentBytes == 0 {
 		opts.SegmentBytes = DefaultSegmentBytes
 		largeSeg = transport.LargeSegment(ep)
+		chunk = streamChunkBytes
 	}
 	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
 	borrow, _ := ep.(transport.Borrower)
 	c := &Comm{
 		ep: ep, base: base, jobRanks: jobRanks, chans: chans, who: who,
-		borrow: borrow, opts: opts, largeSeg: largeSeg, algName: opts.Algorithm, alg: alg,
+		borrow: borrow, opts: opts, largeSeg: largeSeg, chunk: chunk, algName: opts.Algorithm, alg: alg,
 		cache:      make(map[schedKey]*schedule),
 		sendSig:    make(chan struct{}, 1),
 		recvSig:    make(chan struct{}, 1),
@@ -416,13 +420,13 @@ func (c *Comm) schedule(kind collKind, n, root int, dt DType) *schedule {
 }
 
 // allReduceChunks is how many chunks a call of kind over n elements of elemSize bytes runs as
-// (chunk.go): 1 unless it is an allreduce of a job of several ranks over an endpoint that asks
-// for large segments, planned without a link matrix, with the default segment size.
+// (chunk.go): 1 unless it is an allreduce of a job of several ranks, planned without a link
+// matrix, with the default segment size.
 func (c *Comm) allReduceChunks(kind collKind, n, elemSize int) int {
-	if kind != kindAllReduce || c.Size() < 2 || c.largeSeg == 0 || c.opts.Links != nil {
+	if kind != kindAllReduce || c.Size() < 2 || c.opts.Links != nil {
 		return 1
 	}
-	return chunks(n, elemSize, streamChunkBytes)
+	return chunks(n, elemSize, c.chunk)
 }
 
 // segmentBytes is the segment size of a call of n elements of elemSize bytes.

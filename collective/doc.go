@@ -16,9 +16,9 @@
 // schedule: an ordered list of sends and an ordered list of receives ("receive into the buffer"
 // or "receive into a pooled temp and reduce"), each over an element range, split into segments
 // of at most Options.SegmentBytes (1 MiB by default; calls of LargeCallBytes or more take the
-// endpoint's transport.LargeSegment when it has one: 4 MiB over plain TCP; over such an
-// endpoint, without a link matrix, an allreduce of 2 MiB or more runs as consecutive allreduces
-// of 1 MiB chunks, see chunk.go). The builder derives
+// endpoint's transport.LargeSegment when it has one: 4 MiB over plain TCP; with the default
+// segment size and without a link matrix, an allreduce of 2 MiB or more runs as consecutive
+// allreduces of 1 MiB chunks, see chunk.go). The builder derives
 // the dependencies from the ranges: a send waits for the last earlier receive that wrote what it reads; a receive waits
 // for the last earlier send that reads what it overwrites. One executor runs any schedule: sends
 // go out on a goroutine of their own, receives are taken on the caller's goroutine, and each
