@@ -15,10 +15,6 @@ import (
 // caller copies.
 const maxLends = 16
 
-// lendAlign is the alignment of a lent slice's first byte, so that the caller may view it as
-// any machine word (the collectives reduce it as float64 or int64 in place).
-const lendAlign = 8
-
 type lendRec struct {
 	start, end uint64 // stream positions
 	returned   bool
@@ -82,12 +78,12 @@ func (p *Pipe) Held() int {
 }
 
 // Lend takes the next n bytes of the stream, waiting until all of them are in the ring, and
-// returns them in place: one read-only slice of the shared mapping (aligned to 8 bytes; a
-// range that wraps the ring's end is contiguous in its mirrored mapping). The producer does
+// returns them in place: one read-only slice of the shared mapping (a range that wraps the
+// ring's end is contiguous in its mirrored mapping). The slice has the stream position's
+// alignment: a caller that views it as words must accept unaligned ones. The producer does
 // not overwrite them until Return gives them back, and the mapping outlives Close until then.
 // Lend returns nil and takes nothing when it may not lend: n is 0 or above LendMax, the bytes
-// held by earlier lends and n together would exceed LendMax, too many lends are held, or the
-// stream position is not aligned. It fails as Read would, with io.ErrUnexpectedEOF when the
+// held by earlier lends and n together would exceed LendMax, or too many lends are held. It fails as Read would, with io.ErrUnexpectedEOF when the
 // peer closed its direction before n bytes arrived.
 //
 // A caller that holds lent bytes and waits for more bytes of the same pipe can deadlock once
@@ -159,7 +155,7 @@ func (p *Pipe) Lend(n int) ([]byte, error) {
 // rmu must be held.
 func (p *Pipe) mayLend(n int) bool {
 	lim := p.LendMax()
-	if n <= 0 || n > lim || p.in.pos%lendAlign != 0 {
+	if n <= 0 || n > lim {
 		return false
 	}
 	l := &p.lends

@@ -1,0 +1,195 @@
+//go:build linux
+
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hetsync/hetsync/transport/shm"
+)
+
+// shmJob returns the endpoints of a job of size ranks connected pairwise by shared-memory
+// pipes with the default ring (their doorbell links Unix sockets), over which payloads are lent
+// to RecvBorrow in place.
+func shmJob(t testing.TB, size int, opts StreamOptions) []Endpoint {
+	t.Helper()
+	segs := map[[2]int]*shm.Segment{} // by (lower rank, higher rank): the creator's segment
+	return streamJob(t, "unix", size, opts, func(from, to int, link net.Conn) io.ReadWriteCloser {
+		o := shm.Options{Dir: t.TempDir(), SingleCopyMin: -1}
+		var seg *shm.Segment
+		var err error
+		if from < to {
+			seg, err = shm.Create(o)
+			segs[[2]int{from, to}] = seg
+		} else {
+			created := segs[[2]int{to, from}]
+			o.Dir = filepath.Dir(created.Path())
+			if seg, err = shm.Open(created.Name(), o); err == nil {
+				err = seg.Unlink()
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := seg.Pipe(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+}
+
+// TestShmRecvBorrowLent receives messages of odd sizes, up to more than the ring, through
+// RecvBorrow over shared-memory pipes, queued first and with the receiver waiting first, with
+// receivers sleeping or polling: every uncompressed payload of at most half the ring is lent in
+// place, the others copied, and all arrive whole.
+func TestShmRecvBorrowLent(t *testing.T) {
+	const lendMax = shm.DefaultRingSize / 2
+	sizes := []int{0, 1, 7, 13, 4093, 65537, 300007, lendMax, lendMax + 8, 3<<20 + 5}
+	for _, poll := range []time.Duration{0, 5 * time.Millisecond} {
+		for _, codec := range []Codec{CodecNone, CodecS2} {
+			t.Run(fmt.Sprintf("poll=%v/%v", poll, codec), func(t *testing.T) {
+				opts := DefaultStreamOptions()
+				opts.Poll = poll
+				eps := shmJob(t, 2, opts)
+				se := eps[1].(*streamEndpoint)
+				for i, n := range sizes {
+					want := payloadOf(n, uint64(i))
+					h := Header{Channel: ChanUser, Codec: codec, Seq: uint64(i), Op: 7, Segment: uint32(i)}
+					for _, waitFirst := range []bool{false, true} {
+						before := se.lent.Load()
+						borrowRoundTrip(t, eps, h, want, waitFirst)
+						wantLent := uint64(0)
+						if codec == CodecNone && n > 0 && n <= lendMax {
+							wantLent = 1
+						}
+						if got := se.lent.Load() - before; got != wantLent {
+							t.Fatalf("size %d, receiver first %v: %d payloads lent, want %d", n, waitFirst, got, wantLent)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestShmBorrowHeldWhileWriting holds a payload lent from the ring while the peer keeps
+// sending: the peer fills the rest of the ring and then waits, the lent bytes do not change
+// until they are given back, and every message after them arrives whole, received with Recv
+// and RecvBorrow in turn.
+func TestShmBorrowHeldWhileWriting(t *testing.T) {
+	eps := shmJob(t, 2, DefaultStreamOptions())
+	br := eps[1].(Borrower)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const count, size = 40, 256<<10 + 3
+	send := func(i int) error {
+		return eps[0].Send(ctx, 1, Header{Channel: ChanUser, Seq: uint64(i)}, payloadOf(size, uint64(i)))
+	}
+	if err := send(0); err != nil {
+		t.Fatal(err)
+	}
+	_, held, err := br.RecvBorrow(ctx, 0, ChanUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := eps[1].(*streamEndpoint).lent.Load(); n != 1 {
+		t.Fatalf("%d payloads lent, want the first", n)
+	}
+	sent := make(chan int, count)
+	errc := make(chan error, 1)
+	go func() {
+		for i := 1; i < count; i++ {
+			if err := send(i); err != nil {
+				errc <- err
+				return
+			}
+			sent <- i
+		}
+		errc <- nil
+	}()
+	// The sender fills the ring behind the held bytes, then waits for them.
+	fill := shm.DefaultRingSize/(size+FrameHeaderSize) - 1
+	for last := 0; last < fill; {
+		select {
+		case last = <-sent:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the sender stopped after %d messages while one was held, want %d", last, fill)
+		}
+	}
+	if !bytes.Equal(held, payloadOf(size, 0)) {
+		t.Fatal("the held payload changed while the peer kept writing")
+	}
+	br.ReleaseBorrowed(0, ChanUser)
+	buf := make([]byte, size)
+	for i := 1; i < count; i++ {
+		var got []byte
+		if i%2 == 0 {
+			_, p, err := br.RecvBorrow(ctx, 0, ChanUser)
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+			got = bytes.Clone(p)
+			br.ReleaseBorrowed(0, ChanUser)
+		} else {
+			n, err := eps[1].Recv(ctx, 0, Header{Channel: ChanUser, Seq: uint64(i)}, buf)
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+			got = buf[:n]
+		}
+		if !bytes.Equal(got, payloadOf(size, uint64(i))) {
+			t.Fatalf("message %d differs", i)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShmBorrowPeerGoneAndClose: a borrowed payload stays readable when the peer goes away and
+// when this endpoint closes while it is held; the next receive fails naming the peer, at once.
+func TestShmBorrowPeerGoneAndClose(t *testing.T) {
+	eps := shmJob(t, 2, DefaultStreamOptions())
+	br := eps[1].(Borrower)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const size = 100003
+	for i := range 2 {
+		if err := eps[0].Send(ctx, 1, Header{Channel: ChanUser + Channel(i)}, payloadOf(size, uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, p0, err := br.RecvBorrow(ctx, 0, ChanUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps[0].Close() // the peer goes away while its bytes are held
+	if !bytes.Equal(p0, payloadOf(size, 0)) {
+		t.Fatal("the held payload changed when the peer closed")
+	}
+	// The second message was queued lent before the peer went; it is still delivered.
+	_, p1, err := br.RecvBorrow(ctx, 0, ChanUser+1)
+	if err != nil || !bytes.Equal(p1, payloadOf(size, 1)) {
+		t.Fatalf("queued message after the peer closed: %v", err)
+	}
+	_, _, err = br.RecvBorrow(ctx, 0, ChanUser+2)
+	var pe *PeerError
+	if !errors.As(err, &pe) || pe.Peer != 0 || pe.Rank != 1 {
+		t.Fatalf("receiving after the peer closed: %v, want an error naming rank 0", err)
+	}
+	eps[1].Close() // while p0 and p1 are held
+	if !bytes.Equal(p0, payloadOf(size, 0)) || !bytes.Equal(p1, payloadOf(size, 1)) {
+		t.Fatal("held payloads changed when the endpoint closed")
+	}
+	br.ReleaseBorrowed(0, ChanUser)
+	br.ReleaseBorrowed(0, ChanUser+1)
+}
