@@ -127,7 +127,7 @@ func borrowRoundTrip(t *testing.T, eps []Endpoint, h Header, want []byte, waitFi
 	}
 	if waitFirst {
 		go recv()
-		time.Sleep(time.Millisecond) // let it wait; the test passes either way
+		waitPosted(t, eps[1], 0, h.Channel)
 	}
 	if err := eps[0].Send(ctx, 1, h, want); err != nil {
 		t.Fatal(err)
@@ -140,4 +140,25 @@ func borrowRoundTrip(t *testing.T, eps []Endpoint, h Header, want []byte, waitFi
 		t.Fatalf("%d bytes, receiver first %v: %v, header %v (want %v), payload whole: %v",
 			len(want), waitFirst, r.err, r.h, h, bytes.Equal(r.p, want))
 	}
+}
+
+// waitPosted waits until a receive from `from` on ch waits at ep, when ep is a stream
+// endpoint; for others it only lets the receiver start.
+func waitPosted(t *testing.T, ep Endpoint, from int, ch Channel) {
+	t.Helper()
+	se, ok := ep.(*streamEndpoint)
+	if !ok {
+		time.Sleep(time.Millisecond)
+		return
+	}
+	p := se.peers[from]
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		p.mu.Lock()
+		posted := p.inbox(ch).w.state != wIdle
+		p.mu.Unlock()
+		if posted {
+			return
+		}
+	}
+	t.Fatalf("no receive from rank %d on channel %d waits at rank %d", from, ch, ep.Rank())
 }

@@ -24,11 +24,20 @@ type lender interface {
 	PeekInto(b []byte) bool
 }
 
-// lendPayload queues the uncompressed payload of f lent by the connection, when it lends. It
-// reports whether it did.
+// lendPayload queues the uncompressed payload of f lent by the connection, when it lends and
+// a RecvBorrow already waits for it. It reports whether it did. A payload that nobody waits for
+// yet is copied out as before: the receiver is busy, and the reader goroutine's copy overlaps
+// its work, where a lent payload would wait in the ring and hold the producer back.
 func (p *streamPeer) lendPayload(f *FrameHeader) (bool, error) {
 	n := int(f.RawLen)
 	if p.lend == nil || n == 0 || n > p.lend.LendMax() {
+		return false, nil
+	}
+	p.mu.Lock()
+	ib := p.inbox(f.Channel)
+	waits := ib.w.state == wPosted && ib.w.borrow && ib.empty()
+	p.mu.Unlock()
+	if !waits {
 		return false, nil
 	}
 	p.makeRoom(n)
@@ -45,9 +54,6 @@ func (p *streamPeer) lendPayload(f *FrameHeader) (bool, error) {
 			return false, err
 		}
 	}
-	p.mu.Lock()
-	ib := p.inbox(f.Channel)
-	p.mu.Unlock()
 	p.ep.lent.Add(1)
 	p.enqueuePending(ib, f, pending{h: f.Header, lent: b, n: n})
 	return true, nil

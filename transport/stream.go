@@ -281,6 +281,7 @@ type waiter struct {
 	buf      []byte
 	want     Header
 	matchAny bool
+	borrow   bool // a RecvBorrow: it takes the payload where it lies
 	h        Header
 	n        int
 	wake     chan struct{}
@@ -690,7 +691,7 @@ func (e *streamEndpoint) recvMsg(ctx context.Context, from int, want Header, mat
 			p.mu.Unlock()
 			return Header{}, 0, pending{}, e.recvErr(from, want.Channel, err)
 		}
-		w.state, w.buf, w.want, w.matchAny = wPosted, buf, want, matchAny
+		w.state, w.buf, w.want, w.matchAny, w.borrow = wPosted, buf, want, matchAny, borrow
 		p.mu.Unlock()
 		if p.sock != nil {
 			p.poll(ctx, w)
