@@ -276,48 +276,64 @@ func borrowWaiting(t *testing.T, eps []Endpoint, ch Channel, send func() error) 
 	return r.p, r.err
 }
 
-// BenchmarkShmBorrowReduce streams messages from one rank to another over a shared-memory
-// pipe and adds each received payload into a buffer, as a collective's receive-and-reduce step
+// BenchmarkShmBorrowReduce sends messages from one rank to another over a shared-memory pipe
+// and adds each received payload into a buffer, as a collective's receive-and-reduce step
 // does: with the payload lent from the ring ("lent"), and from a pipe the endpoint cannot
-// borrow from, which copies it out into a pooled buffer first ("copied"). Besides the wall
-// time it reports the process's CPU time per message (both ranks are in this process).
+// borrow from, which copies it out into a pooled buffer first ("copied"). "ahead": the sender
+// sends as fast as it can, so the receiver mostly finds its message queued (copied out in
+// both modes); "paced": the sender sends the next message once the receiver waits for it, the
+// case where a payload is lent. Besides the wall time it reports the process's CPU time per
+// message (both ranks are in this process).
 func BenchmarkShmBorrowReduce(b *testing.B) {
-	for _, size := range []int{64 << 10, 256 << 10, 1 << 20} {
-		for _, lend := range []bool{true, false} {
-			name := map[bool]string{true: "lent", false: "copied"}[lend]
-			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, name), func(b *testing.B) {
-				opts := DefaultStreamOptions()
-				opts.Checksum = false
-				eps := pipeJob(b, 2, opts, lend)
-				br := eps[1].(Borrower)
-				ctx := context.Background()
-				src := payloadOf(size, 1)
-				acc := make([]uint64, size/8)
-				go func() {
-					for i := 0; i < b.N; i++ {
-						if eps[0].Send(ctx, 1, Header{Channel: ChanUser}, src) != nil {
-							return
-						}
-					}
-				}()
-				b.SetBytes(int64(size))
-				cpu0 := processCPU()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					_, p, err := br.RecvBorrow(ctx, 0, ChanUser)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for j := range acc {
-						acc[j] += binary.LittleEndian.Uint64(p[8*j:])
-					}
-					br.ReleaseBorrowed(0, ChanUser)
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
-			})
+	for _, pace := range []string{"paced", "ahead"} {
+		for _, size := range []int{64 << 10, 256 << 10, 1 << 20} {
+			for _, lend := range []bool{true, false} {
+				name := map[bool]string{true: "lent", false: "copied"}[lend]
+				b.Run(fmt.Sprintf("%s/%dKiB/%s", pace, size>>10, name), func(b *testing.B) {
+					benchBorrowReduce(b, size, lend, pace == "paced")
+				})
+			}
 		}
 	}
+}
+
+func benchBorrowReduce(b *testing.B, size int, lend, paced bool) {
+	opts := DefaultStreamOptions()
+	opts.Checksum = false
+	eps := pipeJob(b, 2, opts, lend)
+	br := eps[1].(Borrower)
+	ctx := context.Background()
+	src := payloadOf(size, 1)
+	acc := make([]uint64, size/8)
+	next := make(chan struct{}, 1)
+	go func() {
+		for i := 0; i < b.N; i++ {
+			if paced {
+				<-next
+			}
+			if eps[0].Send(ctx, 1, Header{Channel: ChanUser}, src) != nil {
+				return
+			}
+		}
+	}()
+	b.SetBytes(int64(size))
+	cpu0 := processCPU()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if paced {
+			next <- struct{}{}
+		}
+		_, p, err := br.RecvBorrow(ctx, 0, ChanUser)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range acc {
+			acc[j] += binary.LittleEndian.Uint64(p[8*j:])
+		}
+		br.ReleaseBorrowed(0, ChanUser)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // processCPU is the CPU time this process has used, user and system, in nanoseconds.
