@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/hetsync/hetsync/transport"
 	"github.com/hetsync/hetsync/transport/p2p"
 	"github.com/hetsync/hetsync/transport/p2p/p2ptest"
 )
 
 // TestCollectivesLentPayloads runs every collective of every algorithm over the shared-memory
-// path of real libp2p jobs, where the segments a rank reduces are lent from the pipes' rings
+// path of real libp2p jobs with StreamOptions.Lend, where the segments a rank reduces while
+// its receiver waits are lent from the pipes' rings
 // and reduced where they lie: odd lengths of every type (so lent payloads start unaligned), a
 // few MiB in small segments (many lends held at once), and segments larger than half a ring,
 // which the endpoint copies out instead. Results are checked against the reference.
@@ -30,7 +32,8 @@ func TestCollectivesLentPayloads(t *testing.T) {
 			for _, alg := range Algorithms() {
 				t.Run(fmt.Sprintf("%s/p=%d/segment=%d", alg, p, tc.segment), func(t *testing.T) {
 					eps := p2ptest.JoinLoopback(t, p, p2p.Config{Secret: "lent payloads", Security: p2p.SecurityNone,
-						DataPath: p2p.DataPathShm, Logger: slog.New(slog.DiscardHandler)}, nil)
+						DataPath: p2p.DataPathShm, Stream: transport.StreamOptions{Lend: true},
+						Logger: slog.New(slog.DiscardHandler)}, nil)
 					j := newJob(t, eps, Options{Algorithm: alg, SegmentBytes: tc.segment})
 					if tc.full {
 						exercise(t, j, alg)

@@ -58,7 +58,7 @@
 // with one vectored write (writev) on a net.Conn, under a per-connection lock, and returns when
 // the payload may be reused. Steady-state Send and Recv allocate nothing.
 //
-// Lent payloads (transport/shm pipes): the endpoint reads a pipe's frames from the pipe itself,
+// Lent payloads (transport/shm pipes, with StreamOptions.Lend): the endpoint reads a pipe's frames from the pipe itself,
 // with no read buffer, and when a RecvBorrow waits for the next message of its (peer, channel),
 // an uncompressed payload of at most half the pipe's ring is not copied out at all: the pipe
 // lends it in place, RecvBorrow returns the ring's bytes, and the producer does not write over

@@ -26,10 +26,11 @@ func shmJob(t testing.TB, size int, opts StreamOptions) []Endpoint {
 	return pipeJob(t, size, opts, true)
 }
 
-// pipeJob is shmJob; with lend false the endpoints see the pipes only as byte streams, which
-// they read through a read buffer and copy out of.
+// pipeJob is shmJob; with lend false the endpoints do not lend (StreamOptions.Lend) and see
+// the pipes only as byte streams, which they read through a read buffer and copy out of.
 func pipeJob(t testing.TB, size int, opts StreamOptions, lend bool) []Endpoint {
 	t.Helper()
+	opts.Lend = lend
 	segs := map[[2]int]*shm.Segment{} // by (lower rank, higher rank): the creator's segment
 	return streamJob(t, "unix", size, opts, func(from, to int, link net.Conn) io.ReadWriteCloser {
 		o := shm.Options{Dir: t.TempDir(), SingleCopyMin: -1}

@@ -49,6 +49,12 @@ type StreamOptions struct {
 	// wake-ups off the path of small messages, as the progress loops of MPI libraries do. 0
 	// means receivers always sleep.
 	Poll time.Duration
+	// Lend lets a transport/shm pipe lend a payload in place to a RecvBorrow that already waits
+	// for it (see "Lent payloads" in the package documentation): the collective reduces the
+	// segment straight out of the pipe's ring, one copy fewer. Without it the endpoint reads
+	// a pipe through its read buffer, like a socket. Off by default: on the 2-core machines
+	// the project is measured on, no run has yet shown it faster (docs/results/shm-path.md).
+	Lend bool
 }
 
 // DefaultStreamOptions returns checksums on, 1 GiB messages and 64 KiB read buffers.
@@ -130,7 +136,7 @@ func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOp
 		}
 		_, p.vectored = c.(net.Conn)
 		p.rd = p.br
-		if l, ok := c.(lender); ok && l.LendMax() > 0 {
+		if l, ok := c.(lender); ok && opts.Lend && l.LendMax() > 0 {
 			// Frames are read from the connection itself, so that a payload is still in its
 			// memory when a RecvBorrow wants it there.
 			p.lend, p.rd, p.br = l, l, nil
