@@ -52,8 +52,9 @@ type StreamOptions struct {
 	// Lend lets a transport/shm pipe lend a payload in place to a RecvBorrow that already waits
 	// for it (see "Lent payloads" in the package documentation): the collective reduces the
 	// segment straight out of the pipe's ring, one copy fewer. Without it the endpoint reads
-	// a pipe through its read buffer, like a socket. Off by default: on the 2-core machines
-	// the project is measured on, no run has yet shown it faster (docs/results/shm-path.md).
+	// a pipe through its read buffer, like a socket. Off by default: on the shared 2-core
+	// machine the project is measured on, its runs disagree on whether it is faster
+	// (docs/results/shm-path.md).
 	Lend bool
 }
 
