@@ -37,7 +37,8 @@ type lendState struct {
 
 // mapMirror maps the size bytes of the segment file at offset off twice, back to back and
 // read-only, so that bytes that wrap the ring's end read as one slice. It fails where the
-// offset is not a multiple of the page size.
+// offset is not a multiple of the page size. The mapping is not populated: its pages fault in
+// when something is lent, so a pipe whose reader never lends pays only for address space.
 func mapMirror(fd int, off int64, size int) ([]byte, error) {
 	area, err := syscall.Mmap(-1, 0, 2*size, syscall.PROT_NONE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
@@ -46,7 +47,7 @@ func mapMirror(fd int, off int64, size int) ([]byte, error) {
 	base := uintptr(unsafe.Pointer(&area[0]))
 	for i := range 2 {
 		_, _, e := syscall.Syscall6(syscall.SYS_MMAP, base+uintptr(i*size), uintptr(size), syscall.PROT_READ,
-			syscall.MAP_SHARED|syscall.MAP_FIXED|syscall.MAP_POPULATE, uintptr(fd), uintptr(off))
+			syscall.MAP_SHARED|syscall.MAP_FIXED, uintptr(fd), uintptr(off))
 		if e != 0 {
 			syscall.Munmap(area)
 			return nil, e
