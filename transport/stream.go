@@ -573,8 +573,9 @@ func (e *streamEndpoint) RecvAny(ctx context.Context, from int, ch Channel, buf 
 // Borrower is implemented by endpoints that can lend a received message's payload instead of
 // copying it into a caller's buffer. The collectives use it for segments they reduce: the
 // payload is read once from the socket into a pooled buffer and reduced from there, while the
-// endpoint's reader already reads the next segment; on a shared-memory pipe it is not copied
-// out at all, and the collective reduces it where it lies in the pipe's ring.
+// endpoint's reader already reads the next segment; on a shared-memory pipe with
+// StreamOptions.Lend it is not copied out at all, and the collective reduces it where it lies
+// in the pipe's ring.
 type Borrower interface {
 	// RecvBorrow receives the next message from `from` on channel ch, like RecvAny, and returns
 	// its header and payload. The payload belongs to the endpoint, is read-only and may be
