@@ -6,12 +6,15 @@ import (
 )
 
 // lender is a connection that can lend the bytes it received in place instead of copying them
-// out (transport/shm.Pipe). The stream endpoint reads such a connection without a read
-// buffer, so that an uncompressed payload still lies in the connection's memory when nobody
-// waits for it with a buffer: it is queued lent, and RecvBorrow hands the lent bytes to the
-// collective, which reduces them where they lie (one copy fewer than through a pooled buffer).
+// out (transport/shm.Pipe). The stream endpoint reads the frame of a payload it may lend from
+// such a connection directly, not through its read buffer, so that the payload still lies in
+// the connection's memory when a RecvBorrow waits for it: it is queued lent, and RecvBorrow
+// hands the lent bytes to the collective, which reduces them where they lie (one copy fewer
+// than through a pooled buffer). Other frames go through the read buffer.
 type lender interface {
 	io.Reader
+	// WaitReadable waits until bytes can be read, without taking any.
+	WaitReadable() (eof bool, err error)
 	// LendMax is the largest lend, and the most that may be lent at once; 0: none.
 	LendMax() int
 	// Held is how many bytes already read the connection may not reuse yet because of lends.
@@ -30,7 +33,7 @@ type lender interface {
 // its work, where a lent payload would wait in the ring and hold the producer back.
 func (p *streamPeer) lendPayload(f *FrameHeader) (bool, error) {
 	n := int(f.RawLen)
-	if p.lend == nil || n == 0 || n > p.lend.LendMax() {
+	if p.lend == nil || p.br.Buffered() > 0 || !p.lendable(f) {
 		return false, nil
 	}
 	p.mu.Lock()
@@ -94,15 +97,21 @@ func (p *streamPeer) unlendQueued() {
 	p.queuedLends = 0
 }
 
-// readLender fills dst from a lending connection, making room before each piece (see
-// makeRoom) and updating crc when sum is set.
+// readLender fills dst from a lending connection: first from what the read buffer holds, then
+// from the connection directly, so that a frame never leaves the start of the next one in the
+// read buffer, where it could not be lent. It makes room before each piece (see makeRoom) and
+// updates crc when sum is set.
 func (p *streamPeer) readLender(dst []byte, crc uint32, sum bool) (int, uint32, error) {
 	piece := max(p.lend.LendMax()/2, 1)
 	off := 0
 	for off < len(dst) {
 		end := min(off+piece, len(dst))
+		var src io.Reader = p.lend
+		if b := p.br.Buffered(); b > 0 {
+			src, end = p.br, min(end, off+b)
+		}
 		p.makeRoom(end - off)
-		n, err := io.ReadFull(p.rd, dst[off:end])
+		n, err := io.ReadFull(src, dst[off:end])
 		if sum {
 			crc = crc32.Update(crc, p.ep.tab, dst[off:off+n])
 		}
@@ -114,18 +123,66 @@ func (p *streamPeer) readLender(dst []byte, crc uint32, sum bool) (int, uint32, 
 	return off, crc, nil
 }
 
-// buffered is how many bytes the read buffer holds (none on a lending connection).
-func (p *streamPeer) buffered() int {
-	if p.br == nil {
-		return 0
+// lenderOf returns c as a lender, and the smallest payload it lends, when c lends payloads
+// of lendMin bytes (StreamOptions.LendMin) or more; nil when it lends none that large.
+func lenderOf(c io.ReadWriteCloser, lendMin int) (lender, int) {
+	if lendMin == 0 {
+		lendMin = DefaultLendMin
 	}
-	return p.br.Buffered()
+	l, ok := c.(lender)
+	if !ok || lendMin < 0 || l.LendMax() < lendMin {
+		return nil, 0
+	}
+	return l, lendMin
 }
+
+// lendable reports whether the payload of f may be lent by the connection.
+func (p *streamPeer) lendable(f *FrameHeader) bool {
+	n := int(f.RawLen)
+	return f.Codec == CodecNone && n > 0 && n >= p.lendMin && n <= p.lend.LendMax()
+}
+
+// readHeader reads the next frame header into p.rhdr. The header of a frame whose payload
+// may be lent is read from the lending connection itself, so that the read buffer does not
+// take the start of its payload (which then lies at the connection's read position, see
+// lendPayload); it is recognised by peeking at it in the connection while the read buffer is
+// empty. Every other header goes through the read buffer. The error is the read's own.
+func (p *streamPeer) readHeader() error {
+	if p.lend == nil {
+		_, err := io.ReadFull(p.br, p.rhdr[:])
+		return err
+	}
+	p.makeRoom(FrameHeaderSize)
+	if p.br.Buffered() == 0 && p.peekLendable() {
+		_, err := io.ReadFull(p.lend, p.rhdr[:])
+		return err
+	}
+	_, err := io.ReadFull(p.br, p.rhdr[:])
+	return err
+}
+
+// peekLendable waits for the next bytes of the lending connection and reports whether they
+// are the whole header of a frame whose payload may be lent. Any failure is reported by the
+// read that follows.
+func (p *streamPeer) peekLendable() bool {
+	if eof, err := p.lend.WaitReadable(); eof || err != nil {
+		return false
+	}
+	if !p.lend.PeekInto(p.rhdr[:]) {
+		return false
+	}
+	e := p.ep
+	f, err := DecodeFrameHeader(e.rank, p.peer, p.rhdr[:], e.opts.MaxMessage, e.tab)
+	return err == nil && p.lendable(&f)
+}
+
+// buffered is how many bytes the read buffer holds.
+func (p *streamPeer) buffered() int { return p.br.Buffered() }
 
 // peekHeader returns the next frame header's bytes without taking them, or nil when they have
 // not all arrived. rtok must be held.
 func (p *streamPeer) peekHeader() ([]byte, error) {
-	if p.lend != nil {
+	if p.lend != nil && p.br.Buffered() == 0 {
 		if !p.lend.PeekInto(p.rhdr[:]) {
 			return nil, nil
 		}

@@ -19,18 +19,17 @@ import (
 )
 
 // shmJob returns the endpoints of a job of size ranks connected pairwise by shared-memory
-// pipes with the default ring (their doorbell links Unix sockets), over which payloads are lent
-// to RecvBorrow in place.
+// pipes with the default ring (their doorbell links Unix sockets), over which payloads of
+// opts.LendMin bytes or more are lent to RecvBorrow in place.
 func shmJob(t testing.TB, size int, opts StreamOptions) []Endpoint {
 	t.Helper()
 	return pipeJob(t, size, opts, true)
 }
 
-// pipeJob is shmJob; with lend false the endpoints do not lend (StreamOptions.Lend) and see
-// the pipes only as byte streams, which they read through a read buffer and copy out of.
+// pipeJob is shmJob; with lend false the endpoints do not lend and see the pipes only as
+// byte streams, which they read through a read buffer and copy out of.
 func pipeJob(t testing.TB, size int, opts StreamOptions, lend bool) []Endpoint {
 	t.Helper()
-	opts.Lend = lend
 	segs := map[[2]int]*shm.Segment{} // by (lower rank, higher rank): the creator's segment
 	return streamJob(t, "unix", size, opts, func(from, to int, link net.Conn) io.ReadWriteCloser {
 		o := shm.Options{Dir: t.TempDir(), SingleCopyMin: -1}
@@ -62,34 +61,45 @@ func pipeJob(t testing.TB, size int, opts StreamOptions, lend bool) []Endpoint {
 
 // TestShmRecvBorrowLent receives messages of odd sizes, up to more than the ring, through
 // RecvBorrow over shared-memory pipes, queued first and with the receiver waiting first, with
-// receivers sleeping or polling: every uncompressed payload of at most half the ring is lent in
-// place, the others copied, and all arrive whole.
+// receivers sleeping or polling, lending from 1 byte and from the default size on: every
+// uncompressed payload from the smallest lent to half the ring is lent in place, the others
+// copied, and all arrive whole.
 func TestShmRecvBorrowLent(t *testing.T) {
 	const lendMax = shm.DefaultRingSize / 2
-	sizes := []int{0, 1, 7, 13, 4093, 65537, 300007, lendMax, lendMax + 8, 3<<20 + 5}
-	for _, poll := range []time.Duration{0, 5 * time.Millisecond} {
-		for _, codec := range []Codec{CodecNone, CodecS2} {
-			t.Run(fmt.Sprintf("poll=%v/%v", poll, codec), func(t *testing.T) {
-				opts := DefaultStreamOptions()
-				opts.Poll = poll
-				eps := shmJob(t, 2, opts)
-				se := eps[1].(*streamEndpoint)
-				for i, n := range sizes {
-					want := payloadOf(n, uint64(i))
-					h := Header{Channel: ChanUser, Codec: codec, Seq: uint64(i), Op: 7, Segment: uint32(i)}
-					for _, waitFirst := range []bool{false, true} {
-						before := se.lent.Load()
-						borrowRoundTrip(t, eps, h, want, waitFirst)
-						// A payload is lent when its receiver waits for it; one that arrives
-						// first is copied out, unless the receiver is there before the reader.
-						lendable := codec == CodecNone && n > 0 && n <= lendMax
-						got := se.lent.Load() - before
-						if (waitFirst && lendable && got != 1) || (!lendable && got != 0) || got > 1 {
-							t.Fatalf("size %d, receiver first %v: %d payloads lent", n, waitFirst, got)
-						}
-					}
-				}
-			})
+	sizes := []int{0, 1, 7, 13, 4093, 65537, DefaultLendMin - 1, 300007, lendMax, lendMax + 8, 3<<20 + 5}
+	for _, lendMin := range []int{1, 0} {
+		for _, poll := range []time.Duration{0, 5 * time.Millisecond} {
+			for _, codec := range []Codec{CodecNone, CodecS2} {
+				t.Run(fmt.Sprintf("lendMin=%d/poll=%v/%v", lendMin, poll, codec), func(t *testing.T) {
+					testRecvBorrowLent(t, sizes, lendMin, poll, codec)
+				})
+			}
+		}
+	}
+}
+
+func testRecvBorrowLent(t *testing.T, sizes []int, lendMin int, poll time.Duration, codec Codec) {
+	const lendMax = shm.DefaultRingSize / 2
+	opts := DefaultStreamOptions()
+	opts.Poll, opts.LendMin = poll, lendMin
+	if lendMin == 0 {
+		lendMin = DefaultLendMin
+	}
+	eps := shmJob(t, 2, opts)
+	se := eps[1].(*streamEndpoint)
+	for i, n := range sizes {
+		want := payloadOf(n, uint64(i))
+		h := Header{Channel: ChanUser, Codec: codec, Seq: uint64(i), Op: 7, Segment: uint32(i)}
+		for _, waitFirst := range []bool{false, true} {
+			before := se.lent.Load()
+			borrowRoundTrip(t, eps, h, want, waitFirst)
+			// A payload is lent when its receiver waits for it; one that arrives first is
+			// copied out, unless the receiver is there before the reader.
+			lendable := codec == CodecNone && n > 0 && n >= lendMin && n <= lendMax
+			got := se.lent.Load() - before
+			if (waitFirst && lendable && got != 1) || (!lendable && got != 0) || got > 1 {
+				t.Fatalf("size %d, receiver first %v: %d payloads lent", n, waitFirst, got)
+			}
 		}
 	}
 }
@@ -172,7 +182,7 @@ func TestShmBorrowPeerGoneAndClose(t *testing.T) {
 	br := eps[1].(Borrower)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const size = 100003
+	const size = DefaultLendMin + 3
 	send := func(i int) error {
 		return eps[0].Send(ctx, 1, Header{Channel: ChanUser + Channel(i)}, payloadOf(size, uint64(i)))
 	}
@@ -300,7 +310,7 @@ func BenchmarkShmBorrowReduce(b *testing.B) {
 
 func benchBorrowReduce(b *testing.B, size int, lend, paced bool) {
 	opts := DefaultStreamOptions()
-	opts.Checksum = false
+	opts.Checksum, opts.LendMin = false, 1
 	eps := pipeJob(b, 2, opts, lend)
 	br := eps[1].(Borrower)
 	ctx := context.Background()

@@ -49,14 +49,18 @@ type StreamOptions struct {
 	// wake-ups off the path of small messages, as the progress loops of MPI libraries do. 0
 	// means receivers always sleep.
 	Poll time.Duration
-	// Lend lets a transport/shm pipe lend a payload in place to a RecvBorrow that already waits
-	// for it (see "Lent payloads" in the package documentation): the collective reduces the
-	// segment straight out of the pipe's ring, one copy fewer. Without it the endpoint reads
-	// a pipe through its read buffer, like a socket. Off by default: on the shared 2-core
-	// machine the project is measured on, its runs disagree on whether it is faster
-	// (docs/results/shm-path.md).
-	Lend bool
+	// LendMin is the smallest uncompressed payload that a transport/shm pipe lends in place to
+	// a RecvBorrow already waiting for it (see "Lent payloads" in the package documentation):
+	// the collective reduces the segment straight out of the pipe's ring, one copy fewer.
+	// Smaller payloads go through the endpoint's read buffer, like a socket's, where one read
+	// of the pipe serves many frames. 0 means DefaultLendMin; negative: nothing is lent.
+	LendMin int
 }
+
+// DefaultLendMin is the payload size from which shared-memory pipes lend (StreamOptions.LendMin):
+// from there on the saved copy outweighs reading the frame from the pipe without the read
+// buffer (docs/results/shm-path.md).
+const DefaultLendMin = 256 << 10
 
 // DefaultStreamOptions returns checksums on, 1 GiB messages and 64 KiB read buffers.
 func DefaultStreamOptions() StreamOptions {
@@ -136,12 +140,7 @@ func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOp
 			rcodec:  NewPayloadCodec(opts.MaxMessage),
 		}
 		_, p.vectored = c.(net.Conn)
-		p.rd = p.br
-		if l, ok := c.(lender); ok && opts.Lend && l.LendMax() > 0 {
-			// Frames are read from the connection itself, so that a payload is still in its
-			// memory when a RecvBorrow wants it there.
-			p.lend, p.rd, p.br = l, l, nil
-		}
+		p.lend, p.lendMin = lenderOf(c, opts.LendMin)
 		if opts.Poll > 0 {
 			p.sock = newPoller(c)
 		}
@@ -217,12 +216,13 @@ type streamPeer struct {
 	dead atomic.Bool // the read side failed: the reader goroutine stops
 
 	// reader goroutine only (or the holder of rtok, see sock)
-	br     *bufio.Reader // nil when lend is set
-	rd     io.Reader     // br, or the connection itself when it lends (lend)
-	lend   lender        // the connection, when it lends received payloads in place
-	rhdr   [FrameHeaderSize]byte
-	rwire  []byte
-	rcodec *PayloadCodec
+	br *bufio.Reader
+	// lend is the connection when it lends payloads of lendMin bytes or more in place.
+	lend    lender
+	lendMin int
+	rhdr    [FrameHeaderSize]byte
+	rwire   []byte
+	rcodec  *PayloadCodec
 
 	mu      sync.Mutex
 	inboxes map[Channel]*inbox
@@ -573,8 +573,8 @@ func (e *streamEndpoint) RecvAny(ctx context.Context, from int, ch Channel, buf 
 // Borrower is implemented by endpoints that can lend a received message's payload instead of
 // copying it into a caller's buffer. The collectives use it for segments they reduce: the
 // payload is read once from the socket into a pooled buffer and reduced from there, while the
-// endpoint's reader already reads the next segment; on a shared-memory pipe with
-// StreamOptions.Lend it is not copied out at all, and the collective reduces it where it lies
+// endpoint's reader already reads the next segment; on a shared-memory pipe, a payload of
+// StreamOptions.LendMin bytes or more is not copied out at all, and the collective reduces it where it lies
 // in the pipe's ring.
 type Borrower interface {
 	// RecvBorrow receives the next message from `from` on channel ch, like RecvAny, and returns
@@ -1003,8 +1003,7 @@ func (p *streamPeer) readErr(err error, what string) error {
 
 func (p *streamPeer) readFrame() error {
 	e := p.ep
-	p.makeRoom(FrameHeaderSize)
-	if _, err := io.ReadFull(p.rd, p.rhdr[:]); err != nil {
+	if err := p.readHeader(); err != nil {
 		what := "between frames"
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			what = "frame header"
