@@ -30,8 +30,18 @@ func shmJob(t testing.TB, size int, opts StreamOptions) []Endpoint {
 // byte streams, which they read through a read buffer and copy out of.
 func pipeJob(t testing.TB, size int, opts StreamOptions, lend bool) []Endpoint {
 	t.Helper()
+	eps, _ := pipeJobLinks(t, size, opts, lend)
+	return eps
+}
+
+// pipeJobLinks is pipeJob that also returns each pipe's doorbell link, by (from, to): closing
+// rank r's links is what the kernel does when r's process dies.
+func pipeJobLinks(t testing.TB, size int, opts StreamOptions, lend bool) ([]Endpoint, map[[2]int]net.Conn) {
+	t.Helper()
 	segs := map[[2]int]*shm.Segment{} // by (lower rank, higher rank): the creator's segment
-	return streamJob(t, "unix", size, opts, func(from, to int, link net.Conn) io.ReadWriteCloser {
+	links := map[[2]int]net.Conn{}
+	eps := streamJob(t, "unix", size, opts, func(from, to int, link net.Conn) io.ReadWriteCloser {
+		links[[2]int{from, to}] = link
 		o := shm.Options{Dir: t.TempDir(), SingleCopyMin: -1}
 		var seg *shm.Segment
 		var err error
@@ -57,6 +67,7 @@ func pipeJob(t testing.TB, size int, opts StreamOptions, lend bool) []Endpoint {
 		}
 		return p
 	})
+	return eps, links
 }
 
 // TestShmRecvBorrowLent receives messages of odd sizes, up to more than the ring, through
@@ -216,6 +227,39 @@ func TestShmBorrowPeerGoneAndClose(t *testing.T) {
 	}
 	br.ReleaseBorrowed(0, ChanUser)
 	br.ReleaseBorrowed(0, ChanUser+1)
+}
+
+// TestShmBorrowPeerDies: the peer's process dies (its doorbell link closes, the pipe is never
+// closed) while a payload lent from its ring is held: the payload stays readable, and the next
+// receive from it fails at once with an error naming it, instead of waiting for bytes that will
+// never come.
+func TestShmBorrowPeerDies(t *testing.T) {
+	eps, links := pipeJobLinks(t, 2, DefaultStreamOptions(), true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const size = DefaultLendMin + 5
+	held, err := borrowWaiting(t, eps, ChanUser, func() error {
+		return eps[0].Send(ctx, 1, Header{Channel: ChanUser}, payloadOf(size, 9))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := eps[1].(*streamEndpoint).lent.Load(); n != 1 {
+		t.Fatalf("%d payloads lent, want 1", n)
+	}
+	links[[2]int{0, 1}].Close()
+	_, _, err = eps[1].(Borrower).RecvBorrow(ctx, 0, ChanUser+1)
+	var pe *PeerError
+	if !errors.As(err, &pe) || pe.Peer != 0 || pe.Rank != 1 {
+		t.Fatalf("receiving from a dead peer: %v, want an error naming rank 0", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the receive waited for the test's timeout instead of failing")
+	}
+	if !bytes.Equal(held, payloadOf(size, 9)) {
+		t.Fatal("the held payload changed when the peer died")
+	}
+	eps[1].(Borrower).ReleaseBorrowed(0, ChanUser)
 }
 
 // TestShmQueuedLendEvicted: a payload lent to a RecvBorrow that gave up before it arrived stays
