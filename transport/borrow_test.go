@@ -22,37 +22,7 @@ func TestStreamRecvBorrow(t *testing.T) {
 					want := payloadOf(n, uint64(i))
 					h := Header{Channel: ChanUser, Codec: codec, Seq: uint64(i), Op: 7, Segment: uint32(i)}
 					for _, waitFirst := range []bool{false, true} {
-						type result struct {
-							h   Header
-							p   []byte
-							err error
-						}
-						res := make(chan result, 1)
-						recv := func() {
-							gh, p, err := br.RecvBorrow(ctx, 0, ChanUser)
-							res <- result{gh, bytes.Clone(p), err}
-							br.ReleaseBorrowed(0, ChanUser)
-						}
-						if waitFirst {
-							go recv()
-							time.Sleep(time.Millisecond) // let it wait; the test passes either way
-						}
-						if err := eps[0].Send(ctx, 1, h, want); err != nil {
-							t.Fatal(err)
-						}
-						if !waitFirst {
-							recv()
-						}
-						r := <-res
-						if r.err != nil {
-							t.Fatalf("size %d: %v", n, r.err)
-						}
-						if r.h != h {
-							t.Fatalf("size %d: header %v, want %v", n, r.h, h)
-						}
-						if !bytes.Equal(r.p, want) {
-							t.Fatalf("size %d: payload differs (%d bytes, want %d)", n, len(r.p), len(want))
-						}
+						borrowRoundTrip(t, eps, h, want, waitFirst)
 					}
 				}
 				// Borrowing on one channel leaves the others alone.
@@ -134,4 +104,61 @@ func TestStreamRecvBorrowSteadyStateAllocs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// borrowRoundTrip sends want with header h from rank 0 to rank 1 and receives it with
+// RecvBorrow: queued first, or with the receiver already waiting when waitFirst. It fails the
+// test unless the message arrives whole.
+func borrowRoundTrip(t *testing.T, eps []Endpoint, h Header, want []byte, waitFirst bool) {
+	t.Helper()
+	ctx := context.Background()
+	br := eps[1].(Borrower)
+	type result struct {
+		h   Header
+		p   []byte
+		err error
+	}
+	res := make(chan result, 1)
+	recv := func() {
+		gh, p, err := br.RecvBorrow(ctx, 0, h.Channel)
+		r := result{gh, bytes.Clone(p), err}
+		br.ReleaseBorrowed(0, h.Channel)
+		res <- r
+	}
+	if waitFirst {
+		go recv()
+		waitPosted(t, eps[1], 0, h.Channel)
+	}
+	if err := eps[0].Send(ctx, 1, h, want); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFirst {
+		recv()
+	}
+	r := <-res
+	if r.err != nil || r.h != h || !bytes.Equal(r.p, want) {
+		t.Fatalf("%d bytes, receiver first %v: %v, header %v (want %v), payload whole: %v",
+			len(want), waitFirst, r.err, r.h, h, bytes.Equal(r.p, want))
+	}
+}
+
+// waitPosted waits until a receive from `from` on ch waits at ep, when ep is a stream
+// endpoint; for others it only lets the receiver start.
+func waitPosted(t *testing.T, ep Endpoint, from int, ch Channel) {
+	t.Helper()
+	se, ok := ep.(*streamEndpoint)
+	if !ok {
+		time.Sleep(time.Millisecond)
+		return
+	}
+	p := se.peers[from]
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		p.mu.Lock()
+		posted := p.inbox(ch).w.state != wIdle
+		p.mu.Unlock()
+		if posted {
+			return
+		}
+	}
+	t.Fatalf("no receive from rank %d on channel %d waits at rank %d", from, ch, ep.Rank())
 }

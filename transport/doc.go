@@ -58,6 +58,19 @@
 // with one vectored write (writev) on a net.Conn, under a per-connection lock, and returns when
 // the payload may be reused. Steady-state Send and Recv allocate nothing.
 //
+// Lent payloads (transport/shm pipes, payloads of StreamOptions.LendMin bytes or more, 256 KiB
+// by default): when a RecvBorrow waits for the next message of its (peer, channel), an
+// uncompressed payload of at most half the pipe's ring is not copied out at all: the pipe
+// lends it in place, RecvBorrow returns the ring's bytes, and the producer does not write over
+// them until ReleaseBorrowed. A collective thus reduces a segment where the sender wrote it
+// (copy in, reduce) instead of copying it out first (copy in, copy out, reduce). The endpoint
+// reads such a frame from the pipe itself, recognised by its header while the read buffer is
+// empty, and drains the read buffer at the end of every payload, so that the read buffer never
+// holds the start of a lendable payload; smaller frames go through the read buffer as on a
+// socket. A lent payload that ends up queued with nobody waiting (its receiver gave up) is
+// copied into a pooled buffer as soon as the reader would need its room, so a queued message
+// never holds the producer back.
+//
 // Polling (StreamOptions.Poll, on sockets on Linux and on transport/shm pipes): a Recv that finds nothing queued polls the
 // socket for a bounded time before it sleeps, yielding the CPU between looks, and reads every
 // frame that has wholly arrived itself, as an MPI progress loop does. The reader goroutine then

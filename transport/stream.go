@@ -49,7 +49,18 @@ type StreamOptions struct {
 	// wake-ups off the path of small messages, as the progress loops of MPI libraries do. 0
 	// means receivers always sleep.
 	Poll time.Duration
+	// LendMin is the smallest uncompressed payload that a transport/shm pipe lends in place to
+	// a RecvBorrow already waiting for it (see "Lent payloads" in the package documentation):
+	// the collective reduces the segment straight out of the pipe's ring, one copy fewer.
+	// Smaller payloads go through the endpoint's read buffer, like a socket's, where one read
+	// of the pipe serves many frames. 0 means DefaultLendMin; negative: nothing is lent.
+	LendMin int
 }
+
+// DefaultLendMin is the payload size from which shared-memory pipes lend (StreamOptions.LendMin):
+// from there on the saved copy outweighs reading the frame from the pipe without the read
+// buffer (docs/results/shm-path.md).
+const DefaultLendMin = 256 << 10
 
 // DefaultStreamOptions returns checksums on, 1 GiB messages and 64 KiB read buffers.
 func DefaultStreamOptions() StreamOptions {
@@ -129,6 +140,7 @@ func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOp
 			rcodec:  NewPayloadCodec(opts.MaxMessage),
 		}
 		_, p.vectored = c.(net.Conn)
+		p.lend, p.lendMin = lenderOf(c, opts.LendMin)
 		if opts.Poll > 0 {
 			p.sock = newPoller(c)
 		}
@@ -173,6 +185,7 @@ type streamEndpoint struct {
 		msgsSent, msgsRecv, bytesSent, bytesRecv, wireSent, wireRecv atomic.Uint64
 	}
 	polled atomic.Uint64 // frames read by polling receivers (tests look at it)
+	lent   atomic.Uint64 // payloads queued lent by their connection (tests look at it)
 }
 
 // streamPeer is the link to one peer: a write side guarded by wmu and a read side owned by the
@@ -203,14 +216,19 @@ type streamPeer struct {
 	dead atomic.Bool // the read side failed: the reader goroutine stops
 
 	// reader goroutine only (or the holder of rtok, see sock)
-	br     *bufio.Reader
-	rhdr   [FrameHeaderSize]byte
-	rwire  []byte
-	rcodec *PayloadCodec
+	br *bufio.Reader
+	// lend is the connection when it lends payloads of lendMin bytes or more in place.
+	lend    lender
+	lendMin int
+	rhdr    [FrameHeaderSize]byte
+	rwire   []byte
+	rcodec  *PayloadCodec
 
 	mu      sync.Mutex
 	inboxes map[Channel]*inbox
 	err     error // sticky read-side error, returned by every Recv once the queue is drained
+	// queuedLends counts the queued messages whose payload is lent by the connection.
+	queuedLends int
 }
 
 // inbox is the FIFO of one (peer, channel) plus the single receiver that may wait on it.
@@ -218,14 +236,18 @@ type inbox struct {
 	queue []pending
 	head  int
 	w     waiter
-	// borrowed is the pooled buffer RecvBorrow handed out, until ReleaseBorrowed.
+	// borrowed is the pooled buffer RecvBorrow handed out, until ReleaseBorrowed; lent the
+	// connection's bytes it handed out instead.
 	borrowed *pooledBuf
+	lent     []byte
 }
 
+// pending is a queued message: its payload is in buf, or lent by the connection (lent).
 type pending struct {
-	h   Header
-	buf *pooledBuf
-	n   int
+	h    Header
+	buf  *pooledBuf
+	lent []byte
+	n    int
 }
 
 func (ib *inbox) push(m pending) {
@@ -266,6 +288,7 @@ type waiter struct {
 	buf      []byte
 	want     Header
 	matchAny bool
+	borrow   bool // a RecvBorrow: it takes the payload where it lies
 	h        Header
 	n        int
 	wake     chan struct{}
@@ -321,6 +344,7 @@ func (e *streamEndpoint) Close() error {
 		e.wg.Wait()
 		for _, p := range e.peers {
 			if p != nil {
+				p.unlendQueued()
 				p.wmu.Lock()
 				p.wcodec.Close()
 				p.wmu.Unlock()
@@ -549,12 +573,16 @@ func (e *streamEndpoint) RecvAny(ctx context.Context, from int, ch Channel, buf 
 // Borrower is implemented by endpoints that can lend a received message's payload instead of
 // copying it into a caller's buffer. The collectives use it for segments they reduce: the
 // payload is read once from the socket into a pooled buffer and reduced from there, while the
-// endpoint's reader already reads the next segment.
+// endpoint's reader already reads the next segment; on a shared-memory pipe, a payload of
+// StreamOptions.LendMin bytes or more is not copied out at all, and the collective reduces it where it lies
+// in the pipe's ring.
 type Borrower interface {
 	// RecvBorrow receives the next message from `from` on channel ch, like RecvAny, and returns
-	// its header and payload. The payload belongs to the endpoint and stays valid until
-	// ReleaseBorrowed(from, ch) or the next RecvBorrow on the same peer and channel, which
-	// releases it implicitly.
+	// its header and payload. The payload belongs to the endpoint, is read-only and may be
+	// unaligned, and stays valid until ReleaseBorrowed(from, ch) or the next RecvBorrow on the
+	// same peer and channel, which releases it implicitly. Release it before waiting for
+	// another message from the same peer: a payload lent from a pipe's ring keeps the peer
+	// from writing over it, and the peer may need that room for the message waited for.
 	RecvBorrow(ctx context.Context, from int, ch Channel) (Header, []byte, error)
 	// ReleaseBorrowed gives the payload of the last RecvBorrow from (from, ch) back.
 	ReleaseBorrowed(from int, ch Channel)
@@ -577,14 +605,23 @@ func (e *streamEndpoint) RecvBorrow(ctx context.Context, from int, ch Channel) (
 	}
 	e.ReleaseBorrowed(from, ch)
 	h, _, m, err := e.recvMsg(ctx, from, Header{Channel: ch}, true, nil, true)
-	if err != nil || m.buf == nil {
+	if err != nil {
 		return h, nil, err
 	}
 	p := e.peers[from]
-	p.mu.Lock()
-	p.inbox(ch).borrowed = m.buf
-	p.mu.Unlock()
-	return h, m.buf.b[:m.n], nil
+	switch {
+	case m.lent != nil:
+		p.mu.Lock()
+		p.inbox(ch).lent = m.lent
+		p.mu.Unlock()
+		return h, m.lent, nil
+	case m.buf != nil:
+		p.mu.Lock()
+		p.inbox(ch).borrowed = m.buf
+		p.mu.Unlock()
+		return h, m.buf.b[:m.n], nil
+	}
+	return h, nil, nil
 }
 
 func (e *streamEndpoint) ReleaseBorrowed(from int, ch Channel) {
@@ -594,12 +631,19 @@ func (e *streamEndpoint) ReleaseBorrowed(from int, ch Channel) {
 	p := e.peers[from]
 	p.mu.Lock()
 	ib := p.inboxes[ch]
-	var pb *pooledBuf
+	var (
+		pb   *pooledBuf
+		lent []byte
+	)
 	if ib != nil {
 		pb, ib.borrowed = ib.borrowed, nil
+		lent, ib.lent = ib.lent, nil
 	}
 	p.mu.Unlock()
 	e.pool.put(pb)
+	if lent != nil {
+		p.lend.Return(lent)
+	}
 }
 
 func (e *streamEndpoint) recvErr(from int, ch Channel, err error) error {
@@ -628,9 +672,12 @@ func (e *streamEndpoint) recvMsg(ctx context.Context, from int, want Header, mat
 	w := &ib.w
 	for {
 		if m, ok := ib.pop(); ok {
+			if m.lent != nil {
+				p.queuedLends--
+			}
 			p.mu.Unlock()
 			if borrow {
-				if m.buf == nil {
+				if m.buf == nil && m.lent == nil {
 					return m.h, 0, pending{}, nil
 				}
 				return m.h, m.n, m, nil
@@ -652,7 +699,7 @@ func (e *streamEndpoint) recvMsg(ctx context.Context, from int, want Header, mat
 			p.mu.Unlock()
 			return Header{}, 0, pending{}, e.recvErr(from, want.Channel, err)
 		}
-		w.state, w.buf, w.want, w.matchAny = wPosted, buf, want, matchAny
+		w.state, w.buf, w.want, w.matchAny, w.borrow = wPosted, buf, want, matchAny, borrow
 		p.mu.Unlock()
 		if p.sock != nil {
 			p.poll(ctx, w)
@@ -707,11 +754,14 @@ func (p *streamPeer) interruptRead() {
 // take copies a queued message into buf and recycles its buffer.
 func (e *streamEndpoint) take(from int, m pending, buf []byte) (Header, int, error) {
 	defer e.pool.put(m.buf)
+	if m.lent != nil {
+		defer e.peers[from].lend.Return(m.lent)
+	}
 	if m.n > len(buf) {
 		return m.h, 0, &PeerError{Rank: e.rank, Peer: from, Op: "recv " + m.h.String(),
 			Err: fmt.Errorf("message of %d bytes does not fit the %d-byte buffer", m.n, len(buf))}
 	}
-	var src []byte
+	src := m.lent
 	if m.buf != nil {
 		src = m.buf.b[:m.n]
 	}
@@ -764,7 +814,7 @@ func (p *streamPeer) pollingReadLoop() {
 			p.rtok.Unlock()
 			return
 		}
-		if !eof && p.br.Buffered() == 0 {
+		if !eof && p.buffered() == 0 {
 			if n, err := p.sock.inq(); err == nil && n == 0 {
 				// Nothing to read: wait without rtok, so that receivers may poll meanwhile.
 				p.rtok.Unlock()
@@ -881,13 +931,13 @@ func (p *streamPeer) frameArrived() (ready, streaming bool, err error) {
 	if err != nil {
 		return false, false, nil // the reader goroutine reports the connection's state
 	}
-	avail := p.br.Buffered() + q
+	avail := p.buffered() + q
 	if avail < FrameHeaderSize {
 		return false, false, nil
 	}
-	hdr, err := p.br.Peek(FrameHeaderSize)
-	if err != nil {
-		return false, false, p.readErr(err, "frame header")
+	hdr, err := p.peekHeader()
+	if hdr == nil || err != nil {
+		return false, false, err
 	}
 	e := p.ep
 	f, err := DecodeFrameHeader(e.rank, p.peer, hdr, e.opts.MaxMessage, e.tab)
@@ -953,7 +1003,7 @@ func (p *streamPeer) readErr(err error, what string) error {
 
 func (p *streamPeer) readFrame() error {
 	e := p.ep
-	if _, err := io.ReadFull(p.br, p.rhdr[:]); err != nil {
+	if err := p.readHeader(); err != nil {
 		what := "between frames"
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			what = "frame header"
@@ -979,8 +1029,12 @@ func (p *streamPeer) readFrame() error {
 			return p.fillDirect(ib, &f, dst, 0, 0)
 		}
 		p.mu.Unlock()
-		// Nobody waits yet: read into a pooled buffer, but look for a receiver between chunks,
-		// so that a Recv posted while a large payload streams in gets the rest directly.
+		// Nobody waits yet: leave the payload where it lies when the connection lends it.
+		if lent, err := p.lendPayload(&f); lent || err != nil {
+			return err
+		}
+		// Else read into a pooled buffer, but look for a receiver between chunks, so that a
+		// Recv posted while a large payload streams in gets the rest directly.
 		pb := e.pool.get(n)
 		off, crc := 0, uint32(0)
 		for off < n {
@@ -1129,9 +1183,17 @@ func (p *streamPeer) payloadErr(err error) error {
 }
 
 func (p *streamPeer) enqueue(ib *inbox, f *FrameHeader, pb *pooledBuf) {
+	p.enqueuePending(ib, f, pending{h: f.Header, buf: pb, n: int(f.RawLen)})
+}
+
+// enqueuePending queues m, the message of frame f, and wakes the receiver waiting on ib.
+func (p *streamPeer) enqueuePending(ib *inbox, f *FrameHeader, m pending) {
 	p.countRecv(f)
 	p.mu.Lock()
-	ib.push(pending{h: f.Header, buf: pb, n: int(f.RawLen)})
+	ib.push(m)
+	if m.lent != nil {
+		p.queuedLends++
+	}
 	w := &ib.w
 	wake := w.state == wPosted
 	if wake {
@@ -1154,6 +1216,9 @@ func (p *streamPeer) countRecv(f *FrameHeader) {
 // read, also on error. sum=false skips the checksum.
 func (p *streamPeer) readPayload(dst []byte, crc uint32, sum bool) (int, uint32, error) {
 	tab := p.ep.tab
+	if p.lend != nil {
+		return p.readLender(dst, crc, sum)
+	}
 	if !sum {
 		n, err := io.ReadFull(p.br, dst)
 		return n, crc, err

@@ -47,6 +47,20 @@
 // than there are Ps, as they do when a host's ranks outnumber its cores
 // (docs/results/tuning.md has the measurement).
 //
+// # Lending
+//
+// Lend takes the next bytes of the stream and returns them in place instead of copying them
+// out: a read-only slice of the shared mapping, which a reader (transport's stream endpoint,
+// for a collective that reduces a received segment) consumes where it lies, one copy fewer.
+// Each side maps the ring it reads a second time, twice back to back (the mirror), so a range
+// that wraps the ring's end is still one slice. The tail published to the producer stays at the
+// start of the oldest lend not yet given back (Return), so the producer never overwrites a lent
+// byte; Close leaves the mapping in place until the last lend is back. What is lent at once is
+// bounded by half the ring (LendMax), so the producer always has the other half for what
+// follows; beyond it Lend declines and the caller copies. A reader that holds lent bytes and
+// waits for more of the same pipe must give them back first, or the producer may find the ring
+// full.
+//
 // # Single copy
 //
 // A write of at least Options.SingleCopyMin bytes (DefaultSingleCopyMin) does not go through
@@ -81,7 +95,8 @@
 // written. Sleeps also time out every 200 ms, so no wait depends on a single wake-up.
 //
 // This package must never: keep process-wide mutable state; let a peer read a buffer that a
-// Write has returned, or return bytes copied after the writer withdrew them; leave a mapping, a file or a
+// Write has returned, or return bytes copied after the writer withdrew them; let the producer
+// write over bytes lent and not given back, or unmap them; leave a mapping, a file or a
 // goroutine behind after Close (or after a failed Create/Open); unmap memory another goroutine
 // may still touch; trust the other process's control words to stay in range (a corrupt head
 // or tail is an error, not an out-of-bounds copy); or wait without a bound on a dead peer.

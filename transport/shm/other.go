@@ -54,3 +54,9 @@ func HoldLock(fd int) error { return nil }
 
 // SingleCopy reports no single copy either way: no pipe is made on this system.
 func (p *Pipe) SingleCopy() (in, out bool, refused error) { return false, false, errNotLinux }
+
+func (p *Pipe) LendMax() int               { return 0 }
+func (p *Pipe) Held() int                  { return 0 }
+func (p *Pipe) Lend(n int) ([]byte, error) { return nil, errNotLinux }
+func (p *Pipe) Return(b []byte)            {}
+func (p *Pipe) PeekInto(b []byte) bool     { return false }

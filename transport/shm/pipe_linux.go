@@ -103,6 +103,11 @@ type Pipe struct {
 	peerMem       peerMem         // reader only, after probePeer
 	wgen          uint64          // writer only: generation of the last single-copy write
 	probe         *[probeLen]byte // this process's nonce, kept in place for the peer's probe
+
+	// Lending (see Lend): mirror is the incoming ring's data mapped twice, back to back; nil
+	// when it could not be mapped, and then nothing is lent.
+	mirror []byte
+	lends  lendState
 }
 
 // Pipe turns the segment into this side's end of the pipe. link is a connection to the same
@@ -126,7 +131,7 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 		rbell: make(chan struct{}, 1), wbell: make(chan struct{}, 1),
 		rtimer: time.NewTimer(time.Hour), wtimer: time.NewTimer(time.Hour),
 		ringR: [1]byte{bellRead}, ringW: [1]byte{bellWrite}, watchDone: make(chan struct{}), release: s.release,
-		singleCopyMin: s.opts.SingleCopyMin, singleCopyMax: s.opts.SingleCopyMax, probe: s.probe}
+		singleCopyMin: s.opts.SingleCopyMin, singleCopyMax: s.opts.SingleCopyMax, probe: s.probe, mirror: s.mirror}
 	p.rtimer.Stop()
 	p.wtimer.Stop()
 	if sc, ok := link.(syscall.Conn); ok {
@@ -144,6 +149,7 @@ func (s *Segment) Pipe(link io.ReadWriteCloser) (*Pipe, error) {
 	}
 	p.out.pos = p.out.head.Load()
 	p.in.pos = p.in.tail.Load()
+	p.lends.taken.Store(p.in.pos)
 	p.probePeer(s, link)
 	go p.watch(link)
 	return p, nil
@@ -410,23 +416,23 @@ func (p *Pipe) WaitReadable() (eof bool, err error) {
 		if expired(dl) {
 			return false, os.ErrDeadlineExceeded
 		}
-		if r.head.Load() != r.tail.Load() || r.remotePending() != 0 {
+		if r.head.Load() != p.lends.taken.Load() || r.remotePending() != 0 {
 			return false, nil
 		}
 		if r.wclosed.Load() != 0 {
-			if r.head.Load() != r.tail.Load() || r.remotePending() != 0 {
+			if r.head.Load() != p.lends.taken.Load() || r.remotePending() != 0 {
 				continue
 			}
 			return true, nil
 		}
 		if err := p.goneErr(); err != nil {
-			if r.head.Load() != r.tail.Load() || r.remotePending() != 0 {
+			if r.head.Load() != p.lends.taken.Load() || r.remotePending() != 0 {
 				continue
 			}
 			return false, err
 		}
 		r.rwait.Store(1)
-		if r.head.Load() == r.tail.Load() && r.remotePending() == 0 && r.wclosed.Load() == 0 && !p.closed.Load() && p.gone.Load() == nil && p.rdl.Load() == dl {
+		if r.head.Load() == p.lends.taken.Load() && r.remotePending() == 0 && r.wclosed.Load() == 0 && !p.closed.Load() && p.gone.Load() == nil && p.rdl.Load() == dl {
 			sleep(p.rbell, p.rtimer, dl)
 		}
 		r.rwait.CompareAndSwap(1, 0)
@@ -455,7 +461,7 @@ func (p *Pipe) copyOut(b []byte) (int, error) {
 		}
 		r.pos += k
 		n += int(k)
-		r.tail.Store(r.pos)
+		p.publishTail(r.pos)
 		p.doorbell(r.wwait, &p.ringW)
 	}
 	return n, nil
@@ -605,9 +611,25 @@ func (p *Pipe) Close() error {
 		}
 		<-p.watchDone
 		p.ops.Lock()
-		if err := syscall.Munmap(p.mem); err != nil && p.closeErr == nil {
+		mem, mirror := p.mem, p.mirror
+		unmap := func() error {
+			err := syscall.Munmap(mem)
+			if mirror != nil {
+				if merr := syscall.Munmap(mirror); err == nil {
+					err = merr
+				}
+			}
+			return err
+		}
+		// Bytes still lent stay mapped: the last Return unmaps.
+		p.lends.mu.Lock()
+		p.lends.closed = true
+		if p.lends.n > 0 {
+			p.lends.unmap = func() { unmap() }
+		} else if err := unmap(); err != nil && p.closeErr == nil {
 			p.closeErr = fmt.Errorf("shm pipe to %s: unmapping the segment: %w", p.peer, err)
 		}
+		p.lends.mu.Unlock()
 		p.mem = nil
 		p.peerMem.close()
 		p.ops.Unlock()
@@ -624,7 +646,7 @@ func (p *Pipe) Buffered() int {
 	if p.closed.Load() {
 		return 0
 	}
-	n := p.in.head.Load() - p.in.tail.Load()
+	n := p.in.head.Load() - p.lends.taken.Load()
 	if n > p.in.size {
 		return 0 // corrupt; Read reports it
 	}

@@ -26,6 +26,9 @@ type Segment struct {
 	// that it may (see SingleCopy); it stays reachable, and so in place, as long as the
 	// segment and its pipe.
 	probe *[probeLen]byte
+	// mirror is the ring this side reads mapped twice, back to back (see Pipe.Lend); nil when
+	// it could not be mapped.
+	mirror []byte
 
 	mu sync.Mutex
 	// lock is the creator's descriptor of the file, with a shared flock on it. The kernel keeps
@@ -91,7 +94,9 @@ func Create(opts Options) (*Segment, error) {
 		return nil, fmt.Errorf("shm segment for %s: %w", opts.Peer, err)
 	}
 	keep = true
-	return &Segment{opts: opts, path: path, mem: mem, ringSize: opts.RingSize, creator: true, lock: fd, probe: probe}, nil
+	// The creator reads ring 1. Without the mirror the pipe works; it only lends nothing.
+	mirror, _ := mapMirror(fd, dataOff+int64(opts.RingSize), opts.RingSize)
+	return &Segment{opts: opts, path: path, mem: mem, ringSize: opts.RingSize, creator: true, lock: fd, probe: probe, mirror: mirror}, nil
 }
 
 // validName reports whether name is one Create could have made: the prefix and 32 hex digits,
@@ -161,7 +166,9 @@ func Open(name string, opts Options) (*Segment, error) {
 		syscall.Munmap(mem)
 		return nil, fmt.Errorf("shm segment from %s: %w", opts.Peer, err)
 	}
-	return &Segment{opts: opts, path: path, mem: mem, ringSize: ring, lock: -1, probe: probe}, nil
+	// The opener reads ring 0. Without the mirror the pipe works; it only lends nothing.
+	mirror, _ := mapMirror(fd, dataOff, ring)
+	return &Segment{opts: opts, path: path, mem: mem, ringSize: ring, lock: -1, probe: probe, mirror: mirror}, nil
 }
 
 // Name is the file name (without directory) to give the peer.
@@ -223,6 +230,11 @@ func (s *Segment) Close() error {
 	if merr := syscall.Munmap(s.mem); merr != nil && err == nil {
 		err = fmt.Errorf("shm segment for %s: unmapping %s: %w", s.opts.Peer, s.path, merr)
 	}
-	s.mem = nil
+	if s.mirror != nil {
+		if merr := syscall.Munmap(s.mirror); merr != nil && err == nil {
+			err = fmt.Errorf("shm segment for %s: unmapping the mirror of %s: %w", s.opts.Peer, s.path, merr)
+		}
+	}
+	s.mem, s.mirror = nil, nil
 	return err
 }
