@@ -89,13 +89,22 @@ func largeSegJob(t *testing.T, p int, opts Options) *job {
 	return newJob(t, eps, opts)
 }
 
+// TestChunkBytes: 1 MiB chunks up to 16 ranks, none above.
+func TestChunkBytes(t *testing.T) {
+	for _, tc := range []struct{ p, want int }{{1, 1 << 20}, {2, 1 << 20}, {4, 1 << 20}, {9, 1 << 20}, {16, 1 << 20}, {17, 0}, {32, 0}, {64, 0}} {
+		if got := chunkBytes(tc.p); got != tc.want {
+			t.Errorf("chunkBytes(%d) = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+}
+
 // TestChunkedAllReduce: an allreduce of two chunks or more, over endpoints that ask for large
-// segments and over those that do not, is cut into chunks of at most streamChunkBytes and gives
+// segments and over those that do not, is cut into chunks of at most chunkBytes(p) and gives
 // the exact sum on every rank, for p = 1..9 and lengths that are not multiples of a chunk; a
 // link matrix or an explicit segment size leaves it whole.
 func TestChunkedAllReduce(t *testing.T) {
-	const n = chunkCallBytes/4 + 5 // float32: three chunks, of odd lengths
 	for p := 1; p <= 9; p++ {
+		n := 2*chunkBytes(p)/4 + 5 // float32: three chunks, of odd lengths
 		for _, tc := range []struct {
 			alg      string
 			largeSeg bool
@@ -146,7 +155,7 @@ func TestChunkedAllReduce(t *testing.T) {
 			if what == "reduce-scatter too" {
 				kind = kindReduceScatter
 			}
-			if k := c.allReduceChunks(kind, n, 4); k != 1 {
+			if k := c.allReduceChunks(kind, 2*chunkBytes(4)/4+5, 4); k != 1 {
 				t.Errorf("%s: %d chunks, want 1", what, k)
 			}
 		}
@@ -170,7 +179,7 @@ func (e dyingEndpoint) Send(ctx context.Context, to int, h transport.Header, pay
 // TestChunkedAllReducePeerDies: a rank whose link breaks after its first chunks fails the
 // call, and every other rank's error names it.
 func TestChunkedAllReducePeerDies(t *testing.T) {
-	const n = 4<<20/4 + 3 // float32: five chunks
+	const n = 4<<20/4 + 3 // float32: five chunks up to 4 ranks, fewer above
 	for _, p := range []int{2, 3, 4, 5, 9} {
 		for _, alg := range []string{"auto", "ring"} {
 			quitter := p - 1

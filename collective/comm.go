@@ -199,7 +199,7 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 	if opts.SegmentBytes == 0 {
 		opts.SegmentBytes = DefaultSegmentBytes
 		largeSeg = transport.LargeSegment(ep)
-		chunk = streamChunkBytes
+		chunk = chunkBytes(p)
 	}
 	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
 	borrow, _ := ep.(transport.Borrower)
