@@ -11,7 +11,16 @@ import (
 // NewMemJob returns the endpoints of an in-process job of size ranks. Messages are copied, so a
 // sender may reuse its buffer as soon as Send returns, as with the network transports.
 func NewMemJob(size int) []Endpoint {
-	job := &memJob{size: size, boxes: make(map[memKey]*mailbox), closed: make([]chan struct{}, size)}
+	return NewMemJobArena(size, 0)
+}
+
+// NewMemJobArena is NewMemJob whose endpoints also share an Arena of arenaBytes (none when
+// arenaBytes is 0), as the ranks of one host do.
+func NewMemJobArena(size, arenaBytes int) []Endpoint {
+	job := &memJob{size: size, boxes: make(map[memKey]*mailbox), closed: make([]chan struct{}, size), anyClosed: make(chan struct{})}
+	if arenaBytes > 0 {
+		job.arena = newMemArena(job, arenaBytes)
+	}
 	eps := make([]Endpoint, size)
 	for r := range eps {
 		job.closed[r] = make(chan struct{})
@@ -32,6 +41,22 @@ type memJob struct {
 	// closed[r] is closed when rank r closes its endpoint: as when a process's connections
 	// close, its peers' receives from it fail once they have taken what it sent.
 	closed []chan struct{}
+	// anyClosed is closed with the first of closed: an arena's waiters watch every rank.
+	anyClosed     chan struct{}
+	anyClosedOnce sync.Once
+	arena         *memArena // nil unless the job was made with one
+}
+
+// firstClosed is the lowest rank whose endpoint is closed, -1 when none is.
+func (j *memJob) firstClosed() int {
+	for r, c := range j.closed {
+		select {
+		case <-c:
+			return r
+		default:
+		}
+	}
+	return -1
 }
 
 func (j *memJob) box(k memKey) *mailbox {
@@ -188,8 +213,19 @@ func (e *memEndpoint) Stats() Stats {
 }
 
 func (e *memEndpoint) Close() error {
-	e.closeOnce.Do(func() { close(e.closed) })
+	e.closeOnce.Do(func() {
+		close(e.closed)
+		e.job.anyClosedOnce.Do(func() { close(e.job.anyClosed) })
+	})
 	return nil
+}
+
+// Arena is the job's shared arena (ArenaHolder), nil unless made by NewMemJobArena.
+func (e *memEndpoint) Arena() Arena {
+	if e.job.arena == nil {
+		return nil
+	}
+	return e.job.arena
 }
 
 // memRoundTrip copies payload as the wire would deliver it: lossy codecs round the values.
