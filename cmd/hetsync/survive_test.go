@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/launcher"
 	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
@@ -113,4 +114,50 @@ func rankPID(t *testing.T, launcher, rank int) int {
 	}
 	t.Fatalf("no process of rank %d under %d", rank, launcher)
 	return 0
+}
+
+// When the launcher stopped the job (--timeout, a failed rank, Ctrl-C), its account replaces
+// rank 0's "interrupted" one; a rank 0 that failed for its own reason keeps it; a run rank 0
+// never closed gets the launcher's account.
+func TestCloseFailedRun(t *testing.T) {
+	timedOut := &launcher.TimedOut{Timeout: 30 * time.Second, Running: []int{0, 1}, Hosts: []string{"", ""}}
+	for _, tc := range []struct {
+		name, rank0 string // rank0: the reason rank 0 wrote ("" wrote no summary)
+		want        string
+	}{
+		{"interrupted by the launcher", metrics.Interrupted + "terminated signal received", "job ran longer than --timeout 30s"},
+		{"rank 0's own failure", "trainer: rank 0: send to rank 1: broken pipe", "trainer: rank 0: send to rank 1: broken pipe"},
+		{"no summary", "", "job ran longer than --timeout 30s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			d, err := metrics.CreateRunDir(dir, map[string]any{"ranks": 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Close()
+			for r := range 2 {
+				rr, err := metrics.OpenRankRecords(dir, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rr.WriteRound(&metrics.RoundRecord{Rank: r, Round: 0, TimeS: 1, LateRank: -1})
+				rr.Close()
+			}
+			if tc.rank0 != "" {
+				if _, err := metrics.EndEarly(dir, tc.rank0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out bytes.Buffer
+			closeFailedRun(&out, dir, timedOut)
+			s, err := metrics.ReadSummary(dir)
+			if err != nil || s.EndedEarly == nil || !strings.HasPrefix(s.EndedEarly.Reason, tc.want) {
+				t.Fatalf("summary %+v, %v; want a reason beginning %q", s.EndedEarly, err, tc.want)
+			}
+			if !strings.Contains(out.String(), "ended early at round 0 ("+tc.want) {
+				t.Errorf("printed %q", out.String())
+			}
+		})
+	}
 }
