@@ -32,29 +32,11 @@ Environment:
 EOF
 }
 
-case "${1:-}" in
--h | --help)
-	usage
-	exit 0
-	;;
-"") ;;
-*)
-	echo "bench-p4.sh: unexpected argument \"$1\" (see --help)" >&2
-	exit 2
-	;;
-esac
+NAME=bench-p4.sh
+# shellcheck source=scripts/lib/peers.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/peers.sh"
+peers_setup "$@"
 
-if [[ -z "${PEERS_DIR:-}" ]]; then
-	echo "bench-p4.sh: PEERS_DIR is not set: it names the peers' harness directory (with run_all.sh)" >&2
-	exit 2
-fi
-if [[ ! -f "$PEERS_DIR/run_all.sh" ]]; then
-	echo "bench-p4.sh: PEERS_DIR=$PEERS_DIR has no run_all.sh: not the peers' harness" >&2
-	exit 2
-fi
-
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PEERS_BIN=${PEERS_BIN:-/tmp/peers-bin}
 RESULTS_DIR=${RESULTS_DIR:-/tmp/bench-p4}
 PATHS=${PATHS:-"tcp shm"}
 ALGS=${ALGS:-"3 4 5 6"}
@@ -73,13 +55,7 @@ for path in $PATHS; do
 	esac
 done
 
-if [[ ! -x $PEERS_BIN/mpi_allreduce.openmpi ]]; then
-	echo "bench-p4.sh: building the peers' benchmarks into $PEERS_BIN ($PEERS_DIR/setup.sh)" >&2
-	PEERS_BIN=$PEERS_BIN bash "$PEERS_DIR/setup.sh" >&2
-fi
-
-echo "bench-p4.sh: building $ROOT/bin/hetsync" >&2
-(cd "$ROOT" && go build -o bin/hetsync ./cmd/hetsync)
+peers_build
 
 # table DIR OURS: one row per size from the harness's per-configuration medians
 # (DIR/<config>.tsv: bytes count reps avg_us_med algbw_med busbw_med ...): every peer
@@ -109,11 +85,7 @@ table() {
 			who[b] = name
 		}
 	}
-	function sz(x) {
-		if (x >= 1048576) return x / 1048576 " MiB"
-		if (x >= 1024) return x / 1024 " KiB"
-		return x " B"
-	}
+	'"$PEERS_AWK_SIZE"'
 	END {
 		print "| size | best peer | its busbw, GB/s (smallest size: time) | hetsync | hetsync ÷ best peer |"
 		print "|---|---|---|---|---|"

@@ -32,29 +32,11 @@ Environment:
 EOF
 }
 
-case "${1:-}" in
--h | --help)
-	usage
-	exit 0
-	;;
-"") ;;
-*)
-	echo "bench-ranks.sh: unexpected argument \"$1\" (see --help)" >&2
-	exit 2
-	;;
-esac
+NAME=bench-ranks.sh
+# shellcheck source=scripts/lib/peers.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/peers.sh"
+peers_setup "$@"
 
-if [[ -z "${PEERS_DIR:-}" ]]; then
-	echo "bench-ranks.sh: PEERS_DIR is not set: it names the peers' harness directory (with run_all.sh)" >&2
-	exit 2
-fi
-if [[ ! -f "$PEERS_DIR/run_all.sh" ]]; then
-	echo "bench-ranks.sh: PEERS_DIR=$PEERS_DIR has no run_all.sh: not the peers' harness" >&2
-	exit 2
-fi
-
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PEERS_BIN=${PEERS_BIN:-/tmp/peers-bin}
 RESULTS_DIR=${RESULTS_DIR:-/tmp/bench-ranks}
 RANKS=${RANKS:-"8 16 32 64"}
 SIZES=${SIZES:-"4096 65536 1048576 16777216"}
@@ -76,13 +58,7 @@ for ((i = 1; i < ${#sizes[@]}; i++)); do
 	fi
 done
 
-if [[ ! -x $PEERS_BIN/mpi_allreduce.openmpi ]]; then
-	echo "bench-ranks.sh: building the peers' benchmarks into $PEERS_BIN ($PEERS_DIR/setup.sh)" >&2
-	PEERS_BIN=$PEERS_BIN bash "$PEERS_DIR/setup.sh" >&2
-fi
-
-echo "bench-ranks.sh: building $ROOT/bin/hetsync" >&2
-(cd "$ROOT" && go build -o bin/hetsync ./cmd/hetsync)
+peers_build
 
 # The harness splits OURS_CMD on spaces: no word may contain one.
 ours="$ROOT/bin/hetsync bench -np {P} --collective auto --security none --format tsv"
@@ -110,11 +86,7 @@ table() {
 				if (us >= 1000) return sprintf("%.2f ms", us / 1000)
 				return sprintf("%.0f µs", us)
 			}
-			function sz(x) {
-				if (x >= 1048576) return x / 1048576 " MiB"
-				if (x >= 1024) return x / 1024 " KiB"
-				return x " B"
-			}
+			'"$PEERS_AWK_SIZE"'
 			BEGIN {
 				r = (m != "" && o != "" && m > 0) ? sprintf("%.2f×", o / m) : "–"
 				printf "| %s | %s | %s | %s | %s |\n", p, sz(b), t(m), t(o), r
