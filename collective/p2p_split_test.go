@@ -2,9 +2,7 @@ package collective_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,40 +19,31 @@ func TestSplitOverP2P(t *testing.T) {
 	eps := p2ptest.JoinLoopback(t, p, p2p.Config{Secret: "split over p2p", Logger: slog.New(slog.DiscardHandler)}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	errs := make([]error, p)
-	var wg sync.WaitGroup
 	sums := make([][2]int64, p)
-	for r := range p {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = func() error {
-				world, err := collective.New(eps[r], collective.Options{Algorithm: "ring"})
-				if err != nil {
-					return err
-				}
-				half, err := world.Split(ctx, r%2, -r)
-				if err != nil {
-					return err
-				}
-				first, second := []int64{int64(r)}, []int64{int64(10 * r)}
-				req := half.IAllReduce(ctx, collective.I64(first), collective.Sum)
-				if err := world.Barrier(ctx); err != nil {
-					return err
-				}
-				if err := half.AllReduce(ctx, collective.I64(second), collective.Sum); err != nil {
-					return err
-				}
-				if err := req.Wait(ctx); err != nil {
-					return err
-				}
-				sums[r] = [2]int64{first[0], second[0]}
-				return nil
-			}()
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := eachRank(p, func(r int) error {
+		world, err := collective.New(eps[r], collective.Options{Algorithm: "ring"})
+		if err != nil {
+			return err
+		}
+		half, err := world.Split(ctx, r%2, -r)
+		if err != nil {
+			return err
+		}
+		first, second := []int64{int64(r)}, []int64{int64(10 * r)}
+		req := half.IAllReduce(ctx, collective.I64(first), collective.Sum)
+		if err := world.Barrier(ctx); err != nil {
+			return err
+		}
+		if err := half.AllReduce(ctx, collective.I64(second), collective.Sum); err != nil {
+			return err
+		}
+		if err := req.Wait(ctx); err != nil {
+			return err
+		}
+		sums[r] = [2]int64{first[0], second[0]}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for r, s := range sums {
