@@ -84,11 +84,6 @@ func sweepSockets(dir string, minAge time.Duration) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-func ownedByMe(fi os.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Geteuid()
-}
-
 // listeningSockets are the paths of the Unix sockets bound in this network namespace
 // (/proc/net/unix); empty when it cannot be read.
 func listeningSockets() map[string]bool {
