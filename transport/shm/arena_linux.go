@@ -105,8 +105,8 @@ func (o ArenaOptions) check(what string) (ArenaOptions, error) {
 }
 
 // CreateArena makes an arena file of size data bytes (rounded up to a page) in opts.Dir for
-// a job of opts.Ranks ranks and maps it. The pages are reserved (fallocate) but touched only
-// when used. The caller hands Name() to the other ranks, which OpenArena it, then Unlinks it.
+// a job of opts.Ranks ranks and maps it. Its pages are taken from the tmpfs only when touched;
+// a directory without room for all of them is an error. The caller hands Name() to the other ranks, which OpenArena it, then Unlinks it.
 func CreateArena(size int, opts ArenaOptions) (*Arena, error) {
 	opts, err := opts.check("create")
 	if err != nil {
@@ -133,14 +133,15 @@ func CreateArena(size int, opts ArenaOptions) (*Arena, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("shm arena: rank %d: %s: %w", opts.Rank, path, err)
 	}
-	// Reserved, so that a full tmpfs is an error here and never a SIGBUS on first touch.
-	if err := syscall.Fallocate(fd, 0, 0, int64(total)); err != nil {
-		if !errors.Is(err, syscall.EOPNOTSUPP) {
-			return fail(fmt.Errorf("reserving %d bytes: %w", total, err))
-		}
-		if err := syscall.Ftruncate(fd, int64(total)); err != nil {
-			return fail(fmt.Errorf("sizing to %d bytes: %w", total, err))
-		}
+	// Sparse: a page costs memory only once a rank touches it. A tmpfs that could not hold the
+	// whole arena now is refused here, so that a first touch does not meet a full one (SIGBUS)
+	// in the common case; another tenant filling it later still could.
+	var fs syscall.Statfs_t
+	if err := syscall.Fstatfs(fd, &fs); err == nil && uint64(fs.Bavail)*uint64(fs.Bsize) < uint64(total) {
+		return fail(fmt.Errorf("%d bytes wanted, %d free in %s", total, uint64(fs.Bavail)*uint64(fs.Bsize), opts.Dir))
+	}
+	if err := syscall.Ftruncate(fd, int64(total)); err != nil {
+		return fail(fmt.Errorf("sizing to %d bytes: %w", total, err))
 	}
 	mem, err := syscall.Mmap(fd, 0, total, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {

@@ -99,9 +99,10 @@
 // An arena is one file that every rank of a one-host job maps (CreateArena by one rank,
 // OpenArena by the others, told its name over an authenticated channel): the memory behind
 // transport.Arena, which the collective layer lays out as it likes. The file is created like a
-// segment (mode 0600, a random name "hetsync-arena-" and 32 hex digits, fallocated, the
-// creator's shared flock on it until Unlink, so SweepStale removes it only after its creator
-// died) but not populated: a page costs memory once a rank touches it. The creator unlinks it
+// segment (mode 0600, a random name "hetsync-arena-" and 32 hex digits, the creator's shared
+// flock on it until Unlink, so SweepStale removes it only after its creator died) but sparse
+// and not populated: a page costs memory once a rank touches it (a tmpfs without room for the
+// whole arena at creation is an error then, not a SIGBUS later). The creator unlinks it
 // once every rank has mapped it. A header of one page or more comes first: magic "HSYNARN1",
 // version, rank count and data size, then a 64-byte slot per rank with its pid, the inode of
 // its pid namespace and its state (mapped, closed); the data (Bytes) starts at the next page.
