@@ -142,7 +142,7 @@ func TestHelloUnderLaunch(t *testing.T) {
 		want  string
 	}{
 		{"none tcp ring", 4, []string{"--security", "none", "--data-path", "tcp", "--collective", "ring"}, "transport=p2p algorithm=ring security=none data-path=tcp"},
-		{"defaults", 4, nil, "transport=p2p algorithm=auto security=tls data-path=auto"},
+		{"defaults", 4, nil, "transport=p2p algorithm=auto security=tls data-path=auto arena=on"},
 		{"stream checksum", 3, []string{"--data-path", "stream", "--checksum", "--collective", "binary-blocks"}, "transport=p2p algorithm=binary-blocks security=tls data-path=stream checksum=crc32c"},
 	}
 	for _, tc := range tests {

@@ -89,6 +89,10 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
+	arenaBytes, err := r.arenaBytes(env.Rank)
+	if err != nil {
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
 	w, err := cfg.resolveWatch(env.Rank, os.Stderr)
 	if err != nil {
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
@@ -97,7 +101,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous, Secret: env.Secret,
 		Security: r.Security, DataPath: r.DataPath, JoinTimeout: r.JoinTimeout, Host: env.Host, Hostname: env.Hostname,
 		Stream: transport.StreamOptions{Checksum: r.Checksum, Poll: r.Poll}, Logger: w.logger,
-		PeerTimeout: w.peerTimeout,
+		PeerTimeout: w.peerTimeout, ArenaBytes: arenaBytes,
 	}
 	if err := pc.Validate(); err != nil {
 		return nil, fmt.Errorf("hetsync.Init: security %q from %s, data path %q from %s: %w",
@@ -107,6 +111,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hetsync.Init: rank %d: joining the job at %s: %w", env.Rank, env.Rendezvous, err)
 	}
+	r.Arena = transport.HostArena(ep) != nil
 	if copts.Links, err = cfg.planLinks(ctx, ep, env, r.JoinTimeout); err != nil {
 		_ = ep.Close()
 		return nil, fmt.Errorf("hetsync.Init: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hetsync/hetsync"
 	"github.com/hetsync/hetsync/internal/freeport"
+	"github.com/hetsync/hetsync/transport"
 )
 
 // sumCheck allreduces a vector of n elements whose element i is rank*n+i on every rank and
@@ -221,6 +222,45 @@ func TestInitUnderEachLauncher(t *testing.T) {
 	}
 }
 
+// A one-host job over shared memory forms with an arena unless WithArena or HETSYNC_ARENA
+// turns it off (the option winning), and its settings say which.
+func TestInitArena(t *testing.T) {
+	cases := []struct {
+		name string
+		env  string // HETSYNC_ARENA
+		opts []hetsync.Option
+		want bool
+	}{
+		{"default", "", nil, true},
+		{"option off", "", []hetsync.Option{hetsync.WithArena(false)}, false},
+		{"variable off", "off", nil, false},
+		{"variable on", "on", nil, true},
+		{"option on over variable off", "off", []hetsync.Option{hetsync.WithArena(true)}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			const p = 3
+			port := freePort(t)
+			env := func(r int) map[string]string {
+				m := launchers[0].env(r, p, port)
+				m["HETSYNC_SECURITY"], m["HETSYNC_DATA_PATH"], m["HETSYNC_ARENA"] = "none", "shm", tc.env
+				return m
+			}
+			initJob(t, p, env, func(ctx context.Context, c *hetsync.Comm) error {
+				s := c.Settings()
+				if s.Arena != tc.want || (transport.HostArena(c.Endpoint()) != nil) != tc.want {
+					return fmt.Errorf("rank %d: settings say arena %v, the endpoint has one: %v; want %v",
+						c.Rank(), s.Arena, transport.HostArena(c.Endpoint()) != nil, tc.want)
+				}
+				if strings.HasSuffix(s.String(), " arena=on") != tc.want {
+					return fmt.Errorf("rank %d: settings %q, want arena=on at the end: %v", c.Rank(), s, tc.want)
+				}
+				return sumCheck(ctx, c, 7)
+			}, tc.opts...)
+		})
+	}
+}
+
 func TestInitOptionsWinOverTheLauncher(t *testing.T) {
 	const p = 3
 	port := freePort(t)
@@ -263,6 +303,7 @@ func TestInitErrors(t *testing.T) {
 		{"unknown algorithm", with(good, "HETSYNC_COLLECTIVE", "tree"), nil, []string{"HETSYNC_COLLECTIVE", "rank 1", "tree"}},
 		{"bad join timeout", with(good, "HETSYNC_JOIN_TIMEOUT", "forever"), nil, []string{`HETSYNC_JOIN_TIMEOUT="forever"`}},
 		{"bad checksum", with(good, "HETSYNC_CHECKSUM", "maybe"), nil, []string{`HETSYNC_CHECKSUM="maybe"`}},
+		{"bad arena", with(good, "HETSYNC_ARENA", "maybe"), nil, []string{"HETSYNC_ARENA", `"maybe"`, "rank 1", "on or off"}},
 		{"bad re-plan settings", with(good, "HETSYNC_REPLAN", "calls=-2"), nil, []string{"HETSYNC_REPLAN", "rank 1", "calls=-2"}},
 		{"negative join timeout", good, []hetsync.Option{hetsync.WithJoinTimeout(-time.Second)}, []string{"WithJoinTimeout(-1s)", "negative"}},
 		{"rank out of range", with(good, "HETSYNC_RANK", "2"), nil, []string{"HETSYNC_RANK=2"}},

@@ -33,6 +33,7 @@ func (s setting[T]) pick(env T, envName string) (T, string) {
 
 type config struct {
 	algorithm, security, dataPath setting[string]
+	arena                         setting[string] // "on" or "off"
 	joinTimeout, poll             setting[time.Duration]
 	checksum                      setting[bool]
 	links                         setting[string] // links.go
@@ -69,6 +70,19 @@ func WithSecurity(s string) Option {
 // host; across hosts tcp with security none, else tls).
 func WithDataPath(p string) Option {
 	return func(c *config) { c.dataPath = setting[string]{p, fmt.Sprintf("WithDataPath(%q)", p)} }
+}
+
+// WithArena turns the shared-memory arena of a one-host job on (the default) or off: with it
+// the collectives may read the other ranks' contributions where they wrote them instead of
+// passing messages. A job has one only when every rank proved that all share its host and
+// the data path may take shared memory (auto, shm, cma), and on every rank or none.
+// Default: HETSYNC_ARENA (on or off), else on.
+func WithArena(on bool) Option {
+	v := "off"
+	if on {
+		v = "on"
+	}
+	return func(c *config) { c.arena = setting[string]{v, fmt.Sprintf("WithArena(%v)", on)} }
 }
 
 // DataPaths are the names WithDataPath, HETSYNC_DATA_PATH and --data-path take.
@@ -132,12 +146,28 @@ type Settings struct {
 	Security, DataPath string
 	JoinTimeout, Poll  time.Duration
 	Checksum           bool
+	// Arena says whether the job formed with a shared-memory arena (WithArena); false for mem.
+	// String says "arena=on" when it did.
+	Arena bool
 }
 
 // resolved is the settings of one rank with, for errors, where each came from.
 type resolved struct {
 	Settings
 	algFrom, securityFrom, dataPathFrom string
+	// arena is "on", "off" or "" (on), from arenaFrom.
+	arena, arenaFrom string
+}
+
+// arenaBytes is the p2p transport's ArenaBytes for r's arena setting: the default, or none.
+func (r resolved) arenaBytes(rank int) (int64, error) {
+	switch r.arena {
+	case "", "on":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	return 0, fmt.Errorf("rank %d: arena %q from %s: want on or off", rank, r.arena, r.arenaFrom)
 }
 
 // resolve takes each explicit option, else the launcher's variable.
@@ -146,6 +176,7 @@ func (c *config) resolve(env launcher.Settings) resolved {
 	r.Algorithm, r.algFrom = c.algorithm.pick(env.Collective, launcher.EnvCollective)
 	r.Security, r.securityFrom = c.security.pick(env.Security, launcher.EnvSecurity)
 	r.DataPath, r.dataPathFrom = c.dataPath.pick(env.DataPath, launcher.EnvDataPath)
+	r.arena, r.arenaFrom = c.arena.pick(env.Arena, launcher.EnvArena)
 	r.JoinTimeout, _ = c.joinTimeout.pick(env.JoinTimeout, "")
 	r.Poll, _ = c.poll.pick(env.Poll, "")
 	r.Checksum, _ = c.checksum.pick(env.Checksum, "")
@@ -191,6 +222,9 @@ func (s Settings) String() string {
 	}
 	if s.Poll > 0 {
 		out += " poll=" + s.Poll.String()
+	}
+	if s.Arena {
+		out += " arena=on"
 	}
 	return out
 }

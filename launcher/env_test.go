@@ -67,7 +67,8 @@ func TestRankEnvFromEnviron(t *testing.T) {
 
 func TestRankEnvRoundTrip(t *testing.T) {
 	e := RankEnv{Rank: 3, Size: 7, LocalRank: 1, LocalSize: 3, Rendezvous: "[::1]:1234", Secret: "00112233445566778899aabbccddeeff",
-		Settings: Settings{Collective: "butterfly", Security: "none", DataPath: "shm", JoinTimeout: 2 * time.Minute, Poll: time.Millisecond, Checksum: true, Links: "measure"}}
+		Settings: Settings{Collective: "butterfly", Security: "none", DataPath: "shm", JoinTimeout: 2 * time.Minute, Poll: time.Millisecond, Checksum: true, Links: "measure",
+			Arena: "off"}}
 	m := map[string]string{}
 	for _, kv := range rankEnviron([]string{"HETSYNC_RANK=9", "PATH=/bin", "RANK=9", "HETSYNC_SECURITY=tls", "MASTER_PORT=1"}, e) {
 		k, v, _ := strings.Cut(kv, "=")
@@ -81,7 +82,7 @@ func TestRankEnvRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: got %+v, %v, %v; want %+v", got, under, err, e)
 	}
 	for k, want := range map[string]string{"RANK": "3", "WORLD_SIZE": "7", "LOCAL_RANK": "1", "PATH": "/bin",
-		"MASTER_ADDR": "::1", "MASTER_PORT": "1234", "HETSYNC_SECURITY": "none", "HETSYNC_DATA_PATH": "shm", "HETSYNC_LINKS": "measure"} {
+		"MASTER_ADDR": "::1", "MASTER_PORT": "1234", "HETSYNC_SECURITY": "none", "HETSYNC_DATA_PATH": "shm", "HETSYNC_LINKS": "measure", "HETSYNC_ARENA": "off"} {
 		if m[k] != want {
 			t.Errorf("%s = %q, want %q", k, m[k], want)
 		}

@@ -18,6 +18,7 @@ const (
 	EnvPoll        = "HETSYNC_POLL"
 	EnvChecksum    = "HETSYNC_CHECKSUM"
 	EnvLinks       = "HETSYNC_LINKS"
+	EnvArena       = "HETSYNC_ARENA"
 )
 
 // Settings are the job-wide choices a launcher passes to every rank. Zero fields are not
@@ -41,6 +42,9 @@ type Settings struct {
 	// Links is where the ranks' link matrix comes from: off, measure, or a matrix file that
 	// every rank reads (HETSYNC_LINKS).
 	Links string
+	// Arena is "off" to form a one-host job without its shared-memory arena, "on" (or empty)
+	// for the default (HETSYNC_ARENA).
+	Arena string
 }
 
 // Environ returns the set fields as "KEY=value" strings.
@@ -64,6 +68,7 @@ func (s Settings) Environ() []string {
 		add(EnvChecksum, "1")
 	}
 	add(EnvLinks, s.Links)
+	add(EnvArena, s.Arena)
 	return vars
 }
 
@@ -71,7 +76,8 @@ func (s Settings) Environ() []string {
 // malformed duration or boolean is an error naming the variable.
 func SettingsFromEnviron(getenv func(string) string) (Settings, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
-	s := Settings{Collective: get(EnvCollective), Security: get(EnvSecurity), DataPath: get(EnvDataPath), Links: get(EnvLinks)}
+	s := Settings{Collective: get(EnvCollective), Security: get(EnvSecurity), DataPath: get(EnvDataPath), Links: get(EnvLinks),
+		Arena: get(EnvArena)}
 	durations := []struct {
 		name string
 		dst  *time.Duration

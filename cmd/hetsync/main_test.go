@@ -55,6 +55,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"bench", "--np", "2", "--transport", "udp"}, `--transport "udp"`},
 		{[]string{"bench", "--np", "2", "--data-path", "rdma"}, `--data-path "rdma"`},
 		{[]string{"bench", "--np", "2", "--security", "noise"}, `--security "noise"`},
+		{[]string{"bench", "--np", "2", "--arena", "maybe"}, `--arena "maybe"`},
 		{[]string{"bench", "--np", "2", "--codec", "lz4"}, `--codec "lz4"`},
 		{[]string{"bench", "--np", "2", "--collective", "ps", "--servers", "3"}, "--servers 3"},
 		{[]string{"bench", "--np", "2", "--collective", "ring", "--servers", "1"}, "--servers 1: only the ps collective"},

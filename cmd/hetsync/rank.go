@@ -30,6 +30,8 @@ type netOptions struct {
 	Checksum bool
 	// Poll is how long a receiver polls its socket before it sleeps (transport.StreamOptions.Poll).
 	Poll time.Duration
+	// Arena is "on" or "off": whether a one-host job forms with its shared-memory arena.
+	Arena string
 	// PlanLinks is where the link matrix comes from (--plan-links: off, measure or a file; ""
 	// for hetsync.Init's default).
 	PlanLinks string
@@ -45,6 +47,7 @@ func netFlags(poll time.Duration) []cli.Flag {
 		&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
 		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: strings.Join(hetsync.DataPaths(), ", ") + ". auto: shm on one host; across hosts tls, or tcp with --security none. tls: TLS 1.3 over direct TCP, ranks proven by their keys; stream: libp2p; tcp: plaintext; shm: shared memory; cma: shm whose large messages the receiver copies straight from the sender's memory; unix, shm and cma need all ranks on one host"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
+		&cli.StringFlag{Name: "arena", Value: "on", Usage: "on or off: memory that every rank of a one-host job maps (data paths auto, shm and cma), which collectives may use instead of messages"},
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
 		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm, cma) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
@@ -59,7 +62,7 @@ func netOptionsFrom(c *cli.Context) netOptions {
 	n := netOptions{
 		Transport: c.String("transport"), DataPath: c.String("data-path"), Security: c.String("security"),
 		JoinTimeout: c.Duration("join-timeout"), Checksum: c.Bool("checksum"), Poll: c.Duration("poll"),
-		PlanLinks: c.String("plan-links"), Watch: watchOptionsFrom(c),
+		PlanLinks: c.String("plan-links"), Watch: watchOptionsFrom(c), Arena: c.String("arena"),
 	}
 	env, err := launcher.SettingsFromEnviron(os.Getenv)
 	if err != nil {
@@ -85,18 +88,23 @@ func netOptionsFrom(c *cli.Context) netOptions {
 	if fromEnv("plan-links", env.Links != "") {
 		n.PlanLinks = env.Links
 	}
+	if fromEnv("arena", env.Arena != "") {
+		n.Arena = env.Arena
+	}
 	return n
 }
 
 // settings are the options as the variables a launcher passes to its ranks.
 func (n netOptions) settings() launcher.Settings {
-	return launcher.Settings{Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout, Poll: n.Poll, Checksum: n.Checksum, Links: n.PlanLinks}
+	return launcher.Settings{Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout, Poll: n.Poll, Checksum: n.Checksum, Links: n.PlanLinks,
+		Arena: n.Arena}
 }
 
 // initOptions are the options as hetsync.Init's.
 func (n netOptions) initOptions() []hetsync.Option {
 	opts := []hetsync.Option{hetsync.WithSecurity(n.Security), hetsync.WithDataPath(n.DataPath),
-		hetsync.WithJoinTimeout(n.JoinTimeout), hetsync.WithPoll(n.Poll), hetsync.WithChecksum(n.Checksum)}
+		hetsync.WithJoinTimeout(n.JoinTimeout), hetsync.WithPoll(n.Poll), hetsync.WithChecksum(n.Checksum),
+		hetsync.WithArena(n.Arena != "off")}
 	if n.PlanLinks != "" {
 		opts = append(opts, hetsync.WithLinks(n.PlanLinks))
 	}
@@ -124,6 +132,11 @@ func (n netOptions) validate() error {
 	}
 	if n.Poll < 0 || n.Poll > time.Second {
 		return fmt.Errorf("--poll %v: must be in [0, 1s]", n.Poll)
+	}
+	if n.Arena != "" { // "" is the default, on
+		if err := oneOf("arena", n.Arena, "on", "off"); err != nil {
+			return err
+		}
 	}
 	return oneOf("security", n.Security, "tls", "none")
 }
@@ -164,6 +177,14 @@ func (n netOptions) joinRank(ctx context.Context, fn func(*hetsync.Comm) error) 
 	return err
 }
 
+// arenaNote says in a bench table's header whether the job formed with a shared-memory arena.
+func arenaNote(ep transport.Endpoint) string {
+	if transport.HostArena(ep) != nil {
+		return "arena=on"
+	}
+	return "arena=none"
+}
+
 // runBenches runs every requested algorithm on one rank's endpoint. Rank 0 prints the tables
 // to out, gives each row to live (when not nil) and writes the JSON file; every rank returns
 // the first error. A run whose checks found wrong elements is an error on rank 0 only, after
@@ -188,7 +209,7 @@ func runBenches(ctx context.Context, ep transport.Endpoint, watch collective.Wat
 		if err != nil {
 			return fmt.Errorf("--collective %s: %w", name, err)
 		}
-		meta := bench.Meta{P: ep.Size(), Collective: name, Op: o.Config.Op, Config: o.Config, Notes: o.notes()}
+		meta := bench.Meta{P: ep.Size(), Collective: name, Op: o.Config.Op, Config: o.Config, Notes: append(o.notes(), arenaNote(ep))}
 		tab := &bench.Table{W: out, Format: o.Format, Meta: meta}
 		if rank0 {
 			if err := tab.Header(); err != nil {

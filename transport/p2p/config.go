@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/transport/shm"
 )
 
 // Security choices for the libp2p connections.
@@ -72,6 +73,11 @@ type Config struct {
 	// host: the rank sizes the rings of the segments it creates with shm.HostRingSize from
 	// the number of ranks it proved on its host. 0 means shm.DefaultHostRingBudget.
 	ShmHostBudget int64
+	// ArenaBytes sizes the arena (transport.Arena) of a job whose ranks all proved one host
+	// and whose DataPath may take shared memory ("auto", "shm", "cma"): 0 means
+	// DefaultArenaBytes, a negative value no arena. The ranks agree while the job forms, so
+	// the job has one only when every rank wants one and mapped rank 0's (see arena.go).
+	ArenaBytes int64
 	// Host is the IP this rank listens on and advertises. Default: 127.0.0.1 when Rendezvous is
 	// a loopback address, else the IP of the interface that routes to the rendezvous host.
 	Host string
@@ -137,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShmHostBudget < 0 {
 		return fmt.Errorf("p2p config: rank %d: ShmHostBudget %d is negative (0 = default)", c.Rank, c.ShmHostBudget)
+	}
+	if c.ArenaBytes > shm.MaxArenaBytes {
+		return fmt.Errorf("p2p config: rank %d: ArenaBytes %d exceeds %d (0 = default, negative = none)", c.Rank, c.ArenaBytes, int64(shm.MaxArenaBytes))
 	}
 	if c.Host != "" {
 		ip := net.ParseIP(c.Host)

@@ -8,8 +8,9 @@
 // it; panic, exit or hang on a bad peer (a wrong secret, a stray connection, a garbled hello,
 // a missing rank: each is an error or a log line naming the rank and the address); keep any
 // process-wide state; take a same-host path (shm, unix) between ranks that did not prove one
-// host, whatever their host names; or leave goroutines, connections, socket or host-proof
-// files behind after Endpoint.Close (or after a failed Join).
+// host, whatever their host names; give one rank of a job an arena and another none; or leave
+// goroutines, connections, socket, host-proof or arena files behind after Endpoint.Close (or
+// after a failed Join).
 //
 // # Identities
 //
@@ -135,6 +136,19 @@
 // itself, so on a plaintext path an eavesdropper on that link could learn it; it is only ever
 // accepted once per rank, and only during Join, because listeners close once every lower rank
 // is connected.
+//
+// # Arena
+//
+// A job whose ranks all proved one host and whose data path may take shared memory ("auto",
+// "shm", "cma") forms with an arena (transport.Arena, a transport/shm arena file of
+// Config.ArenaBytes, by default DefaultArenaBytes: 1 MiB per rank and 4 MiB more), on every
+// rank or on none, so that a collective may choose its algorithm by it. After the data
+// connections and before the framing starts on them, rank 0 creates the file and offers its
+// name to every rank over its connection; each maps it if it wants one (it proved every rank
+// on its host and did not turn it off) and answers; rank 0 unlinks the file and tells every
+// rank to use it only if all mapped it, else none (arena.go). An arena wait fails naming a
+// rank whose process exited, whose endpoint closed, or whom the heartbeats failed. The
+// endpoint closes the arena first when it closes.
 //
 // # Heartbeats (/hetsync/heartbeat/1)
 //

@@ -36,6 +36,9 @@ func Join(ctx context.Context, cfg Config) (transport.Endpoint, error) {
 type hooks struct {
 	bound      func(rendezvous string)
 	registered func(rank int)
+	// arenaMap, when set, runs before a rank maps (or rank 0 creates) the arena; an error
+	// stands for a mapping that failed.
+	arenaMap func(rank int) error
 }
 
 // join is Join with test hooks; h may be nil.
@@ -257,6 +260,10 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if err != nil {
 		return nil, err
 	}
+	arena, err := j.formArena(ctx, conns, local, j.hb, hk)
+	if err != nil {
+		return nil, err
+	}
 	opts := cfg.Stream
 	if reflect.ValueOf(opts).IsZero() {
 		opts = transport.DefaultStreamOptions()
@@ -273,7 +280,13 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	}
 	ep, err := transport.NewStreamEndpoint(cfg.Rank, cfg.Size, conns, opts)
 	if err != nil {
+		if arena != nil {
+			arena.Close()
+		}
 		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
+	}
+	if arena != nil {
+		arena.Watch()
 	}
 	pf, hb := j.proof, j.hb
 	j.proof, j.hb = nil, nil // the endpoint owns them now
@@ -281,7 +294,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		hb.watchProcs(peers, local)
 		hb.start(ep.(transport.PeerFailer).FailPeer)
 	}
-	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, local: local, proof: pf, hb: hb}, nil
+	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, local: local, proof: pf, hb: hb, arena: arena}, nil
 }
 
 // connect dials every higher rank and waits for every lower one, all at once.
@@ -358,6 +371,7 @@ type endpoint struct {
 	local []locality // this rank's verdict on every rank's host
 	proof *proofFile
 	hb    *heartbeats // nil when off (heartbeat.go)
+	arena *shm.Arena  // nil when the job has none (arena.go)
 	act   transport.Activity
 	once  sync.Once
 	err   error
@@ -391,10 +405,18 @@ func checkPairs(cfg Config, peers []peerInfo, local []locality) error {
 // Close closes the framed endpoint, every data connection and the libp2p host.
 func (e *endpoint) Close() error {
 	e.once.Do(func() {
+		if e.arena != nil {
+			// First, so that the other ranks' waits on this rank fail naming it at once.
+			if err := e.arena.Close(); err != nil {
+				e.err = fmt.Errorf("rank %d: %w", e.Rank(), err)
+			}
+		}
 		if e.hb != nil {
 			e.hb.goodbye()
 		}
-		e.err = e.Endpoint.Close()
+		if err := e.Endpoint.Close(); err != nil && e.err == nil {
+			e.err = err
+		}
 		if e.hb != nil {
 			e.hb.close()
 		}

@@ -57,12 +57,19 @@ type result struct {
 // rank 0's eventual result.
 func startRank0(t testing.TB, cfg Config) (string, <-chan result) {
 	t.Helper()
+	return startRank0With(t, cfg, hooks{})
+}
+
+// startRank0With is startRank0 with the test hooks hk (its bound hook is startRank0's).
+func startRank0With(t testing.TB, cfg Config, hk hooks) (string, <-chan result) {
+	t.Helper()
 	cfg.Rank = 0
 	cfg.Rendezvous = "127.0.0.1:0"
 	addrc := make(chan string, 1)
 	resc := make(chan result, 1)
+	hk.bound = func(a string) { addrc <- a }
 	go func() {
-		ep, err := join(context.Background(), cfg, &hooks{bound: func(a string) { addrc <- a }})
+		ep, err := join(context.Background(), cfg, &hk)
 		resc <- result{ep, err}
 	}()
 	select {
@@ -76,11 +83,16 @@ func startRank0(t testing.TB, cfg Config) (string, <-chan result) {
 
 // startRank joins rank r of a job whose rank 0 listens at rendezvous.
 func startRank(cfg Config, r int, rendezvous string) <-chan result {
+	return startRankWith(cfg, r, rendezvous, nil)
+}
+
+// startRankWith is startRank with the test hooks hk (nil: none).
+func startRankWith(cfg Config, r int, rendezvous string, hk *hooks) <-chan result {
 	cfg.Rank = r
 	cfg.Rendezvous = rendezvous
 	resc := make(chan result, 1)
 	go func() {
-		ep, err := Join(context.Background(), cfg)
+		ep, err := join(context.Background(), cfg, hk)
 		resc <- result{ep, err}
 	}()
 	return resc
@@ -89,6 +101,13 @@ func startRank(cfg Config, r int, rendezvous string) <-chan result {
 // startJob joins every rank of a job; perRank may change each rank's config.
 func startJob(t testing.TB, base Config, perRank func(r int, c *Config)) []transport.Endpoint {
 	t.Helper()
+	return startJobWith(t, base, perRank, hooks{})
+}
+
+// startJobWith is startJob with the test hooks hk on every rank (rank 0's bound hook is
+// startRank0's).
+func startJobWith(t testing.TB, base Config, perRank func(r int, c *Config), hk hooks) []transport.Endpoint {
+	t.Helper()
 	cfgs := make([]Config, base.Size)
 	for r := range cfgs {
 		cfgs[r] = base
@@ -96,10 +115,10 @@ func startJob(t testing.TB, base Config, perRank func(r int, c *Config)) []trans
 			perRank(r, &cfgs[r])
 		}
 	}
-	addr, res0 := startRank0(t, cfgs[0])
+	addr, res0 := startRank0With(t, cfgs[0], hk)
 	chans := []<-chan result{res0}
 	for r := 1; r < base.Size; r++ {
-		chans = append(chans, startRank(cfgs[r], r, addr))
+		chans = append(chans, startRankWith(cfgs[r], r, addr, &hk))
 	}
 	eps := make([]transport.Endpoint, base.Size)
 	var errs []error
@@ -941,6 +960,39 @@ func TestPeerClosesMidFrame(t *testing.T) {
 // then killed (SIGKILL, so nothing is closed): rank 0's Recv fails with an error naming rank 1,
 // on a shared-memory pipe (whose peer is seen gone) and on a TCP connection (which the
 // kernel ends).
+// startKilledChild joins rank 0 of base (two ranks) here and rank 1 in a child process
+// (killedChild) over path; the child and rank 0's endpoint end with the test. It returns
+// rank 0's join, the child, its stdout and its stderr.
+func startKilledChild(t *testing.T, base Config, path string) (result, *exec.Cmd, io.Reader, *lockedBuffer) {
+	t.Helper()
+	addr, res0 := startRank0(t, base)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "HETSYNC_P2P_CHILD="+addr, "HETSYNC_P2P_CHILD_SECRET="+base.Secret,
+		"HETSYNC_P2P_CHILD_PATH="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if _, err := cmd.StdinPipe(); err != nil { // the child blocks reading it until killed
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	r0 := <-res0
+	if r0.err != nil {
+		t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
+	}
+	t.Cleanup(func() { r0.ep.Close() })
+	return r0, cmd, out, stderr
+}
+
 func TestPeerKilledMidFrame(t *testing.T) {
 	for _, tc := range []struct {
 		path string
@@ -949,29 +1001,7 @@ func TestPeerKilledMidFrame(t *testing.T) {
 		t.Run(tc.path, func(t *testing.T) {
 			base := Config{Size: 2, Secret: "peer killed " + tc.path, DataPath: tc.path, Security: SecurityNone,
 				JoinTimeout: 30 * time.Second, Logger: quiet}
-			addr, res0 := startRank0(t, base)
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "HETSYNC_P2P_CHILD="+addr, "HETSYNC_P2P_CHILD_SECRET="+base.Secret,
-				"HETSYNC_P2P_CHILD_PATH="+tc.path)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr lockedBuffer
-			cmd.Stderr = &stderr
-			if _, err := cmd.StdinPipe(); err != nil { // the child blocks reading it until killed
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Wait()
-			defer cmd.Process.Kill()
-			r0 := <-res0
-			if r0.err != nil {
-				t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
-			}
-			defer r0.ep.Close()
+			r0, cmd, out, stderr := startKilledChild(t, base, tc.path)
 			if got := connPath(r0.ep.(*endpoint).conns[1]); got != tc.path {
 				t.Fatalf("rank 0's connection to rank 1 is %s, want %s", got, tc.path)
 			}
@@ -989,7 +1019,7 @@ func TestPeerKilledMidFrame(t *testing.T) {
 			if err := cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			err = <-errc
+			err := <-errc
 			var pe *transport.PeerError
 			if !errors.As(err, &pe) || pe.Rank != 0 || pe.Peer != 1 || !errors.Is(err, tc.want) {
 				t.Fatalf("Recv from a killed peer: %v; want a *PeerError of rank 0 naming rank 1 that wraps %v", err, tc.want)

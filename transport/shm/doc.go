@@ -1,6 +1,6 @@
 // Package shm is a byte pipe between two processes on one host over a shared memory mapping:
-// the data path for ranks on the same host. It moves bytes; it knows nothing of frames, ranks
-// or collectives (transport.NewStreamEndpoint frames messages over it like over a socket).
+// the data path for ranks on the same host; and the arena, memory that all ranks of a host
+// map. It moves and shares bytes; it knows nothing of frames or collectives (transport.NewStreamEndpoint frames messages over it like over a socket).
 //
 // # Segment
 //
@@ -94,10 +94,41 @@
 // error naming the peer (wrapping ErrPeerGone), after the reader has drained what the peer had
 // written. Sleeps also time out every 200 ms, so no wait depends on a single wake-up.
 //
+// # Arena
+//
+// An arena is one file that every rank of a one-host job maps (CreateArena by one rank,
+// OpenArena by the others, told its name over an authenticated channel): the memory behind
+// transport.Arena, which the collective layer lays out as it likes. The file is created like a
+// segment (mode 0600, a random name "hetsync-arena-" and 32 hex digits, the creator's shared
+// flock on it until Unlink, so SweepStale removes it only after its creator died) but sparse
+// and not populated: a page costs memory once a rank touches it (a tmpfs without room for the
+// whole arena at creation is an error then, not a SIGBUS later). The creator unlinks it
+// once every rank has mapped it. A header of one page or more comes first: magic "HSYNARN1",
+// version, rank count and data size, then a 64-byte slot per rank with its pid, the inode of
+// its pid namespace and its state (mapped, closed); the data (Bytes) starts at the next page.
+//
+// Wait sleeps on a word of the data with FUTEX_WAIT (shared, not private: the ranks are
+// processes) and Wake wakes every sleeper on it with FUTEX_WAKE, both raw system calls: a
+// non-raw one would hand the rank's P back to the runtime and wake its monitor thread on every
+// sleep, the cost that decides a collective's time when the ranks outnumber the cores
+// (docs/results/oversubscribed.md). A raw sleep keeps the P, so no other goroutine of the rank
+// runs meanwhile: sleeps last at most 2 ms, after which Wait asks whether it should give up and
+// lets the rank's other goroutines (heartbeats, readers) run before it sleeps again. It gives
+// up when its context ends, when the arena is closed, when another rank's slot says closed,
+// when a rank's process exited (a pidfd per rank of the same pid namespace, all polled in one
+// raw ppoll) or when the caller's own verdict (ArenaOptions.Gone: heartbeats) names a rank.
+// With ArenaOptions.Spin (every rank has a core) Wait first polls the word a few hundred
+// nanoseconds, since the word may change while it looks.
+//
+// Close marks the rank's slot closed and replaces the shared mapping by private zero pages of
+// the same range: the shared memory is given back, and a collective that the endpoint's Close
+// interrupts reads zeros instead of faulting.
+//
 // This package must never: keep process-wide mutable state; let a peer read a buffer that a
 // Write has returned, or return bytes copied after the writer withdrew them; let the producer
 // write over bytes lent and not given back, or unmap them; leave a mapping, a file or a
-// goroutine behind after Close (or after a failed Create/Open); unmap memory another goroutine
-// may still touch; trust the other process's control words to stay in range (a corrupt head
+// goroutine behind after Close (or after a failed Create/Open; an arena's range stays, as
+// private zero pages); unmap memory another goroutine may still touch; sleep in a futex
+// without a bound; trust the other process's control words to stay in range (a corrupt head
 // or tail is an error, not an out-of-bounds copy); or wait without a bound on a dead peer.
 package shm

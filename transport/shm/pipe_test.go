@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(sweepChildEnv); dir != "" {
 		os.Exit(sweepChild(dir))
 	}
+	if mode := os.Getenv(arenaChildEnv); mode != "" {
+		os.Exit(arenaChild(mode))
+	}
 	os.Exit(m.Run())
 }
 

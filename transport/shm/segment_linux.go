@@ -122,25 +122,15 @@ func Open(name string, opts Options) (*Segment, error) {
 		return nil, fmt.Errorf("shm segment from %s: %q is not a segment name (want %s and 32 hex digits)", opts.Peer, name, namePrefix)
 	}
 	path := filepath.Join(opts.Dir, name)
-	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	fd, fsize, err := openOwned(path)
 	if err != nil {
-		return nil, fmt.Errorf("shm segment from %s: opening %s: %w", opts.Peer, path, err)
+		return nil, fmt.Errorf("shm segment from %s: %w", opts.Peer, err)
 	}
 	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("shm segment from %s: stat %s: %w", opts.Peer, path, err)
+	if fsize < dataOff+2*MinRingSize || fsize > dataOff+2*MaxRingSize {
+		return nil, fmt.Errorf("shm segment from %s: %s has %d bytes, out of range for a segment", opts.Peer, path, fsize)
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, fmt.Errorf("shm segment from %s: %s is not a regular file", opts.Peer, path)
-	}
-	if int(st.Uid) != os.Geteuid() {
-		return nil, fmt.Errorf("shm segment from %s: %s belongs to uid %d, not to this process's uid %d", opts.Peer, path, st.Uid, os.Geteuid())
-	}
-	if st.Size < dataOff+2*MinRingSize || st.Size > dataOff+2*MaxRingSize {
-		return nil, fmt.Errorf("shm segment from %s: %s has %d bytes, out of range for a segment", opts.Peer, path, st.Size)
-	}
-	size := int(st.Size)
+	size := int(fsize)
 	mem, err := syscall.Mmap(fd, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
 	if err != nil {
 		return nil, fmt.Errorf("shm segment from %s: mapping %s: %w", opts.Peer, path, err)
@@ -169,6 +159,31 @@ func Open(name string, opts Options) (*Segment, error) {
 	// The opener reads ring 0. Without the mirror the pipe works; it only lends nothing.
 	mirror, _ := mapMirror(fd, dataOff, ring)
 	return &Segment{opts: opts, path: path, mem: mem, ringSize: ring, lock: -1, probe: probe, mirror: mirror}, nil
+}
+
+// openOwned opens the file at path to map it, and returns its descriptor and size: it must
+// be a regular file (not a link) that belongs to this process's effective user, as a file
+// another rank created for this job does.
+func openOwned(path string) (int, int64, error) {
+	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, 0, fmt.Errorf("opening %s: %w", path, err)
+	}
+	var st syscall.Stat_t
+	bad := syscall.Fstat(fd, &st)
+	switch {
+	case bad != nil:
+		bad = fmt.Errorf("stat %s: %w", path, bad)
+	case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		bad = fmt.Errorf("%s is not a regular file", path)
+	case int(st.Uid) != os.Geteuid():
+		bad = fmt.Errorf("%s belongs to uid %d, not to this process's uid %d", path, st.Uid, os.Geteuid())
+	}
+	if bad != nil {
+		syscall.Close(fd)
+		return -1, 0, bad
+	}
+	return fd, st.Size, nil
 }
 
 // Name is the file name (without directory) to give the peer.

@@ -11,15 +11,15 @@ import (
 	"time"
 )
 
-// SweepStale removes the segment files in dir (DefaultDir when "") that a process killed
-// before it could unlink them left behind, and returns their paths. A file is stale when it
-// is a segment by name, belongs to this process's user, was last modified at least minAge
+// SweepStale removes the segment and arena files in dir (DefaultDir when "") that a process
+// killed before it could unlink them left behind, and returns their paths. A file is stale
+// when it is a segment or an arena by name, belongs to this process's user, was last modified at least minAge
 // ago, and no process holds its lock: a live creator holds a shared flock on its file (see
 // HoldLock), and the kernel drops the lock when the process dies. So a live job's segment is
 // never removed, whoever runs the sweep. minAge covers the moment between a creator's open
 // and its lock.
 func SweepStale(dir string, minAge time.Duration) ([]string, error) {
-	return SweepUnheld(dir, minAge, validName)
+	return SweepUnheld(dir, minAge, func(name string) bool { return validName(name) || validArenaName(name) })
 }
 
 // SweepUnheld is SweepStale for any files whose live owners hold them with HoldLock: those in

@@ -3,10 +3,8 @@
 package shm
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,28 +31,7 @@ func sweepChild(dir string) int {
 // creator lives is not, however old, nor files that are not segments or not this user's.
 func TestSweepStaleAfterSIGKILL(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), sweepChildEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the child's segment: %v", err)
-	}
-	orphan := strings.TrimSpace(line)
+	cmd, orphan := startChild(t, sweepChildEnv+"="+dir)
 
 	live, err := Create(Options{Dir: dir, RingSize: MinRingSize})
 	if err != nil {
@@ -74,7 +51,6 @@ func TestSweepStaleAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	killed = true
 	if removed, err := SweepStale(dir, time.Hour); err != nil || len(removed) != 0 {
 		t.Fatalf("sweep of files younger than minAge removed %v (err %v)", removed, err)
 	}

@@ -1,0 +1,187 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/transport/shm"
+)
+
+// checkArenas checks that every rank of eps has an arena or none has (want), that the file is
+// gone once the job formed, and that the ranks share its bytes and its words' wake-ups.
+func checkArenas(t *testing.T, eps []transport.Endpoint, want bool) {
+	t.Helper()
+	arenas := make([]transport.Arena, len(eps))
+	for r, ep := range eps {
+		arenas[r] = transport.HostArena(ep)
+		if (arenas[r] != nil) != want {
+			t.Fatalf("rank %d has an arena: %v, want %v", r, arenas[r] != nil, want)
+		}
+		if want {
+			name := ep.(*endpoint).arena.Name()
+			if _, err := os.Stat(filepath.Join(shm.DefaultDir, name)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("rank %d: the arena file %s is still there after the join (%v)", r, name, err)
+			}
+		}
+	}
+	if !want {
+		return
+	}
+	n := len(eps)
+	if len(arenas[0].Bytes()) < int(DefaultArenaBytes(n)) {
+		t.Fatalf("the arena has %d bytes, want the default %d", len(arenas[0].Bytes()), DefaultArenaBytes(n))
+	}
+	// Rank r writes byte 4096+r; then rank 0 bumps word 0 and every other rank waits for it.
+	for r, a := range arenas {
+		a.Bytes()[4096+r] = byte(r + 1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for r := 1; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = arenas[r].Wait(ctx, 0, 0)
+		}()
+	}
+	transport.ArenaWord(arenas[0].Bytes(), 0).Store(1)
+	arenas[0].Wake(0)
+	wg.Wait()
+	for r, a := range arenas {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+		for q := range n {
+			if got := a.Bytes()[4096+q]; got != byte(q+1) {
+				t.Fatalf("rank %d reads %d at rank %d's byte, want %d", r, got, q, q+1)
+			}
+		}
+	}
+}
+
+// Every rank of a one-host job over a path that may take shared memory has the arena, at
+// every rank count.
+func TestArenaFormed(t *testing.T) {
+	for size := 1; size <= 9; size++ {
+		path := []string{DataPathShm, DataPathAuto, DataPathCMA}[size%3]
+		t.Run(fmt.Sprintf("%s/np%d", path, size), func(t *testing.T) {
+			base := Config{Size: size, Secret: "arena " + t.Name(), DataPath: path, Security: SecurityNone,
+				JoinTimeout: 30 * time.Second, Logger: quiet}
+			eps := startJob(t, base, nil)
+			checkArenas(t, eps, true)
+			exchangeAll(t, eps)
+		})
+	}
+}
+
+// A job without an arena on one rank has none on any, and still works: a rank that does not
+// want one, cannot map it, or does not share the host; rank 0 that cannot create one; a path
+// that takes no shared memory.
+func TestArenaNoneAnywhere(t *testing.T) {
+	failOn := func(rank int) func(int) error {
+		return func(r int) error {
+			if r == rank {
+				return fmt.Errorf("rank %d: mapping refused by the test", r)
+			}
+			return nil
+		}
+	}
+	offOn := func(rank int) func(int, *Config) {
+		return func(r int, c *Config) {
+			if r == rank {
+				c.ArenaBytes = -1
+			}
+		}
+	}
+	cases := []struct {
+		name     string
+		size     int
+		dataPath string
+		perRank  func(int, *Config)
+		arenaMap func(int) error
+	}{
+		{"rank 0 turned off", 3, DataPathShm, offOn(0), nil},
+		{"last rank turned off", 4, DataPathAuto, offOn(3), nil},
+		{"rank 0 cannot create", 5, DataPathShm, nil, failOn(0)},
+		{"rank 2 cannot map", 3, DataPathShm, nil, failOn(2)},
+		{"rank 1 cannot map", 9, DataPathAuto, nil, failOn(1)},
+		{"two hosts", 4, DataPathAuto, twoHosts, nil},
+		{"tcp", 3, DataPathTCP, nil, nil},
+		{"unix", 2, DataPathUnix, nil, nil},
+		{"single rank turned off", 1, DataPathShm, offOn(0), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			base := Config{Size: tc.size, Secret: "no arena " + t.Name(), DataPath: tc.dataPath, Security: SecurityNone,
+				JoinTimeout: 30 * time.Second, Logger: quiet}
+			eps := startJobWith(t, base, tc.perRank, hooks{arenaMap: tc.arenaMap})
+			checkArenas(t, eps, false)
+			exchangeAll(t, eps)
+		})
+	}
+}
+
+// A rank whose process is killed fails the waits of the others on the arena, naming it,
+// however long their own context: the wait below would otherwise sleep for a minute.
+func TestArenaWaitRankKilled(t *testing.T) {
+	base := Config{Size: 2, Secret: "arena rank killed", DataPath: DataPathShm, Security: SecurityNone,
+		JoinTimeout: 30 * time.Second, Logger: quiet}
+	r0, cmd, out, stderr := startKilledChild(t, base, DataPathShm)
+	a := transport.HostArena(r0.ep)
+	if a == nil {
+		t.Fatal("rank 0 of a one-host shm job has no arena")
+	}
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
+		t.Fatalf("child: %q, %v; stderr: %s", line, err, stderr.String())
+	}
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		errc <- a.Wait(ctx, 64, 0)
+	}()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	err := <-errc
+	if err == nil || !errors.Is(err, shm.ErrPeerGone) || !strings.Contains(err.Error(), "rank 1 (process "+strconv.Itoa(cmd.Process.Pid)+")") {
+		t.Fatalf("an arena wait while rank 1 is killed: %v", err)
+	}
+}
+
+// A rank that closes its endpoint fails the others' waits naming it; the closed endpoint's own
+// arena refuses waits.
+func TestArenaWaitRankClosed(t *testing.T) {
+	base := Config{Size: 3, Secret: "arena rank closed", DataPath: DataPathShm, Security: SecurityNone,
+		JoinTimeout: 30 * time.Second, Logger: quiet}
+	eps := startJob(t, base, nil)
+	a := transport.HostArena(eps[0])
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		errc <- a.Wait(ctx, 64, 0)
+	}()
+	if err := eps[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "rank 2 closed its arena") {
+		t.Fatalf("an arena wait while rank 2 closes: %v", err)
+	}
+	if err := transport.HostArena(eps[2]).Wait(context.Background(), 64, 0); err == nil {
+		t.Fatal("a closed endpoint's arena waited")
+	}
+}
