@@ -4,22 +4,22 @@ import "github.com/hetsync/hetsync/transport"
 
 // Shared-memory case of auto's cost model. When every rank of the job reaches every other over
 // shared memory (transport/shm's pipes) and no link matrix was given, auto replays its
-// candidates on sharedMemoryModel instead of the network's α-β pair. On shared memory a message
-// costs a wake-up and two passes of the CPU over its bytes (the sender's copy into the ring, the
-// reader's copy out of it, or a lend), and a reduction is a third pass, which on a network hides
-// behind the link's far slower transfer. The reduction's cost is what moves the choices: an
-// algorithm that reduces the whole vector at every step (recursive doubling, the fold of
-// butterfly for p not a power of two) pays for it once the vector is more than a few pages.
-// docs/results/shm-path.md has the measurements the constants come from.
+// candidates on sharedMemoryModel instead of the network's α-β pair. Its difference from the
+// network is the reduction: on a network it hides behind the link's far slower transfer, on
+// shared memory it is one more pass of the CPU over the bytes, so an algorithm that reduces the
+// whole vector at every step (recursive doubling) pays for the message it saves once the vector
+// is large (p = 2 from 1 MiB). docs/results/shm-path.md has the measurements.
 
-// Costs of the shared-memory model (s per message, s per byte) on one host with two ranks per
-// core: ShmAlpha is a message's latency (the receiver's wake-up included), ShmBeta the time per
-// byte of a message (its copies in and out), ShmReduceBeta the time per byte of reducing a
-// received segment into the buffer.
+// Costs of the shared-memory model: ShmAlpha (s) is a message's latency and ShmBeta (s/B) its
+// time per byte as a rank sees them when the ranks outnumber the cores (a message waits for its
+// receiver to be scheduled, and the copies share the cores), ShmReduceBeta (s/B) the time per
+// byte of the reduction kernel on a received segment that is still in the cache. Per-message
+// costs of a job with a core per rank (about 8 µs and 0.12 ns/B) chose binary-blocks and rings
+// where recursive doubling and binary-blocks ran faster on two cores with five to eight ranks.
 const (
-	ShmAlpha      = 8e-6
-	ShmBeta       = 0.12e-9
-	ShmReduceBeta = 0.12e-9
+	ShmAlpha      = 15e-6
+	ShmBeta       = 0.5e-9
+	ShmReduceBeta = 0.06e-9
 )
 
 // sharedMemoryModel is the model auto replays on when all ranks share memory.

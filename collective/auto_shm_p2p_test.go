@@ -12,10 +12,11 @@ import (
 
 // TestAutoSharedMemoryOverP2P: ranks of one host joined over shared-memory pipes plan on
 // auto's shared-memory model, ranks joined over TCP loopback on the network's. At p = 2 and
-// 256 KiB the two differ: butterfly on shared memory, where recursive doubling's reduction of
-// the whole vector costs as much as its copies, recursive doubling on the network model.
+// 1 MiB the two differ: butterfly on shared memory, where recursive doubling's reduction of
+// the whole vector costs more than the message it saves, recursive doubling on the network
+// model.
 func TestAutoSharedMemoryOverP2P(t *testing.T) {
-	const p, n = 2, 256 << 10 / 4
+	const p, n = 2, 1 << 20 / 4
 	for _, tc := range []struct{ path, want string }{
 		{p2p.DataPathShm, "butterfly"},
 		{p2p.DataPathTCP, "recursive-doubling"},

@@ -65,8 +65,8 @@
 // small messages, butterfly for powers of two, ring (or binary-blocks when its blocks are
 // balanced) for other p. ps is never chosen automatically. When every peer is reached over a
 // shared-memory pipe, auto replays on ShmAlpha and ShmBeta instead and also prices each
-// reduction (ShmReduceBeta per byte): on one host a reduction is a pass over memory like the
-// copies, so algorithms that reduce the whole vector at every step lose sooner (auto_shm.go).
+// reduction (ShmReduceBeta per byte): on one host a reduction is a pass over memory, so
+// recursive doubling, which reduces the whole vector at every step, loses sooner (auto_shm.go).
 //
 // # Planning from the network
 //
