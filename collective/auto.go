@@ -15,7 +15,8 @@ import (
 // choice from the same inputs (the same matrix, the same candidate order), and the decision is
 // cached per (collective, n, element size).
 //
-// Without a link matrix the model is one α-β pair for every link (AutoAlpha, AutoBeta) and
+// Without a link matrix the model is one α-β pair for every link (AutoAlpha, AutoBeta), or,
+// when every peer is reached over shared memory, the shared-memory model (auto_shm.go), and
 // the candidates are: allreduce — recursive doubling (latency-optimal, wins for small
 // messages), butterfly, binary-blocks, ring; reduce-scatter and allgather — butterfly,
 // binary-blocks, ring. ps is never chosen there: it has the ring's volume in that model but is
@@ -38,6 +39,7 @@ type auto struct {
 	// Comm.AllReduceChoice may ask at any time from another goroutine.
 	mu     sync.Mutex
 	choice map[autoKey]autoChoice
+	shm    bool // without a matrix, plan on the shared-memory model (auto_shm.go)
 }
 
 // The cost-model constants auto uses without a link matrix: per-message latency (s) and
@@ -97,6 +99,9 @@ func (a *auto) setMatrix(m *topology.Matrix) {
 func (a *auto) model() *netModel {
 	if a.net != nil {
 		return a.net
+	}
+	if a.shm {
+		return sharedMemoryModel()
 	}
 	return uniformModel(AutoAlpha, AutoBeta)
 }

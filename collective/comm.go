@@ -202,6 +202,9 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		chunk = chunkBytes(p)
 	}
 	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
+	if a, ok := alg.(*auto); ok && opts.Links == nil && onSharedMemory(base) {
+		a.useSharedMemory()
+	}
 	borrow, _ := ep.(transport.Borrower)
 	c := &Comm{
 		ep: ep, base: base, jobRanks: jobRanks, chans: chans, who: who,
@@ -384,6 +387,11 @@ func (c *Comm) signature(kind collKind, dt DType, op ReduceOp, n, root int) uint
 	mix(byte(kind))
 	for i := 0; i < len(c.algName); i++ {
 		mix(c.algName[i])
+	}
+	if a, ok := c.alg.(*auto); ok && a.sharedMemory() {
+		// A rank whose peers are not all on shared memory plans on another model and may
+		// choose another algorithm: its calls must fail as different collectives, not mix.
+		mix('s')
 	}
 	mix(byte(dt))
 	mix(byte(op))

@@ -63,7 +63,10 @@
 // within 3 % of it the one with the fewest messages (then the earlier of recursive doubling
 // [allreduce only], butterfly, binary-blocks, ring). In effect: recursive doubling for
 // small messages, butterfly for powers of two, ring (or binary-blocks when its blocks are
-// balanced) for other p. ps is never chosen automatically.
+// balanced) for other p. ps is never chosen automatically. When every peer is reached over a
+// shared-memory pipe, auto replays on ShmAlpha and ShmBeta instead and also prices each
+// reduction (ShmReduceBeta per byte): on one host a reduction is a pass over memory, so
+// recursive doubling, which reduces the whole vector at every step, loses sooner (auto_shm.go).
 //
 // # Planning from the network
 //

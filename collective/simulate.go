@@ -18,6 +18,10 @@ type netModel struct {
 	// none; a resource is an index into resBeta.
 	path    func(from, to int) []int
 	resBeta []float64
+	// reduceBeta is the receiver's time per byte to reduce a received segment into its buffer,
+	// after the segment has arrived: 0 on a network, where the links are far slower than the
+	// reduction; on shared memory the reduction is a pass over the bytes like the copies.
+	reduceBeta float64
 }
 
 // uniformModel is the α-β model with one (α, β) for every pair of ranks.
@@ -90,6 +94,9 @@ func replay(scheds []*schedule, elemSize int, net *netModel, masks [][]uint64) (
 				t := math.Max(m.arrival, x.recvFree+bytes*net.beta(step.peer, r))
 				if step.need > 0 {
 					t = math.Max(t, x.sendDone[step.need-1])
+				}
+				if step.kind == stepRecvReduce {
+					t += bytes * net.reduceBeta
 				}
 				x.recvFree = t
 				x.recvDone[x.ri] = t
