@@ -22,6 +22,9 @@ type Arena interface {
 	// Wait returns nil once the 32-bit word at byte offset off (a multiple of 4) no longer holds
 	// old. It returns an error when ctx ends, when the arena is closed, or when a rank of the
 	// job is gone (the error names it); it never returns nil while the word still holds old.
+	// Any rank that is gone fails the wait, whichever rank's word it waits for, and a rank is
+	// gone once it closed its endpoint (or its process exited): a collective must not let a
+	// rank return from a call while another may still wait in that call.
 	Wait(ctx context.Context, off int, old uint32) error
 	// Wake wakes every rank waiting in Wait on the word at off. Call it after changing the word.
 	Wake(off int)

@@ -137,7 +137,9 @@ func setConnDeadline(ctx context.Context, c io.ReadWriteCloser) (stop func()) {
 // offerArena is rank 0's side.
 func (j *joiner) offerArena(conns []io.ReadWriteCloser, why string, opts shm.ArenaOptions, hk *hooks) (*shm.Arena, error) {
 	cfg := j.cfg
+	start := time.Now()
 	var a *shm.Arena
+	var created time.Duration
 	offer := arenaOffer{Why: why}
 	if why == "" {
 		var err error
@@ -146,6 +148,7 @@ func (j *joiner) offerArena(conns []io.ReadWriteCloser, why string, opts shm.Are
 		}
 		if err == nil {
 			a, err = shm.CreateArena(int(arenaBytes(cfg)), opts)
+			created = time.Since(start)
 		}
 		if err != nil {
 			offer.Why = fmt.Sprintf("rank 0 could not create one: %v", err)
@@ -192,6 +195,10 @@ func (j *joiner) offerArena(conns []io.ReadWriteCloser, why string, opts shm.Are
 			return fail(fmt.Errorf("rank 0: sending the arena verdict to rank %d: %w", r, err))
 		}
 	}
+	// What forming a job with the arena costs (docs/results/oversubscribed.md): its creation,
+	// and the exchange, which also waits for the last rank to finish its data connections.
+	cfg.Logger.Debug("hetsync arena: agreed", "rank", 0, "ranks", cfg.Size, "arena", a != nil,
+		"created", created, "agreed", time.Since(start))
 	return a, nil
 }
 

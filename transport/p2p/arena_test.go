@@ -1,3 +1,5 @@
+//go:build linux
+
 package p2p
 
 import (
@@ -6,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,11 +137,11 @@ func TestArenaNoneAnywhere(t *testing.T) {
 	}
 }
 
-// A rank whose process is killed fails the waits of the others on the arena, naming it,
-// however long their own context: the wait below would otherwise sleep for a minute.
-func TestArenaWaitRankKilled(t *testing.T) {
-	base := Config{Size: 2, Secret: "arena rank killed", DataPath: DataPathShm, Security: SecurityNone,
-		JoinTimeout: 30 * time.Second, Logger: quiet}
+// waitOnChild starts a two-rank job of base whose rank 1 is a child process (killedChild) and
+// has rank 0 wait on a word of the arena that nobody changes, for a minute at most. It
+// returns the child and the wait's result.
+func waitOnChild(t *testing.T, base Config) (*exec.Cmd, <-chan error) {
+	t.Helper()
 	r0, cmd, out, stderr := startKilledChild(t, base, DataPathShm)
 	a := transport.HostArena(r0.ep)
 	if a == nil {
@@ -153,6 +157,15 @@ func TestArenaWaitRankKilled(t *testing.T) {
 		defer cancel()
 		errc <- a.Wait(ctx, 64, 0)
 	}()
+	return cmd, errc
+}
+
+// A rank whose process is killed fails the waits of the others on the arena, naming it,
+// however long their own context: the wait below would otherwise sleep for a minute.
+func TestArenaWaitRankKilled(t *testing.T) {
+	base := Config{Size: 2, Secret: "arena rank killed", DataPath: DataPathShm, Security: SecurityNone,
+		JoinTimeout: 30 * time.Second, Logger: quiet}
+	cmd, errc := waitOnChild(t, base)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +196,21 @@ func TestArenaWaitRankClosed(t *testing.T) {
 	}
 	if err := transport.HostArena(eps[2]).Wait(context.Background(), 64, 0); err == nil {
 		t.Fatal("a closed endpoint's arena waited")
+	}
+}
+
+// A rank frozen by SIGSTOP fails the others' arena waits once the heartbeats fail it, with
+// their error naming it: its process lives, so only the heartbeats can tell.
+func TestArenaWaitRankStopped(t *testing.T) {
+	base := Config{Size: 2, Secret: "arena rank stopped", DataPath: DataPathShm, Security: SecurityNone,
+		JoinTimeout: 30 * time.Second, PeerTimeout: time.Second, Logger: quiet}
+	cmd, errc := waitOnChild(t, base)
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	err := <-errc
+	var ue *transport.UnresponsiveError
+	if !errors.As(err, &ue) || ue.Peer != 1 || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("an arena wait while rank 1 is stopped: %v; want the heartbeats' error naming rank 1 as stopped", err)
 	}
 }

@@ -31,6 +31,7 @@ type netnsReport struct {
 	Err   string   `json:"err,omitempty"`
 	Paths []string `json:"paths,omitempty"` // per rank: the data path to it
 	Same  []bool   `json:"same,omitempty"`  // per rank: SameHost
+	Arena bool     `json:"arena,omitempty"` // the job formed with an arena
 }
 
 // netnsRank joins as one rank, prints what it got and closes.
@@ -49,6 +50,7 @@ func netnsRank(arg string) int {
 	} else {
 		e := ep.(*endpoint)
 		rep.Same = e.SameHost()
+		rep.Arena = e.Arena() != nil
 		for r, c := range e.conns {
 			if r == a.Rank {
 				rep.Paths = append(rep.Paths, "")
@@ -97,6 +99,9 @@ func TestHostsAcrossNetworkNamespaces(t *testing.T) {
 			if rep.Err != "" {
 				t.Fatalf("rank %d: %s", rep.Rank, rep.Err)
 			}
+			if rep.Arena {
+				t.Errorf("rank %d has an arena in a job across two network namespaces", rep.Rank)
+			}
 			for q := range nsOf {
 				if q == rep.Rank {
 					continue
@@ -110,6 +115,13 @@ func TestHostsAcrossNetworkNamespaces(t *testing.T) {
 					t.Errorf("rank %d (namespace %d) to rank %d (namespace %d): path %s, same host %v; want %s, %v",
 						rep.Rank, nsOf[rep.Rank], q, nsOf[q], rep.Paths[q], rep.Same[q], want, same)
 				}
+			}
+		}
+	})
+	t.Run("one namespace forms an arena", func(t *testing.T) {
+		for _, rep := range runNetnsJob(t, n, []int{1, 1, 1}, DataPathAuto, none) {
+			if rep.Err != "" || !rep.Arena {
+				t.Errorf("rank %d: arena %v, error %q; want an arena on every rank of one namespace", rep.Rank, rep.Arena, rep.Err)
 			}
 		}
 	})
