@@ -11,8 +11,9 @@ import (
 // WithSched is the scheduling policy a rank puts its threads under when it joins: "batch"
 // (Linux's SCHED_BATCH: a thread copying or reducing is not preempted by every peer's
 // wake-up; threads under a real-time or idle policy are left alone) or "inherit" (the policy
-// the process was started with). It changes the whole process, so the library leaves it
-// alone unless asked. Default: HETSYNC_SCHED, else inherit.
+// the process was started with). It changes the whole process, and where other work shares
+// the cores it makes small messages slower, so it is applied only when asked. Default:
+// HETSYNC_SCHED, else inherit.
 func WithSched(policy string) Option {
 	return func(c *config) { c.sched = setting[string]{policy, fmt.Sprintf("WithSched(%q)", policy)} }
 }

@@ -40,8 +40,8 @@ type netOptions struct {
 	envErr error
 	// Watch is what the ranks report while they run (watch_flags.go).
 	Watch watchOptions
-	// Sched is the scheduling policy of the ranks' threads (--sched); "" leaves it to the
-	// command: rankSched for bench's and train's ranks, the program's own for launch's.
+	// Sched is the scheduling policy of the ranks' threads (--sched); "" leaves it to
+	// hetsync.Init's default (inherit) or, under launch, to the program's own.
 	Sched string
 	// schedFrom names where Sched came from, for its error.
 	schedFrom string
@@ -58,7 +58,7 @@ func netFlags(poll time.Duration) []cli.Flag {
 		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm, cma) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
 		&cli.StringFlag{Name: "sched", Usage: "scheduling policy of every rank's threads: " + strings.Join(schedpolicy.Names(), ", ") +
-			". batch (Linux's SCHED_BATCH) lets a rank copying or reducing run on when a peer wakes up; inherit keeps the policy the rank was started with (default: batch for bench's and train's ranks, the program's own for launch's; ranks under a real-time or idle policy keep it)"},
+			". batch (Linux's SCHED_BATCH) lets a rank copying or reducing run on when a peer wakes up: faster when the job's own ranks outnumber the cores, slower for small messages when other work shares the cores; inherit (default) keeps the policy the rank was started with. Ranks under a real-time or idle policy keep it"},
 		planLinksFlag(),
 	}, watchFlags()...)
 }
@@ -120,11 +120,9 @@ func (n netOptions) initOptions() []hetsync.Option {
 	if n.PlanLinks != "" {
 		opts = append(opts, hetsync.WithLinks(n.PlanLinks))
 	}
-	sched := n.Sched
-	if sched == "" {
-		sched = rankSched
+	if n.Sched != "" {
+		opts = append(opts, hetsync.WithSched(n.Sched))
 	}
-	opts = append(opts, hetsync.WithSched(sched))
 	return append(opts, n.Watch.initOptions()...)
 }
 
@@ -169,13 +167,6 @@ func (n netOptions) validate() error {
 // spends (docs/results/tuning.md has the measurements). train does not poll: a fast rank that
 // waits for a slow one at every round would spend CPU the slow one needs on a shared host.
 const benchPoll = 500 * time.Microsecond
-
-// rankSched is the scheduling policy of bench's and train's ranks when neither --sched nor
-// HETSYNC_SCHED names one: SCHED_BATCH, under which a rank's burst of copying and reducing is
-// not cut short each time a peer on its core wakes up (docs/results/tcp-large.md has the
-// measurements). The library's own default stays inherit: it must not change the policy of a
-// user's process unasked.
-const rankSched = "batch"
 
 // setRankProcs sets how many OS threads run this rank's Go code: the host's CPUs shared among
 // the ranks on it, at least one, as MPI binds a rank to a core. A rank with more threads than

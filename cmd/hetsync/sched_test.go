@@ -51,7 +51,7 @@ func wantSched(t *testing.T, policy string) string {
 }
 
 // The benchmark's table and a training run's config.json say which policy rank 0's threads
-// ran under, for the flag, the variable a launcher exports and the commands' default.
+// ran under, for the flag, the variable a launcher exports and the default.
 func TestSchedRecorded(t *testing.T) {
 	dir := t.TempDir()
 	data := tinyDataDir(t, dir, 200, 50)
@@ -61,7 +61,7 @@ func TestSchedRecorded(t *testing.T) {
 		env    string
 		policy string
 	}{
-		{"default", nil, "", "batch"},
+		{"default", nil, "", "inherit"},
 		{"flag inherit", []string{"--sched", "inherit"}, "", "inherit"},
 		{"variable inherit", nil, "inherit", "inherit"},
 		{"flag wins", []string{"--sched", "batch"}, "inherit", "batch"},
