@@ -8,7 +8,9 @@ import (
 	"github.com/hetsync/hetsync/launcher"
 )
 
-// WithSched is the scheduling policy a rank puts its threads under when it joins: "batch"
+// WithSched is the scheduling policy a rank of a launched job puts its threads under when
+// Init joins it (InitLocal's ranks and a job of one share the caller's process and leave it
+// as it is): "batch"
 // (Linux's SCHED_BATCH: a thread copying or reducing is not preempted by every peer's
 // wake-up; threads under a real-time or idle policy are left alone) or "inherit" (the policy
 // the process was started with). It changes the whole process, and where other work shares
