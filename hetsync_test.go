@@ -204,7 +204,8 @@ func TestInitUnderEachLauncher(t *testing.T) {
 					return m
 				}
 				initJob(t, p, env, func(ctx context.Context, c *hetsync.Comm) error {
-					want := hetsync.Settings{Transport: "p2p", Algorithm: "butterfly", Security: "none", DataPath: "tcp", JoinTimeout: time.Minute}
+					want := hetsync.Settings{Transport: "p2p", Algorithm: "butterfly", Security: "none", DataPath: "tcp", JoinTimeout: time.Minute,
+						Sched: ownSched(t)}
 					if got := c.Settings(); got != want {
 						return fmt.Errorf("rank %d: settings %+v, want %+v", c.Rank(), got, want)
 					}

@@ -151,7 +151,8 @@ type Settings struct {
 	// String says "arena=on" when it did.
 	Arena bool
 	// Sched is the scheduling policy this rank's threads run under once it joined, as chrt(1)
-	// names it ("batch", "normal", "rr", ...); empty for mem.
+	// names it ("batch", "normal", "rr", ...); empty for mem. String names it when it is not
+	// the default, normal.
 	Sched string
 }
 
@@ -230,7 +231,7 @@ func (s Settings) String() string {
 	if s.Arena {
 		out += " arena=on"
 	}
-	if s.Sched != "" {
+	if s.Sched != "" && s.Sched != "normal" {
 		out += " sched=" + s.Sched
 	}
 	return out

@@ -2,11 +2,27 @@ package hetsync_test
 
 import (
 	"context"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/hetsync/hetsync"
+	"github.com/hetsync/hetsync/internal/schedpolicy"
 )
+
+// ownSched is the policy of this test process, which a rank that inherits it reports.
+func ownSched(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return string(schedpolicy.Inherit) // what Init records where it sets nothing
+	}
+	pols, err := schedpolicy.ThreadPolicies(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pols[os.Getpid()]
+}
 
 // A scheduling policy Init does not know is an error naming the rank and the option or the
 // variable it came from, before the rank joins anything.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -39,6 +40,9 @@ func TestSchedErrorsNameTheFlag(t *testing.T) {
 // replaces only the default policy, so a test run under chrt keeps its own.
 func wantSched(t *testing.T, policy string) string {
 	t.Helper()
+	if runtime.GOOS != "linux" {
+		return string(schedpolicy.Inherit)
+	}
 	own, err := schedpolicy.ThreadPolicies(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
