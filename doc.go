@@ -20,7 +20,7 @@
 //
 // The algorithm and the transport come from the options, else from the variables the launcher
 // exported (HETSYNC_COLLECTIVE, HETSYNC_SECURITY, HETSYNC_DATA_PATH, HETSYNC_JOIN_TIMEOUT,
-// HETSYNC_POLL, HETSYNC_CHECKSUM), else from the transport's defaults. docs/using.md is the
+// HETSYNC_POLL, HETSYNC_CHECKSUM, HETSYNC_SCHED), else from the transport's defaults. docs/using.md is the
 // user's guide.
 //
 // This package only forms jobs: it never starts processes (the launcher does), never moves

@@ -97,6 +97,12 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
+	sched, err := cfg.schedPolicy(env.Settings, env.Rank)
+	if err != nil {
+		return nil, fmt.Errorf("hetsync.Init: %w", err)
+	}
+	// Before joining, so that the transport's threads start under the policy too.
+	r.Sched = applySched(sched, env.Rank, w.logger)
 	pc := p2p.Config{
 		Rank: env.Rank, Size: env.Size, LocalRank: env.LocalRank, Rendezvous: env.Rendezvous, Secret: env.Secret,
 		Security: r.Security, DataPath: r.DataPath, JoinTimeout: r.JoinTimeout, Host: env.Host, Hostname: env.Hostname,

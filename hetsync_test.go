@@ -204,7 +204,8 @@ func TestInitUnderEachLauncher(t *testing.T) {
 					return m
 				}
 				initJob(t, p, env, func(ctx context.Context, c *hetsync.Comm) error {
-					want := hetsync.Settings{Transport: "p2p", Algorithm: "butterfly", Security: "none", DataPath: "tcp", JoinTimeout: time.Minute}
+					want := hetsync.Settings{Transport: "p2p", Algorithm: "butterfly", Security: "none", DataPath: "tcp", JoinTimeout: time.Minute,
+						Sched: ownSched(t)}
 					if got := c.Settings(); got != want {
 						return fmt.Errorf("rank %d: settings %+v, want %+v", c.Rank(), got, want)
 					}
@@ -267,15 +268,18 @@ func TestInitOptionsWinOverTheLauncher(t *testing.T) {
 	env := func(r int) map[string]string {
 		m := launchers[0].env(r, p, port)
 		m["HETSYNC_SECURITY"], m["HETSYNC_DATA_PATH"], m["HETSYNC_COLLECTIVE"], m["HETSYNC_JOIN_TIMEOUT"] = "none", "tcp", "butterfly", "90s"
+		m["HETSYNC_SCHED"] = "fifo" // not a policy: the option must win before it is read
 		return m
 	}
 	initJob(t, p, env, func(ctx context.Context, c *hetsync.Comm) error {
-		want := hetsync.Settings{Transport: "p2p", Algorithm: "ring", Security: "tls", DataPath: "stream", JoinTimeout: 90 * time.Second, Checksum: true}
+		want := hetsync.Settings{Transport: "p2p", Algorithm: "ring", Security: "tls", DataPath: "stream", JoinTimeout: 90 * time.Second, Checksum: true,
+			Sched: ownSched(t)}
 		if got := c.Settings(); got != want {
 			return fmt.Errorf("rank %d: settings %+v, want %+v", c.Rank(), got, want)
 		}
 		return sumCheck(ctx, c, 5)
-	}, hetsync.WithAlgorithm("ring"), hetsync.WithSecurity("tls"), hetsync.WithDataPath("stream"), hetsync.WithChecksum(true))
+	}, hetsync.WithAlgorithm("ring"), hetsync.WithSecurity("tls"), hetsync.WithDataPath("stream"), hetsync.WithChecksum(true),
+		hetsync.WithSched("inherit"))
 }
 
 func TestInitErrors(t *testing.T) {

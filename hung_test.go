@@ -75,10 +75,11 @@ func namesRank(out string, r int, sig syscall.Signal) bool {
 	if sig == syscall.SIGSTOP {
 		return strings.Contains(out, fmt.Sprintf("rank %d is unresponsive", r))
 	}
-	// The data connection to a killed rank ends: the receive from it fails naming it (a
-	// *transport.PeerError, "recv with rank R: ..."), and under a launcher, the launcher names
-	// the rank it saw killed.
-	return strings.Contains(out, fmt.Sprintf("recv with rank %d: ", r)) ||
+	// The data connection to a killed rank ends: the receive from it, or a send to it that
+	// the reset reaches first, fails naming it (a *transport.PeerError, "recv with rank R: ...",
+	// "send ... with rank R: ..."), and under a launcher, the launcher names the rank it saw
+	// killed.
+	return strings.Contains(out, fmt.Sprintf(" with rank %d: ", r)) ||
 		strings.Contains(out, fmt.Sprintf("rank %d failed first: killed by signal", r))
 }
 

@@ -34,6 +34,7 @@ func (s setting[T]) pick(env T, envName string) (T, string) {
 type config struct {
 	algorithm, security, dataPath setting[string]
 	arena                         setting[string] // "on" or "off"
+	sched                         setting[string] // sched.go
 	joinTimeout, poll             setting[time.Duration]
 	checksum                      setting[bool]
 	links                         setting[string] // links.go
@@ -149,6 +150,10 @@ type Settings struct {
 	// Arena says whether the job formed with a shared-memory arena (WithArena); false for mem.
 	// String says "arena=on" when it did.
 	Arena bool
+	// Sched is the scheduling policy this rank's threads run under once it joined, as chrt(1)
+	// names it ("batch", "normal", "rr", ...); empty for mem. String names it when it is not
+	// the default, normal.
+	Sched string
 }
 
 // resolved is the settings of one rank with, for errors, where each came from.
@@ -225,6 +230,9 @@ func (s Settings) String() string {
 	}
 	if s.Arena {
 		out += " arena=on"
+	}
+	if s.Sched != "" && s.Sched != "normal" {
+		out += " sched=" + s.Sched
 	}
 	return out
 }

@@ -19,6 +19,7 @@ const (
 	EnvChecksum    = "HETSYNC_CHECKSUM"
 	EnvLinks       = "HETSYNC_LINKS"
 	EnvArena       = "HETSYNC_ARENA"
+	EnvSched       = "HETSYNC_SCHED"
 )
 
 // Settings are the job-wide choices a launcher passes to every rank. Zero fields are not
@@ -45,6 +46,9 @@ type Settings struct {
 	// Arena is "off" to form a one-host job without its shared-memory arena, "on" (or empty)
 	// for the default (HETSYNC_ARENA).
 	Arena string
+	// Sched is the scheduling policy every rank puts its threads under: batch or inherit
+	// (HETSYNC_SCHED).
+	Sched string
 }
 
 // Environ returns the set fields as "KEY=value" strings.
@@ -69,6 +73,7 @@ func (s Settings) Environ() []string {
 	}
 	add(EnvLinks, s.Links)
 	add(EnvArena, s.Arena)
+	add(EnvSched, s.Sched)
 	return vars
 }
 
@@ -77,7 +82,7 @@ func (s Settings) Environ() []string {
 func SettingsFromEnviron(getenv func(string) string) (Settings, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	s := Settings{Collective: get(EnvCollective), Security: get(EnvSecurity), DataPath: get(EnvDataPath), Links: get(EnvLinks),
-		Arena: get(EnvArena)}
+		Arena: get(EnvArena), Sched: get(EnvSched)}
 	durations := []struct {
 		name string
 		dst  *time.Duration

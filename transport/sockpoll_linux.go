@@ -25,12 +25,8 @@ type sockPoll struct {
 
 // newSockPoll returns nil when c is not a socket whose file descriptor can be reached.
 func newSockPoll(c io.ReadWriteCloser) *sockPoll {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	raw := rawConnOf(c)
+	if raw == nil {
 		return nil
 	}
 	s := &sockPoll{raw: raw}

@@ -130,11 +130,17 @@ func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOp
 		if peer == rank {
 			continue
 		}
+		var r io.Reader = c
+		raw := newRawSock(c)
+		if raw != nil {
+			r = raw
+		}
 		p := &streamPeer{
 			ep:      e,
 			peer:    peer,
 			conn:    c,
-			br:      bufio.NewReaderSize(c, opts.ReadBuffer),
+			raw:     raw,
+			br:      bufio.NewReaderSize(r, opts.ReadBuffer),
 			inboxes: make(map[Channel]*inbox),
 			wcodec:  NewPayloadCodec(opts.MaxMessage),
 			rcodec:  NewPayloadCodec(opts.MaxMessage),
@@ -197,6 +203,10 @@ type streamPeer struct {
 	vectored bool // conn is a net.Conn: header and payload go out in one writev
 	rdl      interface{ SetReadDeadline(time.Time) error }
 	wdl      interface{ SetWriteDeadline(time.Time) error }
+	// raw reads and writes conn's socket with raw system calls, nil when conn is not a
+	// socket (rawio_linux.go): the reads of at most rawMax bytes and the frames of at most
+	// rawMax bytes go through it.
+	raw *rawSock
 
 	wmu       sync.Mutex
 	whdr      [FrameHeaderSize]byte
@@ -505,8 +515,16 @@ func (e *streamEndpoint) Send(ctx context.Context, to int, h Header, payload []b
 // into one buffer and written with one call.
 const smallFrame = 32 << 10
 
+// rawMax is the most bytes a raw read or write of a socket (rawSock) moves in one system
+// call. A raw system call keeps the thread's Go processor for its duration, so only calls
+// that copy little are made raw: a few microseconds of copying, a frame a poller waits for.
+const rawMax = pollFrameMax
+
 // writeFrame writes p.whdr and wire; p.wmu must be held. It returns how many bytes went out.
 func (p *streamPeer) writeFrame(wire []byte) (int64, error) {
+	if p.raw != nil && len(wire) <= rawMax {
+		return p.raw.writeFrame(p.whdr[:], wire)
+	}
 	if p.vectored {
 		p.wvec[0] = p.whdr[:]
 		p.wvec[1] = wire
@@ -807,26 +825,33 @@ func (p *streamPeer) readLoop() {
 // without holding rtok, so that a polling receiver can read frames meanwhile, and holds rtok
 // only while it reads one frame.
 func (p *streamPeer) pollingReadLoop() {
-	eof := false
+	// arrived: the last wait found bytes (or the end of the stream), and no receiver has read
+	// a frame since, so they are still there: read without looking again. polledAt is the
+	// endpoint's count of polled frames when the wait began.
+	eof, arrived := false, false
+	var polledAt uint64
 	for !p.dead.Load() {
 		p.rtok.Lock()
 		if p.dead.Load() {
 			p.rtok.Unlock()
 			return
 		}
-		if !eof && p.buffered() == 0 {
-			if n, err := p.sock.inq(); err == nil && n == 0 {
-				// Nothing to read: wait without rtok, so that receivers may poll meanwhile.
-				p.rtok.Unlock()
-				if err := p.sock.waitReadable(); err != nil {
-					p.fail(p.readErr(err, "between frames"))
-					return
-				}
-				eof = p.sock.atEOF()
-				continue
-			}
+		if arrived && p.ep.polled.Load() != polledAt {
+			arrived = false // a receiver read frames meanwhile: perhaps these bytes too
 		}
-		eof = false
+		if !eof && !arrived && p.buffered() == 0 {
+			// Wait without rtok, so that receivers may poll meanwhile. The wait returns at
+			// once when bytes are already there.
+			polledAt = p.ep.polled.Load()
+			p.rtok.Unlock()
+			if err := p.sock.waitReadable(); err != nil {
+				p.fail(p.readErr(err, "between frames"))
+				return
+			}
+			eof, arrived = p.sock.atEOF(), true
+			continue
+		}
+		eof, arrived = false, false
 		err := p.readFrame()
 		p.rtok.Unlock()
 		if err != nil {

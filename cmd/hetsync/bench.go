@@ -37,6 +37,8 @@ type benchOptions struct {
 	Replan collective.ReplanOptions
 	// MetricsAddr is --metrics-addr: where rank 0 serves the results live ("" nowhere).
 	MetricsAddr string
+	// schedApplied is the scheduling policy this rank's threads run under, once it joined.
+	schedApplied string
 }
 
 // preferredOrder is the order of "--collective all"; registered algorithms not listed here
@@ -221,6 +223,9 @@ func (o benchOptions) notes() []string {
 	}
 	if o.Replan != (collective.ReplanOptions{}) {
 		n = append(n, "replan="+o.Replan.String())
+	}
+	if o.schedApplied != "" {
+		n = append(n, "sched="+o.schedApplied)
 	}
 	return n
 }

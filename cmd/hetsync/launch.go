@@ -23,7 +23,7 @@ func launchCommand() *cli.Command {
 		Description: "Every rank gets HETSYNC_RANK, HETSYNC_WORLD_SIZE, HETSYNC_LOCAL_RANK, HETSYNC_LOCAL_SIZE,\n" +
 			"HETSYNC_RENDEZVOUS, HETSYNC_JOB_SECRET, RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT and the\n" +
 			"job's settings: HETSYNC_SECURITY, HETSYNC_DATA_PATH, HETSYNC_JOIN_TIMEOUT (and HETSYNC_COLLECTIVE,\n" +
-			"HETSYNC_POLL, HETSYNC_CHECKSUM when given), which hetsync.Init reads. Output lines are prefixed\n" +
+			"HETSYNC_POLL, HETSYNC_CHECKSUM, HETSYNC_SCHED when given), which hetsync.Init reads. Output lines are prefixed\n" +
 			"\"[rank] \". When a rank fails, the others are stopped and hetsync exits with its status; with\n" +
 			"--max-restarts K the whole job is then started again, up to K times, each rank seeing\n" +
 			"HETSYNC_RESTART_COUNT (0 on the first attempt), as torchrun's TORCHELASTIC_RESTART_COUNT.",

@@ -14,6 +14,7 @@ import (
 	"github.com/hetsync/hetsync"
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/bench"
+	"github.com/hetsync/hetsync/internal/schedpolicy"
 	"github.com/hetsync/hetsync/launcher"
 	"github.com/hetsync/hetsync/trainer/exporter"
 	"github.com/hetsync/hetsync/transport"
@@ -39,6 +40,11 @@ type netOptions struct {
 	envErr error
 	// Watch is what the ranks report while they run (watch_flags.go).
 	Watch watchOptions
+	// Sched is the scheduling policy of the ranks' threads (--sched); "" leaves it to
+	// hetsync.Init's default (inherit) or, under launch, to the program's own.
+	Sched string
+	// schedFrom names where Sched came from, for its error.
+	schedFrom string
 }
 
 // netFlags are the flags read into netOptions; poll is --poll's default.
@@ -51,6 +57,8 @@ func netFlags(poll time.Duration) []cli.Flag {
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
 		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm, cma) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
+		&cli.StringFlag{Name: "sched", Usage: "scheduling policy of every rank's threads: " + strings.Join(schedpolicy.Names(), ", ") +
+			". batch (Linux's SCHED_BATCH) lets a rank copying or reducing run on when a peer wakes up: faster when the job's own ranks outnumber the cores, slower for small messages when other work shares the cores; inherit (default) keeps the policy the rank was started with. Ranks under a real-time or idle policy keep it"},
 		planLinksFlag(),
 	}, watchFlags()...)
 }
@@ -63,6 +71,7 @@ func netOptionsFrom(c *cli.Context) netOptions {
 		Transport: c.String("transport"), DataPath: c.String("data-path"), Security: c.String("security"),
 		JoinTimeout: c.Duration("join-timeout"), Checksum: c.Bool("checksum"), Poll: c.Duration("poll"),
 		PlanLinks: c.String("plan-links"), Watch: watchOptionsFrom(c), Arena: c.String("arena"),
+		Sched: c.String("sched"), schedFrom: "--sched",
 	}
 	env, err := launcher.SettingsFromEnviron(os.Getenv)
 	if err != nil {
@@ -91,13 +100,16 @@ func netOptionsFrom(c *cli.Context) netOptions {
 	if fromEnv("arena", env.Arena != "") {
 		n.Arena = env.Arena
 	}
+	if fromEnv("sched", env.Sched != "") {
+		n.Sched, n.schedFrom = env.Sched, launcher.EnvSched
+	}
 	return n
 }
 
 // settings are the options as the variables a launcher passes to its ranks.
 func (n netOptions) settings() launcher.Settings {
 	return launcher.Settings{Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout, Poll: n.Poll, Checksum: n.Checksum, Links: n.PlanLinks,
-		Arena: n.Arena}
+		Arena: n.Arena, Sched: n.Sched}
 }
 
 // initOptions are the options as hetsync.Init's.
@@ -107,6 +119,9 @@ func (n netOptions) initOptions() []hetsync.Option {
 		hetsync.WithArena(n.Arena != "off")}
 	if n.PlanLinks != "" {
 		opts = append(opts, hetsync.WithLinks(n.PlanLinks))
+	}
+	if n.Sched != "" {
+		opts = append(opts, hetsync.WithSched(n.Sched))
 	}
 	return append(opts, n.Watch.initOptions()...)
 }
@@ -129,6 +144,11 @@ func (n netOptions) validate() error {
 	}
 	if n.JoinTimeout < 0 {
 		return fmt.Errorf("--join-timeout %v: must not be negative", n.JoinTimeout)
+	}
+	if n.Sched != "" {
+		if _, err := schedpolicy.Parse(n.Sched, n.schedFrom); err != nil {
+			return err
+		}
 	}
 	if n.Poll < 0 || n.Poll > time.Second {
 		return fmt.Errorf("--poll %v: must be in [0, 1s]", n.Poll)
@@ -280,6 +300,7 @@ func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io
 		if err != nil {
 			return err
 		}
+		o.schedApplied = c.Settings().Sched
 		live, err := o.serveResults(ctx, c.Rank(), os.Stderr)
 		if err != nil {
 			return err

@@ -45,7 +45,9 @@ type trainLaunch struct {
 	Transport string `json:"transport"`
 	DataPath  string `json:"data_path,omitempty"`
 	Security  string `json:"security,omitempty"`
-	Started   string `json:"started"`
+	// Sched is the scheduling policy rank 0's threads ran under (hetsync.Settings.Sched).
+	Sched   string `json:"sched,omitempty"`
+	Started string `json:"started"`
 }
 
 func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
@@ -161,6 +163,14 @@ func (o trainOptions) record(size int) trainLaunch {
 	return l
 }
 
+// recordOf is the run's record as rank 0 of c's job writes it: the options and what the job
+// applied.
+func (o trainOptions) recordOf(c *hetsync.Comm) trainLaunch {
+	l := o.record(c.Size())
+	l.Sched = c.Settings().Sched
+	return l
+}
+
 // outDir is --out, or runs/SYNC-COLLECTIVE-TIMESTAMP.
 func (o trainOptions) outDir() string {
 	if o.Out != "" {
@@ -267,7 +277,7 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 			}
 		}
 		if c.Rank() == 0 {
-			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(c.Size()), out, errOut
+			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.recordOf(c), out, errOut
 			if err := o.prepareRunDir(); err != nil {
 				return fmt.Errorf("rank 0: %w", err)
 			}

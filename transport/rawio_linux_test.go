@@ -1,0 +1,132 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// tcpConns returns both ends of a loopback TCP connection.
+func tcpConns(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
+// Frames written with raw writevs arrive whole and in order, also when the socket takes part
+// of a frame at a time (small buffers and a slow reader) and the writer parks until it is
+// writable; reads of at most rawMax bytes and larger ones return every byte, then io.EOF.
+func TestRawSockFrames(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 4093, 65521, rawMax - FrameHeaderSize} {
+		for _, bufSize := range []int{0, 16 << 10} {
+			a, b := tcpConns(t)
+			if bufSize > 0 {
+				a.SetWriteBuffer(bufSize)
+				b.SetReadBuffer(bufSize)
+			}
+			w, r := newRawSock(a), newRawSock(b)
+			if w == nil || r == nil {
+				t.Fatal("a TCP connection has no raw socket")
+			}
+			const frames = 5
+			var want bytes.Buffer
+			done := make(chan error, 1)
+			go func() {
+				hdr := make([]byte, FrameHeaderSize)
+				payload := make([]byte, n)
+				for i := range frames {
+					for j := range hdr {
+						hdr[j] = byte(i + j)
+					}
+					for j := range payload {
+						payload[j] = byte(i*31 + j*7)
+					}
+					k, err := w.writeFrame(hdr, payload)
+					if err == nil && k != int64(len(hdr)+n) {
+						err = errors.New("short write")
+					}
+					if err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- a.CloseWrite()
+			}()
+			for i := range frames {
+				for j := range FrameHeaderSize {
+					want.WriteByte(byte(i + j))
+				}
+				for j := range n {
+					want.WriteByte(byte(i*31 + j*7))
+				}
+			}
+			var got bytes.Buffer
+			buf := make([]byte, 3000) // reads smaller than a frame
+			if n > 4096 {
+				buf = make([]byte, rawMax+1) // and one larger than rawMax
+			}
+			for reads := 0; ; reads++ {
+				if bufSize > 0 && reads%8 == 0 {
+					time.Sleep(100 * time.Microsecond) // a slow reader: the writer's socket fills
+				}
+				k, err := r.Read(buf)
+				got.Write(buf[:k])
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("payload %d, buffers %d: read: %v", n, bufSize, err)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("payload %d, buffers %d: write: %v", n, bufSize, err)
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Errorf("payload %d, buffers %d: %d bytes arrived, want %d, or they differ", n, bufSize, got.Len(), want.Len())
+			}
+		}
+	}
+}
+
+// A raw write that cannot finish ends at the connection's write deadline, reporting the bytes
+// that went out, and a raw read at its read deadline: raw calls park as net.Conn's do.
+func TestRawSockDeadlines(t *testing.T) {
+	a, b := tcpConns(t)
+	a.SetWriteBuffer(4 << 10)
+	b.SetReadBuffer(4 << 10)
+	w := newRawSock(a)
+	a.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	hdr, payload := make([]byte, FrameHeaderSize), make([]byte, rawMax-FrameHeaderSize)
+	var total int64
+	var err error
+	for err == nil && total < 16<<20 {
+		var k int64
+		k, err = w.writeFrame(hdr, payload)
+		total += k
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("writing to a peer that never reads: %v after %d bytes, want the deadline", err, total)
+	}
+	r := newRawSock(a)
+	a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := r.Read(make([]byte, 16)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("reading a silent peer: %v, want the deadline", err)
+	}
+}
