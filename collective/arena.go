@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/hetsync/hetsync/transport"
 )
@@ -21,14 +22,18 @@ import (
 //	line 0          count: ranks arrived at the current barrier
 //	line 1          gen: barrier generation (bits 0-30); bit 31 set when the job gave up
 //	line 2          the give-up record: rank+1, reason (arenaFailed or arenaMismatch), seq
-//	line 3+r        rank r's header: its current call (arenaSeq) and that call's op signature
+//	line 3+r        rank r's header: one 64-bit word naming its current call (arenaCall);
+//	                word 2 counts the Comms this rank built over the arena
 //	dataOff         slots: two sets (A and B) of p slots of chunk bytes each
 //	                results: two areas (A and B) of chunk bytes
 //
 // Only a Comm over the job's own endpoint uses the arena (never a sub-communicator, whose
 // ranks are a part of the job), and the Comm's calls run one at a time (turns), so one call
-// of one Comm owns the arena at a time. Two Comms built over the same endpoint would share it
-// and must not both run collectives; they would share the endpoint's collective channel too.
+// of one Comm owns the arena at a time. Several Comms over one endpoint (a program's and a
+// library's) share the arena as they share the endpoint's collective channel: their calls
+// follow each other in the program's order, the same on every rank, never at the same time;
+// each rank's header names the Comm as well as the call, so a Comm's first calls are not
+// compared with what another Comm's last call left there.
 const (
 	arenaLine      = 64
 	arenaCountOff  = 0
@@ -64,8 +69,8 @@ type arenaColl struct {
 	count   *atomic.Uint32
 	gen     *atomic.Uint32
 	abort   [3]*atomic.Uint32 // who+1, reason, seq
-	seq     *atomic.Uint32    // this rank's header words
-	sig     *atomic.Uint32
+	hdr     *atomic.Uint64    // this rank's header
+	comm    uint32            // this Comm's number among the arena's Comms on this rank
 }
 
 // newArenaColl fits the layout to a job of p ranks, or returns nil when the job has no arena,
@@ -89,8 +94,17 @@ func newArenaColl(a transport.Arena, p, rank int) *arenaColl {
 		a: a, mem: mem, p: p, rank: rank, chunk: chunk, dataOff: dataOff,
 		count: w(arenaCountOff), gen: w(arenaGenOff),
 		abort: [3]*atomic.Uint32{w(arenaAbortOff), w(arenaAbortOff + 4), w(arenaAbortOff + 8)},
-		seq:   w(me), sig: w(me + 4),
+		hdr:   arenaWord64(mem, me),
+		// The ranks build their Comms in the same order (each Comm needs every rank), so the
+		// count names the same Comm on every rank. It skips 0, which names no Comm.
+		comm: w(me+8).Add(1)%255 + 1,
 	}
+}
+
+// arenaWord64 is the 64-bit word at byte offset off of mem, a multiple of 64 in an arena
+// aligned to 64 bytes.
+func arenaWord64(mem []byte, off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&mem[off : off+8][0]))
 }
 
 // slot is rank r's slot of set s (0 or 1), n bytes from its start.
@@ -105,10 +119,18 @@ func (ac *arenaColl) result(s, lo, hi int) []byte {
 	return ac.mem[off+lo : off+hi : off+hi]
 }
 
-// header is rank r's published (seq, signature).
-func (ac *arenaColl) header(r int) (seq, sig uint32) {
-	off := arenaRanksOff + r*arenaLine
-	return transport.ArenaWord(ac.mem, off).Load(), transport.ArenaWord(ac.mem, off+4).Load()
+// arenaCall names a call in a rank's header: the Comm's number (8 bits) and the call's
+// sequence number (24 bits) in the high word, its op signature in the low one. One word, so
+// that a rank reading another's header never sees a call's number with another call's
+// signature. A rank that has published nothing holds 0, which names no call. Ranks of one Comm
+// are never 2^24 calls apart, so the cut sequence number still tells calls apart.
+func (ac *arenaColl) arenaCall(seq uint64, sig uint32) uint64 {
+	return uint64(ac.comm)<<56 | (seq&(1<<24-1))<<32 | uint64(sig)
+}
+
+// header is rank r's published call.
+func (ac *arenaColl) header(r int) uint64 {
+	return arenaWord64(ac.mem, arenaRanksOff+r*arenaLine).Load()
 }
 
 // publish announces that this rank is in call seq with signature sig, and checks the calls
@@ -117,25 +139,22 @@ func (ac *arenaColl) header(r int) (seq, sig uint32) {
 // in an arena call and one in a schedule call at the same seq find each other: each stores
 // its own header before it loads the others', so at least one of the two sees the other's.
 func (ac *arenaColl) publish(seq uint64, sig uint32) error {
-	ac.sig.Store(sig)
-	ac.seq.Store(arenaSeq(seq))
-	if r := ac.disagreeing(arenaSeq(seq), sig, false); r >= 0 {
+	call := ac.arenaCall(seq, sig)
+	ac.hdr.Store(call)
+	if r := ac.disagreeing(call, false); r >= 0 {
 		ac.giveUp(arenaMismatch, seq)
 		return ac.mismatchErr(r)
 	}
 	return nil
 }
 
-// arenaSeq is call seq as a header holds it: its low 32 bits plus one, so that a rank that has
-// published nothing yet (a zero word) is in no call.
-func arenaSeq(seq uint64) uint32 { return uint32(seq) + 1 }
-
-// disagreeing is the first rank whose header differs from (seq, sig): with anySeq, in either
-// word; without, only a rank in call seq with another signature. -1 when there is none.
-func (ac *arenaColl) disagreeing(seq, sig uint32, anySeq bool) int {
+// disagreeing is the first rank whose header differs from call: with all, in any way;
+// without, only a rank in the same call (Comm and seq) with another signature. -1 when there
+// is none.
+func (ac *arenaColl) disagreeing(call uint64, all bool) int {
 	for r := 0; r < ac.p; r++ {
-		s, g := ac.header(r)
-		if (s == seq && g != sig) || (anySeq && s != seq) {
+		h := ac.header(r)
+		if (h>>32 == call>>32 && h != call) || (all && h != call) {
 			return r
 		}
 	}
@@ -145,10 +164,10 @@ func (ac *arenaColl) disagreeing(seq, sig uint32, anySeq bool) int {
 // mismatchErr is this rank's error for a disagreement with rank r, in the form the schedule
 // path reports one (a frame from r that is not the expected one).
 func (ac *arenaColl) mismatchErr(r int) error {
-	mySeq, mySig := ac.header(ac.rank)
-	seq, sig := ac.header(r)
-	want := transport.Header{Channel: transport.ChanCollective, Seq: uint64(mySeq - 1), Op: mySig}
-	got := transport.Header{Channel: transport.ChanCollective, Seq: uint64(seq - 1), Op: sig}
+	header := func(h uint64) transport.Header {
+		return transport.Header{Channel: transport.ChanCollective, Seq: h >> 32 & (1<<24 - 1), Op: uint32(h)}
+	}
+	want, got := header(ac.header(ac.rank)), header(ac.header(r))
 	return &transport.MismatchError{Rank: ac.rank, Peer: r, Want: want, Got: got}
 }
 
@@ -180,8 +199,7 @@ func (c *Comm) arenaGivenUp(seq uint64) error {
 	ac := c.arena
 	who := int(ac.abort[0].Load()) - 1
 	if ac.abort[1].Load() == arenaMismatch {
-		mySeq, mySig := ac.header(ac.rank)
-		if r := ac.disagreeing(mySeq, mySig, true); r >= 0 {
+		if r := ac.disagreeing(ac.header(ac.rank), true); r >= 0 {
 			return ac.mismatchErr(r)
 		}
 		return fmt.Errorf("rank %d found the ranks in different collectives at call #%d", who, ac.abort[2].Load())
@@ -204,8 +222,7 @@ func (c *Comm) arenaBarrier(ctx context.Context, seq uint64, check bool, last fu
 	if ac.count.Add(1) == uint32(ac.p) {
 		ac.count.Store(0)
 		if check {
-			mySeq, mySig := ac.header(ac.rank)
-			if r := ac.disagreeing(mySeq, mySig, true); r >= 0 {
+			if r := ac.disagreeing(ac.header(ac.rank), true); r >= 0 {
 				ac.giveUp(arenaMismatch, seq)
 				return ac.mismatchErr(r)
 			}

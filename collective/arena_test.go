@@ -302,3 +302,27 @@ func BenchmarkArenaAllReduce(b *testing.B) {
 		}
 	}
 }
+
+// TestArenaSeveralComms: Comms over one endpoint take turns with the arena, each numbering its
+// calls from 0, as a program's Comm and a library's do.
+func TestArenaSeveralComms(t *testing.T) {
+	for _, p := range []int{2, 3, 8} {
+		eps := transport.NewMemJobArena(p, (p+4)<<20)
+		first, second := newJob(t, eps, Options{}), newJob(t, eps, Options{})
+		ring := newJob(t, eps, Options{Algorithm: "ring"})
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		for i, j := range []*job{first, ring, second, first, second, second, first, ring} {
+			for _, n := range []int{5, 70_000} {
+				bufs := make([]Buffer, p)
+				j.mustRun(t, fmt.Sprintf("p=%d call %d n=%d", p, i, n), func(c *Comm) error {
+					bufs[c.Rank()] = input(Int64, c.Rank(), n)
+					return c.AllReduce(ctx, bufs[c.Rank()], Sum)
+				})
+				if err := compare(bufs[p-1], rankOrder(Int64, Sum, p, n), 0, n); err != nil {
+					t.Fatalf("p=%d call %d n=%d: %v", p, i, n, err)
+				}
+			}
+		}
+		cancel()
+	}
+}
