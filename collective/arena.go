@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/hetsync/hetsync/transport"
@@ -24,6 +25,7 @@ import (
 //	line 2          the give-up record: rank+1, reason (arenaFailed or arenaMismatch), seq
 //	line 3+r        rank r's header: one 64-bit word naming its current call (arenaCall);
 //	                word 2 counts the Comms this rank built over the arena
+//	line 3+p+r      rank r's stamps of an attributed call (arena_attrib.go)
 //	dataOff         slots: two sets (A and B) of p slots of chunk bytes each
 //	                results: two areas (A and B) of chunk bytes
 //
@@ -71,6 +73,10 @@ type arenaColl struct {
 	abort   [3]*atomic.Uint32 // who+1, reason, seq
 	hdr     *atomic.Uint64    // this rank's header
 	comm    uint32            // this Comm's number among the arena's Comms on this rank
+	// timed says that the running call is attributed: its barriers add the time they slept
+	// to blocked.
+	timed   bool
+	blocked time.Duration
 }
 
 // newArenaColl fits the layout to a job of p ranks, or returns nil when the job has no arena,
@@ -80,7 +86,7 @@ func newArenaColl(a transport.Arena, p, rank int) *arenaColl {
 		return nil
 	}
 	mem := a.Bytes()
-	dataOff := (arenaRanksOff + p*arenaLine + arenaPageBytes - 1) / arenaPageBytes * arenaPageBytes
+	dataOff := (arenaRanksOff + 2*p*arenaLine + arenaPageBytes - 1) / arenaPageBytes * arenaPageBytes
 	chunk := 0
 	if len(mem) > dataOff {
 		chunk = min((len(mem)-dataOff)/(2*p+2)/arenaLine*arenaLine, arenaChunkMax)
@@ -236,7 +242,15 @@ func (c *Comm) arenaBarrier(ctx context.Context, seq uint64, check bool, last fu
 		ac.a.Wake(arenaGenOff)
 		return nil
 	}
-	if err := ac.a.Wait(ctx, arenaGenOff, g); err != nil {
+	var slept time.Time
+	if ac.timed {
+		slept = time.Now()
+	}
+	err := ac.a.Wait(ctx, arenaGenOff, g)
+	if ac.timed {
+		ac.blocked += time.Since(slept)
+	}
+	if err != nil {
 		return err
 	}
 	if ac.gen.Load()&arenaAbortBit != 0 {

@@ -326,3 +326,28 @@ func TestArenaSeveralComms(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestArenaAttribution: an attributed arena call names the rank that arrived late.
+func TestArenaAttribution(t *testing.T) {
+	for _, p := range []int{2, 3, 5} {
+		for _, n := range []int{10, 100_000} {
+			j := newArenaJob(t, p, (p+4)<<20)
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			late := p - 1
+			j.mustRun(t, "attributed", func(c *Comm) error {
+				c.SetAttribution(true)
+				if c.Rank() == late {
+					time.Sleep(30 * time.Millisecond)
+				}
+				return c.AllReduce(ctx, F32(make([]float32, n)), Sum)
+			})
+			cancel()
+			for _, c := range j.comms {
+				s, ok := c.LastCall()
+				if !ok || s.LateRank != late || s.Culprit != CulpritRank || s.Skew < 20*time.Millisecond {
+					t.Fatalf("p=%d n=%d rank %d: %+v, %v; want rank %d late by 30 ms", p, n, c.Rank(), s, ok, late)
+				}
+			}
+		}
+	}
+}

@@ -530,10 +530,7 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	c.sendPeer.Store(-1)
 	n := buf.Len()
 	if c.arenaTakes(kind) {
-		err = c.arenaAllReduce(ctx, seq, c.signature(kind, buf.DType, op, n, root), buf, op)
-		if err != nil {
-			err = c.callErr(ctx, kind, seq, limit, err)
-		}
+		err = c.execArena(ctx, seq, kind, buf, op, root, limit)
 	} else {
 		err = c.execSchedule(ctx, seq, kind, buf, aux, op, root, limit)
 	}
