@@ -46,6 +46,7 @@ const (
 	arenaFailed    = 1         // a rank failed on its side (its reason goes over the endpoint)
 	arenaMismatch  = 2         // the ranks' headers disagree
 	arenaClaimed   = 1<<32 - 1 // the give-up record is being written
+	arenaClaimWait = 10000     // yields to wait for a claimed record
 	arenaMinChunk  = arenaLine
 	arenaPageBytes = 4096
 )
@@ -185,9 +186,10 @@ func (ac *arenaColl) giveUp(reason uint32, seq uint64) {
 		ac.abort[2].Store(uint32(seq))
 		ac.abort[0].Store(uint32(ac.rank) + 1)
 	}
-	// The bit goes up only once the record is whole, whoever wrote it: a rank woken by the
-	// bit reads the record at once.
-	for ac.abort[0].Load() == arenaClaimed {
+	// The bit goes up once the record is whole, whoever wrote it: a rank woken by the bit
+	// reads the record at once. A writer that died between its stores would leave it claimed
+	// for ever: after a bounded wait the bit goes up anyway, and readers name nobody.
+	for i := 0; i < arenaClaimWait && ac.abort[0].Load() == arenaClaimed; i++ {
 		runtime.Gosched()
 	}
 	for {
@@ -204,6 +206,9 @@ func (ac *arenaColl) giveUp(reason uint32, seq uint64) {
 func (c *Comm) arenaGivenUp(seq uint64) error {
 	ac := c.arena
 	who := int(ac.abort[0].Load()) - 1
+	if who < 0 || who >= ac.p {
+		return fmt.Errorf("a rank gave up on the job's arena calls before call #%d and left no record of itself", seq)
+	}
 	if ac.abort[1].Load() == arenaMismatch {
 		if r := ac.disagreeing(ac.header(ac.rank), true); r >= 0 {
 			return ac.mismatchErr(r)
