@@ -2,12 +2,13 @@ package collective
 
 import "context"
 
-// arenaTakes says whether a call runs over the arena: an allreduce, under auto, on a Comm
-// whose job has one, with no lossy codec (the arena moves the values as they are, where the
-// rings would cast them). Every input is the same on every rank, the arena's presence
-// included (the transport agrees on it), so every rank decides alike.
+// arenaTakes says whether a call runs over the arena: an allreduce or a barrier (an allreduce
+// of nothing with its own signature), under auto, on a Comm whose job has one, with no lossy
+// codec (the arena moves the values as they are, where the rings would cast them). Every
+// input is the same on every rank, the arena's presence included (the transport agrees on
+// it), so every rank decides alike.
 func (c *Comm) arenaTakes(kind collKind) bool {
-	return c.arena != nil && kind == kindAllReduce && !c.opts.Codec.Lossy()
+	return c.arena != nil && (kind == kindAllReduce || kind == kindBarrier) && !c.opts.Codec.Lossy()
 }
 
 // arenaPublish is arenaColl.publish for calls of a Comm that may use the arena.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,6 +103,39 @@ func TestArenaAllReduceRankOrder(t *testing.T) {
 	}
 }
 
+// TestArenaBarrier: nobody leaves a barrier before the last rank entered it.
+func TestArenaBarrier(t *testing.T) {
+	for _, p := range []int{2, 3, 9, 32} {
+		j := newArenaJob(t, p, (p+4)<<20)
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		var entered atomic.Int32
+		errs := j.run(func(c *Comm) error {
+			for round := range 5 {
+				if c.Rank() == round%p {
+					time.Sleep(5 * time.Millisecond)
+				}
+				entered.Add(1)
+				if err := c.Barrier(ctx); err != nil {
+					return err
+				}
+				if got := entered.Load(); got < int32((round+1)*p) {
+					return fmt.Errorf("left barrier %d with %d of %d entries", round, got, (round+1)*p)
+				}
+				if err := c.Barrier(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		cancel()
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("p=%d rank %d: %v", p, r, err)
+			}
+		}
+	}
+}
+
 func TestArenaChoice(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -184,6 +218,12 @@ func TestArenaMismatch(t *testing.T) {
 				return c.AllReduce(ctx, I32(make([]int32, 8)), Sum)
 			}
 			return c.AllReduce(ctx, F32(make([]float32, 8)), Sum)
+		}},
+		{"allreduce of nothing vs barrier", func(ctx context.Context, c *Comm) error {
+			if c.Rank() == 1 {
+				return c.Barrier(ctx)
+			}
+			return c.AllReduce(ctx, F32(nil), Sum)
 		}},
 		{"allreduce vs allgather", func(ctx context.Context, c *Comm) error {
 			x := make([]float32, 2*c.Size())
