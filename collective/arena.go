@@ -61,6 +61,16 @@ const arenaChunkMax = 256 << 10
 // wake-up of every rank) while p × n stays small.
 const arenaSmallBytes = 16 << 10
 
+// arenaMinRanks is the rank count from which every allreduce and barrier runs through the
+// arena: with 8 ranks on 2 cores it was ahead of the schedules at 4 KiB to 16 MiB. With fewer
+// ranks a waiting receiver of the schedules polls its pipe, where a rank waiting at the
+// arena's barrier sleeps, and the schedules were ahead up to 1 MiB (4 ranks); from
+// arenaFewRanksBytes the arena was ahead there too. docs/results/oversubscribed.md has both.
+const (
+	arenaMinRanks      = 8
+	arenaFewRanksBytes = 16 << 20
+)
+
 // arenaColl is a Comm's view of its job's arena: the layout fitted to p ranks and the words
 // it synchronizes on. It keeps no state between calls beyond what lives in the arena.
 type arenaColl struct {
@@ -68,12 +78,15 @@ type arenaColl struct {
 	mem     []byte
 	p, rank int
 	chunk   int // bytes of one slot
-	dataOff int
-	count   *atomic.Uint32
-	gen     *atomic.Uint32
-	abort   [3]*atomic.Uint32 // who+1, reason, seq
-	hdr     *atomic.Uint64    // this rank's header
-	comm    uint32            // this Comm's number among the arena's Comms on this rank
+	// minRanks and fewRanksBytes are arenaMinRanks and arenaFewRanksBytes (tests lower
+	// them to run every call through the arena).
+	minRanks, fewRanksBytes int
+	dataOff                 int
+	count                   *atomic.Uint32
+	gen                     *atomic.Uint32
+	abort                   [3]*atomic.Uint32 // who+1, reason, seq
+	hdr                     *atomic.Uint64    // this rank's header
+	comm                    uint32            // this Comm's number among the arena's Comms on this rank
 	// timed says that the running call is attributed: its barriers add the time they slept
 	// to blocked.
 	timed   bool
@@ -99,6 +112,7 @@ func newArenaColl(a transport.Arena, p, rank int) *arenaColl {
 	me := arenaRanksOff + rank*arenaLine
 	return &arenaColl{
 		a: a, mem: mem, p: p, rank: rank, chunk: chunk, dataOff: dataOff,
+		minRanks: arenaMinRanks, fewRanksBytes: arenaFewRanksBytes,
 		count: w(arenaCountOff), gen: w(arenaGenOff),
 		abort: [3]*atomic.Uint32{w(arenaAbortOff), w(arenaAbortOff + 4), w(arenaAbortOff + 8)},
 		hdr:   arenaWord64(mem, me),

@@ -2,13 +2,18 @@ package collective
 
 import "context"
 
-// arenaTakes says whether a call runs over the arena: an allreduce or a barrier (an allreduce
-// of nothing with its own signature), under auto, on a Comm whose job has one, with no lossy
-// codec (the arena moves the values as they are, where the rings would cast them). Every
-// input is the same on every rank, the arena's presence included (the transport agrees on
-// it), so every rank decides alike.
-func (c *Comm) arenaTakes(kind collKind) bool {
-	return c.arena != nil && (kind == kindAllReduce || kind == kindBarrier) && !c.opts.Codec.Lossy()
+// arenaTakes says whether a call of nbytes runs over the arena: an allreduce or a barrier (an
+// allreduce of nothing with its own signature), under auto, on a Comm whose job has one, with
+// no lossy codec (the arena moves the values as they are, where the rings would cast them),
+// and at a rank count and size where it was measured ahead of the schedules (arenaMinRanks,
+// arenaFewRanksBytes). Every input is the same on every rank, the arena's presence included
+// (the transport agrees on it), so every rank decides alike.
+func (c *Comm) arenaTakes(kind collKind, nbytes int) bool {
+	ac := c.arena
+	if ac == nil || (kind != kindAllReduce && kind != kindBarrier) || c.opts.Codec.Lossy() {
+		return false
+	}
+	return ac.p >= ac.minRanks || nbytes >= ac.fewRanksBytes
 }
 
 // arenaPublish is arenaColl.publish for calls of a Comm that may use the arena.

@@ -529,7 +529,7 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	c.recvPeer.Store(-1)
 	c.sendPeer.Store(-1)
 	n := buf.Len()
-	if c.arenaTakes(kind) {
+	if c.arenaTakes(kind, len(buf.Bytes)) {
 		err = c.execArena(ctx, seq, kind, buf, op, root, limit)
 	} else {
 		err = c.execSchedule(ctx, seq, kind, buf, aux, op, root, limit)

@@ -47,7 +47,7 @@ func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 	if dt.Size() == 0 || n < 0 {
 		return Choice{}, fmt.Errorf("rank %d: AllReduceChoice: %d elements of %v", c.Rank(), n, dt)
 	}
-	if c.arenaTakes(kindAllReduce) {
+	if c.arenaTakes(kindAllReduce, n*dt.Size()) {
 		return Choice{Algorithm: "arena"}, nil
 	}
 	p := c.Size()
