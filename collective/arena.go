@@ -269,10 +269,14 @@ func (c *Comm) arenaBarrier(ctx context.Context, seq uint64, check bool, last fu
 	if ac.timed {
 		ac.blocked += time.Since(slept)
 	}
-	if err != nil {
+	// A wait fails once any rank is gone, and the last rank to arrive at a call's last
+	// barrier returns from the call, and may close its endpoint, as soon as it has released
+	// the others: a failed wait that finds the generation raised (without the give-up bit)
+	// saw the barrier complete, and the call goes on.
+	switch now := ac.gen.Load(); {
+	case now == g:
 		return err
-	}
-	if ac.gen.Load()&arenaAbortBit != 0 {
+	case now&arenaAbortBit != 0:
 		return c.arenaGivenUp(seq)
 	}
 	return nil
