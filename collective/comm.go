@@ -153,6 +153,7 @@ type Comm struct {
 	algName string
 	alg     algorithm
 	replan  *replanner // nil when the Comm does not re-plan
+	arena   *arenaColl // the job's arena (arena.go); nil when auto cannot use one
 
 	turns turns
 	// Everything below belongs to the call that has the turn (see turns).
@@ -220,6 +221,9 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		// Re-measuring needs the job's own endpoint: a sub-communicator's carries only the
 		// collectives' channel, so it keeps the plan of its part of the job's matrix.
 		c.replan = newReplanner(opts, alg, p, ep.Rank())
+		if opts.Algorithm == "auto" {
+			c.arena = newArenaColl(transport.HostArena(ep), p, ep.Rank())
+		}
 	}
 	c.dctx.init()
 	c.initWatch()
@@ -525,29 +529,10 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	c.recvPeer.Store(-1)
 	c.sendPeer.Store(-1)
 	n := buf.Len()
-	s := c.schedule(kind, n, root, buf.DType)
-	if kind == kindAllToAll && n > 0 {
-		lo, hi := c.Rank()*n/c.Size(), (c.Rank()+1)*n/c.Size()
-		es := buf.DType.Size()
-		copy(buf.Bytes[lo*es:hi*es], aux.Bytes[lo*es:hi*es])
-	}
-	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
-		Op: c.signature(kind, buf.DType, op, n, root)}
-	start := c.replan.clock()
-	attributed := c.attr.beginStamps(s, time.Now())
-	err = c.execute(ctx, s, buf, aux, op, h)
-	if attributed {
-		c.attr.endStamps(time.Now())
-	}
-	if err != nil {
-		err = c.callErr(ctx, kind, seq, limit, err)
+	if c.arenaTakes(kind, len(buf.Bytes)) {
+		err = c.execArena(ctx, seq, kind, buf, op, root, limit)
 	} else {
-		err = c.replanAfter(ctx, seq, kind, n, buf.DType, start)
-	}
-	if err == nil && attributed {
-		if err = c.attribute(ctx, seq, kind, len(buf.Bytes), s); err != nil {
-			err = c.callErr(ctx, kind, seq, limit, err)
-		}
+		err = c.execSchedule(ctx, seq, kind, buf, aux, op, root, limit)
 	}
 	if err != nil {
 		c.broken = err
@@ -570,6 +555,39 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	return nil
 }
 
+// execSchedule runs call seq as its schedule over the endpoint.
+func (c *Comm) execSchedule(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int, limit time.Duration) (err error) {
+	n := buf.Len()
+	s := c.schedule(kind, n, root, buf.DType)
+	if kind == kindAllToAll && n > 0 {
+		lo, hi := c.Rank()*n/c.Size(), (c.Rank()+1)*n/c.Size()
+		es := buf.DType.Size()
+		copy(buf.Bytes[lo*es:hi*es], aux.Bytes[lo*es:hi*es])
+	}
+	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
+		Op: c.signature(kind, buf.DType, op, n, root)}
+	if err := c.arenaPublish(seq, h.Op); err != nil {
+		return c.callErr(ctx, kind, seq, limit, err)
+	}
+	start := c.replan.clock()
+	attributed := c.attr.beginStamps(s, time.Now())
+	err = c.execute(ctx, s, buf, aux, op, h)
+	if attributed {
+		c.attr.endStamps(time.Now())
+	}
+	if err != nil {
+		err = c.callErr(ctx, kind, seq, limit, err)
+	} else {
+		err = c.replanAfter(ctx, seq, kind, n, buf.DType, start)
+	}
+	if err == nil && attributed {
+		if err = c.attribute(ctx, seq, kind, len(buf.Bytes), s); err != nil {
+			err = c.callErr(ctx, kind, seq, limit, err)
+		}
+	}
+	return err
+}
+
 // abort tells every peer that this rank gave up on collective seq because of err, and why
 // (abort.go), best effort and in bounded time.
 func (c *Comm) abort(seq uint64, err error) {
@@ -583,4 +601,5 @@ func (c *Comm) abort(seq uint64, err error) {
 			_ = c.ep.Send(ctx, r, h, nil)
 		}
 	}
+	c.arenaAbort(seq)
 }

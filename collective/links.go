@@ -33,8 +33,9 @@ func (c *Comm) Links() *topology.Matrix {
 
 // Choice is how a communicator runs an allreduce of a given size: Algorithm is the
 // configuration's name as Options.Algorithm takes it ("hier-ring/grouped", "butterfly/rank";
-// auto's choice for auto) and Predicted the time the simulator gives it on the link matrix (on
-// one α-β pair for every link without one).
+// auto's choice for auto, "arena" when auto runs it over the job's shared arena, which has no
+// prediction) and Predicted the time the simulator gives it on the link matrix (on one α-β
+// pair for every link without one).
 type Choice struct {
 	Algorithm string
 	Predicted time.Duration
@@ -45,6 +46,9 @@ type Choice struct {
 func (c *Comm) AllReduceChoice(n int, dt DType) (Choice, error) {
 	if dt.Size() == 0 || n < 0 {
 		return Choice{}, fmt.Errorf("rank %d: AllReduceChoice: %d elements of %v", c.Rank(), n, dt)
+	}
+	if c.arenaTakes(kindAllReduce, n*dt.Size()) {
+		return Choice{Algorithm: "arena"}, nil
 	}
 	p := c.Size()
 	seg := c.segmentBytes(n, dt.Size())
