@@ -852,12 +852,15 @@ func (p *streamPeer) pollingReadLoop() {
 			continue
 		}
 		eof, arrived = false, false
-		err := p.readFrame()
-		p.rtok.Unlock()
-		if err != nil {
+		if err := p.readFrame(); err != nil {
+			// Fail before another reader may take rtok: the failed frame's bytes are
+			// consumed, and a poller reading on would deliver the frames after it (or read
+			// out of sync) instead of the failure.
 			p.fail(err)
+			p.rtok.Unlock()
 			return
 		}
+		p.rtok.Unlock()
 	}
 }
 
@@ -882,8 +885,8 @@ func (p *streamPeer) poll(ctx context.Context, w *waiter) {
 					p.ep.polled.Add(1)
 				}
 				if err != nil {
+					p.fail(err) // under rtok, as in pollingReadLoop
 					p.rtok.Unlock()
-					p.fail(err)
 					return
 				}
 				if !ready {
