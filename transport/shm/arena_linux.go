@@ -4,7 +4,6 @@ package shm
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -116,16 +115,10 @@ func CreateArena(size int, opts ArenaOptions) (*Arena, error) {
 		return nil, fmt.Errorf("shm arena: rank %d: size %d bytes, want 1 to %d", opts.Rank, size, MaxArenaBytes)
 	}
 	size = (size + 4095) &^ 4095
-	var rnd [16]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return nil, fmt.Errorf("shm arena: rank %d: drawing a name: %w", opts.Rank, err)
-	}
-	path := filepath.Join(opts.Dir, arenaPrefix+hex.EncodeToString(rnd[:]))
-	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+	path, fd, err := createLocked(opts.Dir, arenaPrefix) // locked until Unlink
 	if err != nil {
-		return nil, fmt.Errorf("shm arena: rank %d: creating %s: %w", opts.Rank, path, err)
+		return nil, fmt.Errorf("shm arena: rank %d: %w", opts.Rank, err)
 	}
-	_ = HoldLock(fd) // until Unlink: a sweep never takes the file of a live creator
 	dataOff := arenaDataOff(opts.Ranks)
 	total := dataOff + size
 	fail := func(err error) (*Arena, error) {

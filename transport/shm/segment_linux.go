@@ -47,19 +47,10 @@ func Create(opts Options) (*Segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rnd [16]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return nil, fmt.Errorf("shm segment for %s: drawing a name: %w", opts.Peer, err)
-	}
-	name := namePrefix + hex.EncodeToString(rnd[:])
-	path := filepath.Join(opts.Dir, name)
-	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+	path, fd, err := createLocked(opts.Dir, namePrefix)
 	if err != nil {
-		return nil, fmt.Errorf("shm segment for %s: creating %s: %w", opts.Peer, path, err)
+		return nil, fmt.Errorf("shm segment for %s: %w", opts.Peer, err)
 	}
-	// A directory without flock leaves the file unlocked, and the sweep, unable to lock it
-	// either, leaves it alone.
-	_ = HoldLock(fd)
 	keep := false
 	defer func() {
 		if !keep {
@@ -252,4 +243,22 @@ func (s *Segment) Close() error {
 	}
 	s.mem, s.mirror = nil, nil
 	return err
+}
+
+// createLocked creates a new file of a random name (prefix and 32 hex digits) in dir, only
+// for this user, and holds its lock, so that a sweep never takes the file of a live creator.
+// A directory without flock leaves the file unlocked, and the sweep, unable to lock it
+// either, leaves it alone.
+func createLocked(dir, prefix string) (path string, fd int, err error) {
+	var rnd [16]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", -1, fmt.Errorf("drawing a name: %w", err)
+	}
+	path = filepath.Join(dir, prefix+hex.EncodeToString(rnd[:]))
+	fd, err = syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", -1, fmt.Errorf("creating %s: %w", path, err)
+	}
+	_ = HoldLock(fd)
+	return path, fd, nil
 }
