@@ -32,9 +32,10 @@ func tcpConns(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 
 // Frames written with raw writevs arrive whole and in order, also when the socket takes part
 // of a frame at a time (small buffers and a slow reader) and the writer parks until it is
-// writable; reads of at most rawMax bytes and larger ones return every byte, then io.EOF.
+// writable, and when a frame is larger than rawSlice (written a slice at a time); reads
+// smaller than a frame and larger than rawSlice return every byte, then io.EOF.
 func TestRawSockFrames(t *testing.T) {
-	for _, n := range []int{0, 1, 7, 4093, 65521, rawMax - FrameHeaderSize} {
+	for _, n := range []int{0, 1, 7, 4093, 65521, pollFrameMax - FrameHeaderSize, 3*rawSlice + 5} {
 		for _, bufSize := range []int{0, 16 << 10} {
 			a, b := tcpConns(t)
 			if bufSize > 0 {
@@ -80,7 +81,7 @@ func TestRawSockFrames(t *testing.T) {
 			var got bytes.Buffer
 			buf := make([]byte, 3000) // reads smaller than a frame
 			if n > 4096 {
-				buf = make([]byte, rawMax+1) // and one larger than rawMax
+				buf = make([]byte, 2*rawSlice+1) // and one larger than rawSlice
 			}
 			for reads := 0; ; reads++ {
 				if bufSize > 0 && reads%8 == 0 {
@@ -113,7 +114,7 @@ func TestRawSockDeadlines(t *testing.T) {
 	b.SetReadBuffer(4 << 10)
 	w := newRawSock(a)
 	a.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	hdr, payload := make([]byte, FrameHeaderSize), make([]byte, rawMax-FrameHeaderSize)
+	hdr, payload := make([]byte, FrameHeaderSize), make([]byte, rawSlice+rawSlice/2)
 	var total int64
 	var err error
 	for err == nil && total < 16<<20 {

@@ -204,8 +204,7 @@ type streamPeer struct {
 	rdl      interface{ SetReadDeadline(time.Time) error }
 	wdl      interface{ SetWriteDeadline(time.Time) error }
 	// raw reads and writes conn's socket with raw system calls, nil when conn is not a
-	// socket (rawio_linux.go): the reads of at most rawMax bytes and the frames of at most
-	// rawMax bytes go through it.
+	// socket (rawio_linux.go): every read and frame goes through it then.
 	raw *rawSock
 
 	wmu       sync.Mutex
@@ -515,14 +514,9 @@ func (e *streamEndpoint) Send(ctx context.Context, to int, h Header, payload []b
 // into one buffer and written with one call.
 const smallFrame = 32 << 10
 
-// rawMax is the most bytes a raw read or write of a socket (rawSock) moves in one system
-// call. A raw system call keeps the thread's Go processor for its duration, so only calls
-// that copy little are made raw: a few microseconds of copying, a frame a poller waits for.
-const rawMax = pollFrameMax
-
 // writeFrame writes p.whdr and wire; p.wmu must be held. It returns how many bytes went out.
 func (p *streamPeer) writeFrame(wire []byte) (int64, error) {
-	if p.raw != nil && len(wire) <= rawMax {
+	if p.raw != nil {
 		return p.raw.writeFrame(p.whdr[:], wire)
 	}
 	if p.vectored {
