@@ -51,11 +51,6 @@ const (
 	arenaPageBytes = 4096
 )
 
-// arenaChunkMax bounds the chunk: the p slots of a chunk are read by every rank while it
-// reduces its share, and p × chunk should stay in the last-level cache. Measured in
-// docs/results/oversubscribed.md ("Arena allreduce").
-const arenaChunkMax = 256 << 10
-
 // arenaSmallBytes is the largest allreduce that runs in one phase: the last rank to arrive
 // reduces all p slots alone while the others sleep, which beats a second phase (another
 // wake-up of every rank) while p × n stays small.
@@ -103,7 +98,7 @@ func newArenaColl(a transport.Arena, p, rank int) *arenaColl {
 	dataOff := (arenaRanksOff + 2*p*arenaLine + arenaPageBytes - 1) / arenaPageBytes * arenaPageBytes
 	chunk := 0
 	if len(mem) > dataOff {
-		chunk = min((len(mem)-dataOff)/(2*p+2)/arenaLine*arenaLine, arenaChunkMax)
+		chunk = min((len(mem)-dataOff)/(2*p+2)/arenaLine*arenaLine, transport.ArenaSlotBytes(p))
 	}
 	if chunk < arenaMinChunk {
 		return nil
