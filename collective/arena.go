@@ -59,11 +59,13 @@ const arenaSmallBytes = 16 << 10
 // arenaMinRanks is the rank count from which every allreduce and barrier runs through the
 // arena: with 8 ranks on 2 cores it was ahead of the schedules at 4 KiB to 16 MiB. With fewer
 // ranks a waiting receiver of the schedules polls its pipe, where a rank waiting at the
-// arena's barrier sleeps, and the schedules were ahead up to 1 MiB (4 ranks); from
-// arenaFewRanksBytes the arena was ahead there too. docs/results/oversubscribed.md has both.
+// arena's barrier sleeps, and the schedules were ahead up to 1 MiB (4 ranks) with the arena's
+// 256 KiB chunks; with 1 MiB chunks (transport.ArenaSlotBytes) the arena took 0.88× their time
+// at 2 MiB (median of 6 pairs) and 0.6–0.85× at 4 MiB, and was level at 1 MiB (2 ranks: level
+// at 1 and 4 MiB). docs/results/oversubscribed.md has the measurements.
 const (
 	arenaMinRanks      = 8
-	arenaFewRanksBytes = 16 << 20
+	arenaFewRanksBytes = 2 << 20
 )
 
 // arenaColl is a Comm's view of its job's arena: the layout fitted to p ranks and the words
