@@ -51,11 +51,6 @@ const (
 	arenaPageBytes = 4096
 )
 
-// arenaChunkMax bounds the chunk: the p slots of a chunk are read by every rank while it
-// reduces its share, and p × chunk should stay in the last-level cache. Measured in
-// docs/results/oversubscribed.md ("Arena allreduce").
-const arenaChunkMax = 256 << 10
-
 // arenaSmallBytes is the largest allreduce that runs in one phase: the last rank to arrive
 // reduces all p slots alone while the others sleep, which beats a second phase (another
 // wake-up of every rank) while p × n stays small.
@@ -64,11 +59,13 @@ const arenaSmallBytes = 16 << 10
 // arenaMinRanks is the rank count from which every allreduce and barrier runs through the
 // arena: with 8 ranks on 2 cores it was ahead of the schedules at 4 KiB to 16 MiB. With fewer
 // ranks a waiting receiver of the schedules polls its pipe, where a rank waiting at the
-// arena's barrier sleeps, and the schedules were ahead up to 1 MiB (4 ranks); from
-// arenaFewRanksBytes the arena was ahead there too. docs/results/oversubscribed.md has both.
+// arena's barrier sleeps, and the schedules were ahead up to 1 MiB (4 ranks) with the arena's
+// 256 KiB chunks; with 1 MiB chunks (transport.ArenaSlotBytes) the arena took 0.88× their time
+// at 2 MiB (median of 6 pairs) and 0.6–0.85× at 4 MiB, and was level at 1 MiB (2 ranks: level
+// at 1 and 4 MiB). docs/results/oversubscribed.md has the measurements.
 const (
 	arenaMinRanks      = 8
-	arenaFewRanksBytes = 16 << 20
+	arenaFewRanksBytes = 2 << 20
 )
 
 // arenaColl is a Comm's view of its job's arena: the layout fitted to p ranks and the words
@@ -103,7 +100,7 @@ func newArenaColl(a transport.Arena, p, rank int) *arenaColl {
 	dataOff := (arenaRanksOff + 2*p*arenaLine + arenaPageBytes - 1) / arenaPageBytes * arenaPageBytes
 	chunk := 0
 	if len(mem) > dataOff {
-		chunk = min((len(mem)-dataOff)/(2*p+2)/arenaLine*arenaLine, arenaChunkMax)
+		chunk = min((len(mem)-dataOff)/(2*p+2)/arenaLine*arenaLine, transport.ArenaSlotBytes(p))
 	}
 	if chunk < arenaMinChunk {
 		return nil

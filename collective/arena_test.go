@@ -13,7 +13,8 @@ import (
 )
 
 // arenaSizes are the arenas the tests run on: one so small that every call of a few hundred
-// bytes runs as many chunks, and one of the size a p2p job offers ((p + 4) MiB).
+// bytes runs as many chunks, and one of the least a p2p job's default arena takes
+// ((p + 4) MiB, slots of 256 KiB to 1 MiB).
 func arenaSizes(p int) []int {
 	if p > 9 {
 		return []int{64 << 10, (p + 4) << 20}
@@ -346,7 +347,7 @@ func BenchmarkArenaAllReduce(b *testing.B) {
 				b.Run(fmt.Sprintf("p=%d/%dKiB/%s", p, size>>10, path), func(b *testing.B) {
 					arena := 0
 					if path == "arena" {
-						arena = (p + 4) << 20
+						arena = int(transport.ArenaBytesFor(p))
 					}
 					j := newJob(b, transport.NewMemJobArena(p, arena), Options{})
 					if arena > 0 {

@@ -46,6 +46,20 @@ func HostArena(ep Endpoint) Arena {
 	return nil
 }
 
+// ArenaSlotBytes is the slot the collectives of a job of p ranks lay out in an arena large
+// enough for it: the chunk of an arena allreduce, each of which costs every rank a wake-up at
+// a barrier. 1 MiB up to 16 ranks, 64 KiB per rank above (2 MiB at 32 ranks, 4 MiB at 64): on
+// a 2-core host, 256 KiB slots took 1.3–1.5× the time of 1 MiB ones at 4 to 16 ranks
+// (4–256 MiB), and 64 ranks took 16 MiB in 0.25 s with 4 MiB slots, 0.37–0.51 s with 1 MiB
+// and 0.78 s with 256 KiB, where a rank preempted in the middle of its share holds up every
+// barrier (docs/results/oversubscribed.md, "Arena slots").
+func ArenaSlotBytes(p int) int { return max(1<<20, p*(64<<10)) }
+
+// ArenaBytesFor is the size of an arena that holds the collectives' whole layout for p ranks at
+// ArenaSlotBytes: two sets of p slots, two result areas and 1 MiB for the header. A smaller
+// arena works with smaller slots.
+func ArenaBytesFor(p int) int64 { return int64(2*p+2)*int64(ArenaSlotBytes(p)) + 1<<20 }
+
 // ArenaWord is the 32-bit word at byte offset off of b, for atomic use. It panics if off is
 // not a multiple of 4 inside b: offsets are the caller's layout, not input.
 func ArenaWord(b []byte, off int) *atomic.Uint32 {

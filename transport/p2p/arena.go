@@ -27,10 +27,27 @@ import (
 // "cma", which every rank has alike, checked at the rendezvous), so every rank knows whether
 // to expect it.
 
-// DefaultArenaBytes is the size of a job's arena when Config.ArenaBytes is 0: 1 MiB per rank
-// and 4 MiB more, what the collectives over the arena lay out (a slot per rank and room to
-// stage a result). Pages cost memory only when a collective touches them.
-func DefaultArenaBytes(size int) int64 { return int64(size+4) << 20 }
+// DefaultArenaBytes is the size of a job's arena when Config.ArenaBytes is 0: what the
+// collectives over the arena lay out at their largest slots (transport.ArenaBytesFor: 11 MiB
+// at 4 ranks, 35 MiB at 16, 521 MiB at 64). Pages cost memory only when a collective touches
+// them. Rank 0 takes less when the shared-memory directory has less free (fitArenaBytes).
+func DefaultArenaBytes(size int) int64 { return transport.ArenaBytesFor(size) }
+
+// minDefaultArenaBytes is the least a default arena shrinks to: 1 MiB per rank and 4 MiB
+// more, slots of about 256 KiB.
+func minDefaultArenaBytes(size int) int64 { return int64(size+4) << 20 }
+
+// fitArenaBytes is the default arena's size on a file system with free bytes free: the
+// default, or half of free when that is less (a container's 64 MiB /dev/shm holds the rings of
+// the job's pipes too), but never below minDefaultArenaBytes, which the arena's creation then
+// refuses when it does not fit either. free < 0 (unknown) leaves the default.
+func fitArenaBytes(size int, free int64) int64 {
+	want := DefaultArenaBytes(size)
+	if free < 0 || want <= free/2 {
+		return want
+	}
+	return max(free/2, minDefaultArenaBytes(size))
+}
 
 // arenaOffer, arenaAnswer and arenaVerdict are the three messages of the exchange.
 type arenaOffer struct {
@@ -111,11 +128,17 @@ func (j *joiner) formArena(ctx context.Context, conns []io.ReadWriteCloser, loca
 	return j.takeArena(conns[0], why, opts, hk)
 }
 
+// arenaBytes is the size of the arena this rank creates: Config.ArenaBytes, or the default
+// fitted to the shared-memory directory's free space.
 func arenaBytes(cfg Config) int64 {
-	if cfg.ArenaBytes == 0 {
-		return DefaultArenaBytes(cfg.Size)
+	if cfg.ArenaBytes != 0 {
+		return cfg.ArenaBytes
 	}
-	return cfg.ArenaBytes
+	free, err := shm.FreeBytes(shm.DefaultDir)
+	if err != nil {
+		free = -1
+	}
+	return fitArenaBytes(cfg.Size, free)
 }
 
 // setConnDeadline bounds c's reads and writes by ctx until the returned stop.
@@ -146,14 +169,15 @@ func (j *joiner) offerArena(conns []io.ReadWriteCloser, why string, opts shm.Are
 		if hk != nil && hk.arenaMap != nil {
 			err = hk.arenaMap(cfg.Rank)
 		}
+		size := arenaBytes(cfg)
 		if err == nil {
-			a, err = shm.CreateArena(int(arenaBytes(cfg)), opts)
+			a, err = shm.CreateArena(int(size), opts)
 			created = time.Since(start)
 		}
 		if err != nil {
 			offer.Why = fmt.Sprintf("rank 0 could not create one: %v", err)
 		} else {
-			offer.Name, offer.Bytes = a.Name(), arenaBytes(cfg)
+			offer.Name, offer.Bytes = a.Name(), size
 		}
 	}
 	fail := func(err error) (*shm.Arena, error) {

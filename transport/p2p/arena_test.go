@@ -42,8 +42,17 @@ func checkArenas(t *testing.T, eps []transport.Endpoint, want bool) {
 		return
 	}
 	n := len(eps)
-	if len(arenas[0].Bytes()) < int(DefaultArenaBytes(n)) {
-		t.Fatalf("the arena has %d bytes, want the default %d", len(arenas[0].Bytes()), DefaultArenaBytes(n))
+	free, err := shm.FreeBytes(shm.DefaultDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The default, or at least the floor where the shared-memory directory is small.
+	least := minDefaultArenaBytes(n)
+	if free/2 > 2*DefaultArenaBytes(n) {
+		least = DefaultArenaBytes(n)
+	}
+	if len(arenas[0].Bytes()) < int(least) {
+		t.Fatalf("the arena has %d bytes, want %d (%d free in %s)", len(arenas[0].Bytes()), least, free, shm.DefaultDir)
 	}
 	// Rank r writes byte 4096+r; then rank 0 bumps word 0 and every other rank waits for it.
 	for r, a := range arenas {
@@ -93,6 +102,34 @@ func TestArenaFormed(t *testing.T) {
 // A job without an arena on one rank has none on any, and still works: a rank that does not
 // want one, cannot map it, or does not share the host; rank 0 that cannot create one; a path
 // that takes no shared memory.
+// The default arena takes the collectives' whole layout where the shared-memory directory has
+// room, half of what is free where it has less (a container's 64 MiB /dev/shm), and never
+// less than the floor, which the arena's creation refuses when even that does not fit.
+func TestFitArenaBytes(t *testing.T) {
+	for _, tc := range []struct {
+		ranks int
+		free  int64
+		want  int64
+	}{
+		{4, -1, DefaultArenaBytes(4)},
+		{4, 24 << 30, DefaultArenaBytes(4)},
+		{4, 2 * DefaultArenaBytes(4), DefaultArenaBytes(4)},
+		{64, 24 << 30, DefaultArenaBytes(64)},
+		{64, 64 << 20, 68 << 20},
+		{64, 512 << 20, 256 << 20},
+		{16, 64 << 20, 32 << 20},
+		{8, 16 << 20, 12 << 20},
+	} {
+		if got := fitArenaBytes(tc.ranks, tc.free); got != tc.want {
+			t.Errorf("%d ranks, %d bytes free: %d, want %d", tc.ranks, tc.free, got, tc.want)
+		}
+	}
+	if DefaultArenaBytes(64) != 130*(4<<20)+1<<20 || DefaultArenaBytes(4) != 10*(1<<20)+1<<20 {
+		t.Errorf("default arenas %d (64 ranks), %d (4 ranks): not 2p+2 slots of max(1 MiB, p × 64 KiB) and 1 MiB",
+			DefaultArenaBytes(64), DefaultArenaBytes(4))
+	}
+}
+
 func TestArenaNoneAnywhere(t *testing.T) {
 	failOn := func(rank int) func(int) error {
 		return func(r int) error {

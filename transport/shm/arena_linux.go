@@ -149,6 +149,19 @@ func CreateArena(size int, opts ArenaOptions) (*Arena, error) {
 	return a, nil
 }
 
+// FreeBytes is how many bytes the file system of dir ("" for DefaultDir) has free for this
+// user: what an arena created there may take.
+func FreeBytes(dir string) (int64, error) {
+	if dir == "" {
+		dir = DefaultDir
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return 0, fmt.Errorf("shm: free space of %s: %w", dir, err)
+	}
+	return int64(fs.Bavail) * int64(fs.Bsize), nil
+}
+
 // OpenArena maps the arena another rank created under name in opts.Dir. The file must be a
 // regular file of this process's user with a valid header for opts.Ranks ranks.
 func OpenArena(name string, opts ArenaOptions) (*Arena, error) {

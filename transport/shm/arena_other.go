@@ -7,6 +7,9 @@ import "context"
 // Arena is memory that every rank of a one-host job maps; on this system none can be made.
 type Arena struct{}
 
+// FreeBytes fails: arenas need Linux.
+func FreeBytes(dir string) (int64, error) { return 0, errNotLinux }
+
 // CreateArena fails: arenas need Linux.
 func CreateArena(size int, opts ArenaOptions) (*Arena, error) { return nil, errNotLinux }
 
