@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,17 +118,25 @@ func rankPID(t *testing.T, launcher, rank int) int {
 }
 
 // When the launcher stopped the job (--timeout, a failed rank, Ctrl-C), its account replaces
-// rank 0's "interrupted" one; a rank 0 that failed for its own reason keeps it; a run rank 0
-// never closed gets the launcher's account.
+// rank 0's "interrupted" one; when it stopped the job from outside (--timeout, Ctrl-C), also a
+// failure rank 0 saw first (another rank giving up as it got the stop); after a rank failed
+// first, a rank 0 that failed for its own reason keeps it; a run rank 0 never closed gets the
+// launcher's account.
 func TestCloseFailedRun(t *testing.T) {
 	timedOut := &launcher.TimedOut{Timeout: 30 * time.Second, Running: []int{0, 1}, Hosts: []string{"", ""}}
+	ctrlC := &launcher.Interrupted{Cause: errors.New("interrupt signal received"), Stopped: 2}
+	rank1 := &launcher.RankFailure{Rank: 1, Exit: launcher.Exit{Code: 1}, Stopped: 1}
+	echo := "trainer: rank 0: allreduce #21 (ring): rank 1 gave up on call #21 and told rank 0 to stop waiting"
 	for _, tc := range []struct {
 		name, rank0 string // rank0: the reason rank 0 wrote ("" wrote no summary)
+		cause       error  // the launcher's
 		want        string
 	}{
-		{"interrupted by the launcher", metrics.Interrupted + "terminated signal received", "job ran longer than --timeout 30s"},
-		{"rank 0's own failure", "trainer: rank 0: send to rank 1: broken pipe", "trainer: rank 0: send to rank 1: broken pipe"},
-		{"no summary", "", "job ran longer than --timeout 30s"},
+		{"interrupted by the launcher", metrics.Interrupted + "terminated signal received", timedOut, "job ran longer than --timeout 30s"},
+		{"a timeout's echo", echo, timedOut, "job ran longer than --timeout 30s"},
+		{"a Ctrl-C's echo", echo, ctrlC, "interrupted (interrupt signal received)"},
+		{"rank 0's own failure", "trainer: rank 0: send to rank 1: broken pipe", rank1, "trainer: rank 0: send to rank 1: broken pipe"},
+		{"no summary", "", timedOut, "job ran longer than --timeout 30s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -150,7 +159,7 @@ func TestCloseFailedRun(t *testing.T) {
 				}
 			}
 			var out bytes.Buffer
-			closeFailedRun(&out, dir, timedOut)
+			closeFailedRun(&out, dir, tc.cause)
 			s, err := metrics.ReadSummary(dir)
 			if err != nil || s.EndedEarly == nil || !strings.HasPrefix(s.EndedEarly.Reason, tc.want) {
 				t.Fatalf("summary %+v, %v; want a reason beginning %q", s.EndedEarly, err, tc.want)

@@ -374,13 +374,19 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 // early, when rank 0 did not write one itself (it was killed, or never got to its run
 // directory), so that what the ranks wrote is reported as a run that ended early. When the
 // launcher stopped rank 0 (a rank failed first, Ctrl-C, --timeout), rank 0 saw only its own
-// stop: the launcher's account, naming the rank that failed or the signal, replaces it.
+// stop: the launcher's account, naming the rank that failed or the signal, replaces it. When
+// the launcher stopped the job from outside (Ctrl-C, SIGTERM, --timeout), it replaces
+// whatever rank 0 wrote: the ranks get the stop one after another, and rank 0 may first hear
+// of it as another rank giving up on a collective, a failure that is only the stop's echo.
 func closeFailedRun(errOut io.Writer, dir string, cause error) {
 	if _, err := os.Stat(filepath.Join(dir, metrics.ConfigFile)); err != nil {
 		return // rank 0 never started the run: there is nothing to report
 	}
+	var interrupted *launcher.Interrupted
+	var timedOut *launcher.TimedOut
+	stopped := errors.As(cause, &interrupted) || errors.As(cause, &timedOut)
 	if s, err := metrics.ReadSummary(dir); err == nil && s.EndedEarly != nil &&
-		strings.HasPrefix(s.EndedEarly.Reason, metrics.Interrupted) {
+		(stopped || strings.HasPrefix(s.EndedEarly.Reason, metrics.Interrupted)) {
 		s.EndedEarly.Reason = cause.Error()
 		if err := metrics.WriteSummary(dir, s); err != nil {
 			fmt.Fprintf(errOut, "hetsync train: %v\n", err)
