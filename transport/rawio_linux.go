@@ -19,9 +19,10 @@ import (
 // takes long enough that every such call handed the processor on (1–64 MiB allreduces over
 // TCP at P = 4 took 0.6–0.75× the time and 0.75× the CPU once all calls were raw).
 //
-// A raw call keeps the thread's processor for its duration, so no call moves more than
-// rawSlice bytes before the rank's other goroutines (its reader, the sender of a large
-// schedule, the heartbeats) may run.
+// A raw call keeps the thread's processor for its duration, so a read moves at most rawSlice
+// bytes, and a writer lets the rank's other goroutines (its reader, the sender of a large
+// schedule, the heartbeats) run after every rawSlice bytes (one writev may move more: what
+// the socket's send buffer takes, 4 MiB on the job's connections).
 type rawSock struct {
 	raw syscall.RawConn
 
@@ -51,8 +52,8 @@ func newRawSock(c io.ReadWriter) *rawSock {
 	return s
 }
 
-// rawSlice is the most bytes one raw read, or one writeCall, moves before the rank's other
-// goroutines may run: about 50–100 µs of copying on a loaded host. Reads and writes of
+// rawSlice is the most bytes one raw read moves, and how many a writer moves before it lets
+// the rank's other goroutines run: about 50–100 µs of copying on a loaded host. Reads and writes of
 // 256 KiB and of unlimited size took the same time from 1 to 64 MiB.
 const rawSlice = 256 << 10
 

@@ -75,7 +75,8 @@ type Config struct {
 	ShmHostBudget int64
 	// ArenaBytes sizes the arena (transport.Arena) of a job whose ranks all proved one host
 	// and whose DataPath may take shared memory ("auto", "shm", "cma"): 0 means
-	// DefaultArenaBytes, a negative value no arena. The ranks agree while the job forms, so
+	// DefaultArenaBytes (less when /dev/shm has less room: fitArenaBytes), a negative value
+	// no arena. The ranks agree while the job forms, so
 	// the job has one only when every rank wants one and mapped rank 0's (see arena.go).
 	ArenaBytes int64
 	// Host is the IP this rank listens on and advertises. Default: 127.0.0.1 when Rendezvous is

@@ -141,7 +141,8 @@
 //
 // A job whose ranks all proved one host and whose data path may take shared memory ("auto",
 // "shm", "cma") forms with an arena (transport.Arena, a transport/shm arena file of
-// Config.ArenaBytes, by default DefaultArenaBytes: 1 MiB per rank and 4 MiB more), on every
+// Config.ArenaBytes, by default DefaultArenaBytes: the collectives' whole layout,
+// transport.ArenaBytesFor, or half of what /dev/shm has free when that is less), on every
 // rank or on none, so that a collective may choose its algorithm by it. After the data
 // connections and before the framing starts on them, rank 0 creates the file and offers its
 // name to every rank over its connection; each maps it if it wants one (it proved every rank
