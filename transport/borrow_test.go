@@ -99,7 +99,7 @@ func TestStreamRecvBorrowSteadyStateAllocs(t *testing.T) {
 			for i := 0; i < 20; i++ {
 				round()
 			}
-			if a := testing.AllocsPerRun(100, round); a != 0 {
+			if a := testing.AllocsPerRun(100, round); a != 0 && !raceEnabled {
 				t.Fatalf("%v allocations per message", a)
 			}
 		})
