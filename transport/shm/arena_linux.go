@@ -129,9 +129,8 @@ func CreateArena(size int, opts ArenaOptions) (*Arena, error) {
 	// Sparse: a page costs memory only once a rank touches it. A tmpfs that could not hold the
 	// whole arena now is refused here, so that a first touch does not meet a full one (SIGBUS)
 	// in the common case; another tenant filling it later still could.
-	var fs syscall.Statfs_t
-	if err := syscall.Fstatfs(fd, &fs); err == nil && uint64(fs.Bavail)*uint64(fs.Bsize) < uint64(total) {
-		return fail(fmt.Errorf("%d bytes wanted, %d free in %s", total, uint64(fs.Bavail)*uint64(fs.Bsize), opts.Dir))
+	if free, err := FreeBytes(opts.Dir); err == nil && free < int64(total) {
+		return fail(fmt.Errorf("%d bytes wanted, %d free in %s", total, free, opts.Dir))
 	}
 	if err := syscall.Ftruncate(fd, int64(total)); err != nil {
 		return fail(fmt.Errorf("sizing to %d bytes: %w", total, err))
