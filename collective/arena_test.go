@@ -392,11 +392,10 @@ func TestArenaAttribution(t *testing.T) {
 			j := newArenaJob(t, p, (p+4)<<20)
 			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 			late := p - 1
+			ready := make(chan struct{}, p)
 			j.mustRun(t, "attributed", func(c *Comm) error {
 				c.SetAttribution(true)
-				if c.Rank() == late {
-					time.Sleep(300 * time.Millisecond)
-				}
+				startLate(c, late, ready, 300*time.Millisecond)
 				return c.AllReduce(ctx, F32(make([]float32, n)), Sum)
 			})
 			cancel()

@@ -115,6 +115,20 @@ func minOf(xs []int64) int64 {
 	return m
 }
 
+// startLate holds rank late of a call back by d, counted from when every other rank is about
+// to make the call, so that a rank a busy machine starts late cannot take its place; ready is
+// the call's (capacity: the rank count). With late < 0 nobody waits.
+func startLate(c *Comm, late int, ready chan struct{}, d time.Duration) {
+	if c.Rank() != late {
+		ready <- struct{}{}
+		return
+	}
+	for range c.Size() - 1 {
+		<-ready
+	}
+	time.Sleep(d)
+}
+
 // attributedCall runs one call of kind on every rank of j with attribution on, rank late (if
 // ≥ 0) starting it injected later, and returns every rank's stats.
 func attributedCall(t *testing.T, j *job, kind collKind, n, late int) []CallStats {
@@ -122,11 +136,10 @@ func attributedCall(t *testing.T, j *job, kind collKind, n, late int) []CallStat
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	stats := make([]CallStats, len(j.comms))
+	ready := make(chan struct{}, len(j.comms))
 	j.mustRun(t, kind.String(), func(c *Comm) error {
 		c.SetAttribution(true)
-		if c.Rank() == late {
-			time.Sleep(injected)
-		}
+		startLate(c, late, ready, injected)
 		var err error
 		switch kind {
 		case kindBarrier:
