@@ -157,9 +157,10 @@ func TestArenaChoice(t *testing.T) {
 	}{
 		{"auto with an arena", 8, 1 << 20, 1000, Options{}, "arena"},
 		{"many ranks", 32, 64 << 20, 1, Options{}, "arena"},
-		{"few ranks, small", 4, 1 << 20, 1000, Options{}, ""},
-		{"few ranks, large", 4, 1 << 20, arenaFewRanksBytes / 4, Options{}, "arena"},
-		{"few ranks, just below", 7, 1 << 20, arenaFewRanksBytes/4 - 1, Options{}, ""},
+		{"three ranks, small", 3, 1 << 20, 1, Options{}, "arena"},
+		{"two ranks, small", 2, 1 << 20, 1000, Options{}, ""},
+		{"two ranks, large", 2, 1 << 20, arenaFewRanksBytes / 4, Options{}, "arena"},
+		{"two ranks, just below", 2, 1 << 20, arenaFewRanksBytes/4 - 1, Options{}, ""},
 		{"auto without one", 8, 0, 1000, Options{}, ""},
 		{"one rank", 1, 1 << 20, 1 << 24, Options{}, ""},
 		{"arena too small", 9, 4096, 1000, Options{}, ""},
