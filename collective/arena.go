@@ -97,11 +97,7 @@ func newArenaColl(a transport.Arena, p, rank int) *arenaColl {
 		return nil
 	}
 	mem := a.Bytes()
-	dataOff := (arenaRanksOff + 2*p*arenaLine + arenaPageBytes - 1) / arenaPageBytes * arenaPageBytes
-	chunk := 0
-	if len(mem) > dataOff {
-		chunk = min((len(mem)-dataOff)/(2*p+2)/arenaLine*arenaLine, transport.ArenaSlotBytes(p))
-	}
+	dataOff, chunk := arenaLayout(len(mem), p)
 	if chunk < arenaMinChunk {
 		return nil
 	}
@@ -117,6 +113,18 @@ func newArenaColl(a transport.Arena, p, rank int) *arenaColl {
 		// count names the same Comm on every rank. It skips 0, which names no Comm.
 		comm: w(me+8).Add(1)%255 + 1,
 	}
+}
+
+// arenaLayout is where the slots of p ranks start in an arena of size bytes, after the header
+// (the barrier's lines and two lines per rank, to a page), and the bytes of one slot: what
+// transport.ArenaSlots slots of at most transport.ArenaSlotBytes leave room for, in whole
+// lines (transport.ArenaBytesFor sizes the default arena for this layout).
+func arenaLayout(size, p int) (dataOff, chunk int) {
+	dataOff = (arenaRanksOff + 2*p*arenaLine + arenaPageBytes - 1) / arenaPageBytes * arenaPageBytes
+	if size > dataOff {
+		chunk = min((size-dataOff)/transport.ArenaSlots(p)/arenaLine*arenaLine, transport.ArenaSlotBytes(p))
+	}
+	return dataOff, chunk
 }
 
 // arenaWord64 is the 64-bit word at byte offset off of mem, a multiple of 64 in an arena

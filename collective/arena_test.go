@@ -146,6 +146,18 @@ func TestArenaBarrier(t *testing.T) {
 	}
 }
 
+// The default arena (transport.ArenaBytesFor) holds this package's whole layout at full slots:
+// the two describe one layout from two layers, and a change to one must not shrink the chunks.
+func TestArenaDefaultSizeHoldsTheLayout(t *testing.T) {
+	for _, p := range []int{2, 3, 4, 8, 16, 17, 32, 64, 1000, 8000, 1 << 16} {
+		_, chunk := arenaLayout(int(transport.ArenaBytesFor(p)), p)
+		if want := transport.ArenaSlotBytes(p); chunk != want {
+			t.Errorf("%d ranks: an arena of transport.ArenaBytesFor = %d bytes holds slots of %d bytes, want transport.ArenaSlotBytes = %d",
+				p, transport.ArenaBytesFor(p), chunk, want)
+		}
+	}
+}
+
 func TestArenaChoice(t *testing.T) {
 	tests := []struct {
 		name  string
