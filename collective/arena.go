@@ -57,14 +57,14 @@ const (
 const arenaSmallBytes = 16 << 10
 
 // arenaMinRanks is the rank count from which every allreduce and barrier runs through the
-// arena: with 8 ranks on 2 cores it was ahead of the schedules at 4 KiB to 16 MiB. With fewer
-// ranks a waiting receiver of the schedules polls its pipe, where a rank waiting at the
-// arena's barrier sleeps, and the schedules were ahead up to 1 MiB (4 ranks) with the arena's
-// 256 KiB chunks; with 1 MiB chunks (transport.ArenaSlotBytes) the arena took 0.88× their time
-// at 2 MiB (median of 6 pairs) and 0.6–0.85× at 4 MiB, and was level at 1 MiB (2 ranks: level
-// at 1 and 4 MiB). docs/results/oversubscribed.md has the measurements.
+// arena. A waiting rank polls the arena's word, yielding its core, for as long as the job lets
+// receivers poll their pipes (transport/shm ArenaOptions.Poll), and a barrier is then cheaper
+// than the schedules' messages: 3 and 4 ranks on 2 cores took 0.35–0.6× the schedules' time
+// from 4 KiB to 1 MiB, polling or not, and were level at 4 and 16 MiB. Two ranks exchange one
+// message each way, as fast as a barrier: they take the arena from arenaFewRanksBytes, where
+// its 1 MiB chunks were ahead (docs/results/oversubscribed.md has the measurements).
 const (
-	arenaMinRanks      = 8
+	arenaMinRanks      = 3
 	arenaFewRanksBytes = 2 << 20
 )
 
@@ -97,11 +97,7 @@ func newArenaColl(a transport.Arena, p, rank int) *arenaColl {
 		return nil
 	}
 	mem := a.Bytes()
-	dataOff := (arenaRanksOff + 2*p*arenaLine + arenaPageBytes - 1) / arenaPageBytes * arenaPageBytes
-	chunk := 0
-	if len(mem) > dataOff {
-		chunk = min((len(mem)-dataOff)/(2*p+2)/arenaLine*arenaLine, transport.ArenaSlotBytes(p))
-	}
+	dataOff, chunk := arenaLayout(len(mem), p)
 	if chunk < arenaMinChunk {
 		return nil
 	}
@@ -117,6 +113,18 @@ func newArenaColl(a transport.Arena, p, rank int) *arenaColl {
 		// count names the same Comm on every rank. It skips 0, which names no Comm.
 		comm: w(me+8).Add(1)%255 + 1,
 	}
+}
+
+// arenaLayout is where the slots of p ranks start in an arena of size bytes, after the header
+// (the barrier's lines and two lines per rank, to a page), and the bytes of one slot: what
+// transport.ArenaSlots slots of at most transport.ArenaSlotBytes leave room for, in whole
+// lines (transport.ArenaBytesFor sizes the default arena for this layout).
+func arenaLayout(size, p int) (dataOff, chunk int) {
+	dataOff = (arenaRanksOff + 2*p*arenaLine + arenaPageBytes - 1) / arenaPageBytes * arenaPageBytes
+	if size > dataOff {
+		chunk = min((size-dataOff)/transport.ArenaSlots(p)/arenaLine*arenaLine, transport.ArenaSlotBytes(p))
+	}
+	return dataOff, chunk
 }
 
 // arenaWord64 is the 64-bit word at byte offset off of mem, a multiple of 64 in an arena

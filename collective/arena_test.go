@@ -146,6 +146,18 @@ func TestArenaBarrier(t *testing.T) {
 	}
 }
 
+// The default arena (transport.ArenaBytesFor) holds this package's whole layout at full slots:
+// the two describe one layout from two layers, and a change to one must not shrink the chunks.
+func TestArenaDefaultSizeHoldsTheLayout(t *testing.T) {
+	for _, p := range []int{2, 3, 4, 8, 16, 17, 32, 64, 1000, 8000, 1 << 16} {
+		_, chunk := arenaLayout(int(transport.ArenaBytesFor(p)), p)
+		if want := transport.ArenaSlotBytes(p); chunk != want {
+			t.Errorf("%d ranks: an arena of transport.ArenaBytesFor = %d bytes holds slots of %d bytes, want transport.ArenaSlotBytes = %d",
+				p, transport.ArenaBytesFor(p), chunk, want)
+		}
+	}
+}
+
 func TestArenaChoice(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -157,9 +169,10 @@ func TestArenaChoice(t *testing.T) {
 	}{
 		{"auto with an arena", 8, 1 << 20, 1000, Options{}, "arena"},
 		{"many ranks", 32, 64 << 20, 1, Options{}, "arena"},
-		{"few ranks, small", 4, 1 << 20, 1000, Options{}, ""},
-		{"few ranks, large", 4, 1 << 20, arenaFewRanksBytes / 4, Options{}, "arena"},
-		{"few ranks, just below", 7, 1 << 20, arenaFewRanksBytes/4 - 1, Options{}, ""},
+		{"three ranks, small", 3, 1 << 20, 1, Options{}, "arena"},
+		{"two ranks, small", 2, 1 << 20, 1000, Options{}, ""},
+		{"two ranks, large", 2, 1 << 20, arenaFewRanksBytes / 4, Options{}, "arena"},
+		{"two ranks, just below", 2, 1 << 20, arenaFewRanksBytes/4 - 1, Options{}, ""},
 		{"auto without one", 8, 0, 1000, Options{}, ""},
 		{"one rank", 1, 1 << 20, 1 << 24, Options{}, ""},
 		{"arena too small", 9, 4096, 1000, Options{}, ""},

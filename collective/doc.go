@@ -68,7 +68,7 @@
 // reduction (ShmReduceBeta per byte): on one host a reduction is a pass over memory, so
 // recursive doubling, which reduces the whole vector at every step, loses sooner (auto_shm.go).
 // On a job whose endpoint offers a transport.Arena (every rank on one host), auto runs
-// allreduces and barriers through it instead, from 8 ranks, or from 2 MiB below (arena.go,
+// allreduces and barriers through it instead, from 3 ranks, or from 2 MiB with 2 (arena.go,
 // arena_allreduce.go): each rank copies its vector in once, reduces its share of each chunk
 // straight from the others' slots, copies the result out, and sleeps once per chunk at a
 // barrier, not once per message.

@@ -55,10 +55,16 @@ func HostArena(ep Endpoint) Arena {
 // barrier (docs/results/oversubscribed.md, "Arena slots").
 func ArenaSlotBytes(p int) int { return max(1<<20, p*(64<<10)) }
 
+// ArenaSlots is how many slots the collectives lay out in the arena of a job of p ranks: two
+// sets of p slots (one filled while the other is reduced) and two result areas.
+func ArenaSlots(p int) int { return 2*p + 2 }
+
 // ArenaBytesFor is the size of an arena that holds the collectives' whole layout for p ranks at
-// ArenaSlotBytes: two sets of p slots, two result areas and 1 MiB for the header. A smaller
-// arena works with smaller slots.
-func ArenaBytesFor(p int) int64 { return int64(2*p+2)*int64(ArenaSlotBytes(p)) + 1<<20 }
+// ArenaSlotBytes: ArenaSlots slots, and 1 MiB and 128 bytes a rank for the header (two 64-byte
+// lines a rank and a few more). A smaller arena works with smaller slots.
+func ArenaBytesFor(p int) int64 {
+	return int64(ArenaSlots(p))*int64(ArenaSlotBytes(p)) + 1<<20 + int64(p)*128
+}
 
 // ArenaWord is the 32-bit word at byte offset off of b, for atomic use. It panics if off is
 // not a multiple of 4 inside b: offsets are the caller's layout, not input.

@@ -91,7 +91,8 @@ func arenaWanted(cfg Config, local []locality) string {
 // arenaOptions are the shm options of this rank's arena; gone is the endpoint's own verdict
 // on its peers, read when a wait times out.
 func arenaOptions(cfg Config, gone func() error) shm.ArenaOptions {
-	return shm.ArenaOptions{Dir: shm.DefaultDir, Ranks: cfg.Size, Rank: cfg.Rank, Spin: cfg.Size <= runtime.NumCPU(), Gone: gone}
+	return shm.ArenaOptions{Dir: shm.DefaultDir, Ranks: cfg.Size, Rank: cfg.Rank, Spin: cfg.Size <= runtime.NumCPU(),
+		Poll: cfg.Stream.Poll, Gone: gone}
 }
 
 // formArena runs the exchange on conns (nil at this rank) and returns the job's arena, nil

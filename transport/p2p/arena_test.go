@@ -124,8 +124,8 @@ func TestFitArenaBytes(t *testing.T) {
 			t.Errorf("%d ranks, %d bytes free: %d, want %d", tc.ranks, tc.free, got, tc.want)
 		}
 	}
-	if DefaultArenaBytes(64) != 130*(4<<20)+1<<20 || DefaultArenaBytes(4) != 10*(1<<20)+1<<20 {
-		t.Errorf("default arenas %d (64 ranks), %d (4 ranks): not 2p+2 slots of max(1 MiB, p × 64 KiB) and 1 MiB",
+	if DefaultArenaBytes(64) != 130*(4<<20)+1<<20+64*128 || DefaultArenaBytes(4) != 10*(1<<20)+1<<20+4*128 {
+		t.Errorf("default arenas %d (64 ranks), %d (4 ranks): not 2p+2 slots of max(1 MiB, p × 64 KiB) and 1 MiB + 128 bytes a rank",
 			DefaultArenaBytes(64), DefaultArenaBytes(4))
 	}
 }

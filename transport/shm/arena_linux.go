@@ -30,6 +30,7 @@ type Arena struct {
 	mem         []byte // the whole mapping: header, then data
 	data        []byte
 	spin        bool
+	poll        time.Duration
 	gone        func() error
 
 	mu       sync.Mutex
@@ -206,7 +207,7 @@ func OpenArena(name string, opts ArenaOptions) (*Arena, error) {
 // newArena takes mem and fills in this rank's slot.
 func newArena(opts ArenaOptions, path string, mem []byte, dataOff int) *Arena {
 	a := &Arena{rank: opts.Rank, ranks: opts.Ranks, path: path, mem: mem, data: mem[dataOff:len(mem):len(mem)],
-		spin: opts.Spin, gone: opts.Gone, lock: -1}
+		spin: opts.Spin, poll: opts.Poll, gone: opts.Gone, lock: -1}
 	slot := a.slot(opts.Rank)
 	binary.LittleEndian.PutUint32(slot[arenaSlotPID:], uint32(os.Getpid()))
 	binary.LittleEndian.PutUint64(slot[arenaSlotNS:], pidNS())
@@ -315,6 +316,9 @@ func (a *Arena) Wait(ctx context.Context, off int, old uint32) error {
 			}
 		}
 	}
+	if a.poll > 0 && a.yield(w, old) {
+		return nil
+	}
 	ts := unix.NsecToTimespec(int64(arenaSleep))
 	for {
 		// FUTEX_WAIT (shared: the word is in a file mapping) returns at once if the word no
@@ -330,6 +334,23 @@ func (a *Arena) Wait(ctx context.Context, off int, old uint32) error {
 		runtime.Gosched()
 		if w.Load() != old {
 			return nil
+		}
+	}
+}
+
+// yield polls w for up to ArenaOptions.Poll, letting the rank's other goroutines and then
+// other processes run between looks, and reports whether w no longer holds old. It neither
+// checks ctx nor the other ranks: Poll is short next to the sleeps after which Wait does.
+func (a *Arena) yield(w *atomic.Uint32, old uint32) bool {
+	until := time.Now().Add(a.poll)
+	for {
+		runtime.Gosched()
+		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		if w.Load() != old {
+			return true
+		}
+		if time.Now().After(until) {
+			return false
 		}
 	}
 }

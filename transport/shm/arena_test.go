@@ -169,12 +169,12 @@ func TestArenaRanksShareBytes(t *testing.T) {
 }
 
 // Wait and Wake between two processes: a ping-pong of 200 rounds, each round one futex wake
-// each way.
+// each way; with Poll this side mostly finds the word changed while it yields.
 func TestArenaWaitWakeAcrossProcesses(t *testing.T) {
-	for _, spin := range []bool{false, true} {
-		t.Run(fmt.Sprintf("spin=%v", spin), func(t *testing.T) {
+	for _, o := range []ArenaOptions{{}, {Spin: true}, {Poll: 50 * time.Millisecond}} {
+		t.Run(fmt.Sprintf("spin=%v/poll=%v", o.Spin, o.Poll), func(t *testing.T) {
 			dir := t.TempDir()
-			a, err := CreateArena(4096, ArenaOptions{Dir: dir, Ranks: 2, Spin: spin})
+			a, err := CreateArena(4096, ArenaOptions{Dir: dir, Ranks: 2, Spin: o.Spin, Poll: o.Poll})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +231,8 @@ func TestArenaWaitRankKilled(t *testing.T) {
 }
 
 // Every way out of a Wait but the word: the context, this rank's Close, another rank's Close
-// and the caller's own verdict (ArenaOptions.Gone); and a word that changed returns nil.
+// and the caller's own verdict (ArenaOptions.Gone); and a word that changed returns nil. Each
+// also once Wait has polled its word (ArenaOptions.Poll) and gone to sleep.
 func TestArenaWaitEnds(t *testing.T) {
 	goneErr := errors.New("rank 2 is unresponsive")
 	cases := []struct {
@@ -247,24 +248,26 @@ func TestArenaWaitEnds(t *testing.T) {
 		{"gone", func() error { return goneErr }, func([]*Arena, context.CancelFunc) {}, goneErr.Error()},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			as := newJobArenas(t, dir, 3, 4096)
-			as[0].gone = tc.gone
-			for _, a := range as {
-				a.Watch()
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- as[0].Wait(ctx, 64, 0) }()
-			time.Sleep(5 * time.Millisecond)
-			tc.act(as, cancel)
-			err := <-done
-			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Fatalf("Wait: %v, want %q", err, tc.want)
-			}
-		})
+		for _, poll := range []time.Duration{0, time.Millisecond} {
+			t.Run(fmt.Sprintf("%s/poll=%v", tc.name, poll), func(t *testing.T) {
+				dir := t.TempDir()
+				as := newJobArenas(t, dir, 3, 4096)
+				as[0].gone, as[0].poll = tc.gone, poll
+				for _, a := range as {
+					a.Watch()
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				done := make(chan error, 1)
+				go func() { done <- as[0].Wait(ctx, 64, 0) }()
+				time.Sleep(5 * time.Millisecond)
+				tc.act(as, cancel)
+				err := <-done
+				if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+					t.Fatalf("Wait: %v, want %q", err, tc.want)
+				}
+			})
+		}
 	}
 }
 
