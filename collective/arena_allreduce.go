@@ -2,15 +2,26 @@ package collective
 
 import "context"
 
-// arenaTakes says whether a call of nbytes runs over the arena: an allreduce or a barrier (an
-// allreduce of nothing with its own signature), under auto, on a Comm whose job has one, with
-// no lossy codec (the arena moves the values as they are, where the rings would cast them),
-// and at a rank count and size where it was measured ahead of the schedules (arenaMinRanks,
-// arenaFewRanksBytes). Every input is the same on every rank, the arena's presence included
-// (the transport agrees on it), so every rank decides alike.
+// arenaTakes says whether a call of nbytes runs over the arena: an allreduce, reduce-scatter,
+// all-gather, broadcast or barrier (an allreduce of nothing with its own signature), under
+// auto, on a Comm whose job has one, with no lossy codec (the arena moves the values as they
+// are, where the rings would cast them), and at a rank count and size where it was measured
+// ahead of the schedules (arenaMinRanks, arenaFewRanksBytes, arenaBroadcastBytes). Every input
+// is the same on every rank, the arena's presence included (the transport agrees on it), so
+// every rank decides alike. A reduce keeps its tree, which lets the ranks below the root return
+// before the root has the result; that was not measured against the arena.
 func (c *Comm) arenaTakes(kind collKind, nbytes int) bool {
 	ac := c.arena
-	if ac == nil || (kind != kindAllReduce && kind != kindBarrier) || c.opts.Codec.Lossy() {
+	if ac == nil || c.opts.Codec.Lossy() {
+		return false
+	}
+	switch kind {
+	case kindAllReduce, kindBarrier, kindReduceScatter, kindAllGather:
+	case kindBroadcast:
+		if nbytes < ac.broadcastBytes {
+			return false
+		}
+	default:
 		return false
 	}
 	return ac.p >= ac.minRanks || nbytes >= ac.fewRanksBytes
@@ -32,7 +43,9 @@ func (c *Comm) arenaAbort(seq uint64) {
 }
 
 // arenaAllReduce reduces buf over all ranks through the arena; the result is reduced in rank
-// order (((x0 op x1) op x2) ...), the same bits on every rank.
+// order (((x0 op x1) op x2) ...), the same bits on every rank. Only bytes [keepLo, keepHi) of
+// the result are copied back into buf: all of it for an allreduce, the rank's block for a
+// reduce-scatter, whose other blocks keep their input.
 //
 // A call of at most arenaSmallBytes (and one chunk) is one phase: every rank copies its buffer
 // into its slot of set A and arrives at the barrier; the last to arrive reduces all slots into
@@ -50,18 +63,25 @@ func (c *Comm) arenaAbort(seq uint64) {
 // last barrier and, for result A, arrived at this call's first one, so it finished reading.
 // The one-phase form writes result A only in the last arriver's turn, when every rank has
 // arrived, so has finished reading the previous call's results.
-func (c *Comm) arenaAllReduce(ctx context.Context, seq uint64, sig uint32, buf Buffer, op ReduceOp) error {
+func (c *Comm) arenaAllReduce(ctx context.Context, seq uint64, sig uint32, buf Buffer, op ReduceOp, keepLo, keepHi int) error {
 	ac := c.arena
 	if err := ac.publish(seq, sig); err != nil {
 		return err
 	}
 	nb, es := len(buf.Bytes), buf.DType.Size()
+	// keep copies bytes [lo, hi) of the call's result, found at res, into buf where they
+	// overlap [keepLo, keepHi).
+	keep := func(lo, hi int, res func(lo, hi int) []byte) {
+		if a, b := max(lo, keepLo), min(hi, keepHi); a < b {
+			copy(buf.Bytes[a:b], res(a-lo, b-lo))
+		}
+	}
 	if nb <= min(arenaSmallBytes, ac.chunk) {
 		copy(ac.slot(0, ac.rank, nb), buf.Bytes)
 		if err := c.arenaBarrier(ctx, seq, true, func() { ac.reduceRange(0, buf.DType, op, 0, nb) }); err != nil {
 			return err
 		}
-		copy(buf.Bytes, ac.result(0, 0, nb))
+		keep(0, nb, func(lo, hi int) []byte { return ac.result(0, lo, hi) })
 		return nil
 	}
 	ce := ac.chunk / es * es
@@ -79,7 +99,7 @@ func (c *Comm) arenaAllReduce(ctx context.Context, seq uint64, sig uint32, buf B
 		}
 		if j >= 2 {
 			lo, hi := span(j - 2)
-			copy(buf.Bytes[lo:hi], ac.result(j%2, 0, hi-lo))
+			keep(lo, hi, func(a, b int) []byte { return ac.result(j%2, a, b) })
 		}
 		if j <= k {
 			if err := c.arenaBarrier(ctx, seq, j == 0, nil); err != nil {

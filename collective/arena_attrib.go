@@ -16,8 +16,8 @@ func (ac *arenaColl) stampOff(r int) int {
 	return arenaRanksOff + (ac.p+r)*arenaLine
 }
 
-// execArena runs an allreduce through the arena and, when attribution is on, records whom it
-// waited for.
+// execArena runs a call through the arena and, when attribution is on, records whom it waited
+// for.
 func (c *Comm) execArena(ctx context.Context, seq uint64, kind collKind, buf Buffer, op ReduceOp, root int, limit time.Duration) error {
 	ac := c.arena
 	var start time.Time
@@ -27,7 +27,7 @@ func (c *Comm) execArena(ctx context.Context, seq uint64, kind collKind, buf Buf
 		ac.blocked = 0
 	}
 	ac.timed = attributed
-	err := c.arenaAllReduce(ctx, seq, c.signature(kind, buf.DType, op, buf.Len(), root), buf, op)
+	err := c.arenaCall(ctx, seq, kind, buf, op, root)
 	ac.timed = false
 	if err == nil && attributed {
 		err = c.arenaAttribute(ctx, seq, kind, len(buf.Bytes), start, time.Now())

@@ -27,7 +27,7 @@ func newArenaJob(t testing.TB, p, bytes int) *job {
 	return everyCallThroughArena(t, newJob(t, transport.NewMemJobArena(p, bytes), Options{}))
 }
 
-// everyCallThroughArena makes every allreduce and barrier of j's Comms take the arena,
+// everyCallThroughArena makes every call of j's Comms that may take the arena take it,
 // whatever the rank count and size.
 func everyCallThroughArena(t testing.TB, j *job) *job {
 	t.Helper()
@@ -36,7 +36,7 @@ func everyCallThroughArena(t testing.TB, j *job) *job {
 			t.Fatalf("p=%d: the Comm has no arena", c.Size())
 		}
 		if c.arena != nil {
-			c.arena.minRanks, c.arena.fewRanksBytes = 0, 0
+			c.arena.minRanks, c.arena.fewRanksBytes, c.arena.broadcastBytes = 0, 0, 0
 		}
 	}
 	return j
@@ -154,6 +154,30 @@ func TestArenaDefaultSizeHoldsTheLayout(t *testing.T) {
 		if want := transport.ArenaSlotBytes(p); chunk != want {
 			t.Errorf("%d ranks: an arena of transport.ArenaBytesFor = %d bytes holds slots of %d bytes, want transport.ArenaSlotBytes = %d",
 				p, transport.ArenaBytesFor(p), chunk, want)
+		}
+	}
+}
+
+// Which kinds of call take the arena, on 4 ranks with one.
+func TestArenaTakesKinds(t *testing.T) {
+	j := newJob(t, transport.NewMemJobArena(4, 1<<20), Options{})
+	c := j.comms[1]
+	for _, tc := range []struct {
+		kind  collKind
+		bytes int
+		want  bool
+	}{
+		{kindAllReduce, 4, true},
+		{kindBarrier, 0, true},
+		{kindReduceScatter, 4096, true},
+		{kindAllGather, 4096, true},
+		{kindBroadcast, arenaBroadcastBytes - 4, false},
+		{kindBroadcast, arenaBroadcastBytes, true},
+		{kindReduce, 4 << 20, false},
+		{kindAllToAll, 4 << 20, false},
+	} {
+		if got := c.arenaTakes(tc.kind, tc.bytes); got != tc.want {
+			t.Errorf("%v of %d bytes: arenaTakes %v, want %v", tc.kind, tc.bytes, got, tc.want)
 		}
 	}
 }

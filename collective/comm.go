@@ -253,7 +253,8 @@ func (c *Comm) AllReduce(ctx context.Context, buf Buffer, op ReduceOp) error {
 }
 
 // ReduceScatter reduces buf over all ranks in place; afterwards block Partition(n, p, rank) of
-// buf holds the reduced values (the rest of buf holds partial results).
+// buf holds the reduced values (the rest of buf holds partial results, or the input when the
+// call ran through the host's arena).
 func (c *Comm) ReduceScatter(ctx context.Context, buf Buffer, op ReduceOp) error {
 	if err := c.checkArgs(kindReduceScatter, buf, op, 0); err != nil {
 		return err
@@ -270,7 +271,8 @@ func (c *Comm) AllGather(ctx context.Context, buf Buffer) error {
 }
 
 // Broadcast copies root's buf to every rank: a segmented binomial tree for messages up to
-// broadcastChainBytes, a pipelined chain above.
+// broadcastChainBytes, a pipelined chain above (under auto on one host with an arena, from
+// arenaBroadcastBytes: through the arena, see arena_gather.go).
 func (c *Comm) Broadcast(ctx context.Context, buf Buffer, root int) error {
 	if err := c.checkArgs(kindBroadcast, buf, Sum, root); err != nil {
 		return err
