@@ -95,8 +95,10 @@ func WithJoinTimeout(d time.Duration) Option {
 	return func(c *config) { c.joinTimeout = setting[time.Duration]{d, fmt.Sprintf("WithJoinTimeout(%v)", d)} }
 }
 
-// WithPoll lets a waiting receiver poll its connection for up to d before it sleeps: less
-// latency for small messages, up to d of CPU per wait. Default: HETSYNC_POLL, else 0 (never).
+// WithPoll lets a waiting receiver poll its connection, and a rank waiting at the one-host
+// arena's barrier its word, for up to d before it sleeps, yielding the CPU between looks: less
+// latency for small messages and collectives, up to d of CPU per wait. Default: HETSYNC_POLL,
+// else 0 (never).
 func WithPoll(d time.Duration) Option {
 	return func(c *config) { c.poll = setting[time.Duration]{d, fmt.Sprintf("WithPoll(%v)", d)} }
 }

@@ -55,7 +55,7 @@ func netFlags(poll time.Duration) []cli.Flag {
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
 		&cli.StringFlag{Name: "arena", Value: "on", Usage: "on or off: memory that every rank of a one-host job maps (data paths auto, shm and cma), which collectives may use instead of messages"},
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
-		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm, cma) before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
+		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm, cma), and a rank at the one-host arena's barrier its word, before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
 		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
 		&cli.StringFlag{Name: "sched", Usage: "scheduling policy of every rank's threads: " + strings.Join(schedpolicy.Names(), ", ") +
 			". batch (Linux's SCHED_BATCH) lets a rank copying or reducing run on when a peer wakes up: faster when the job's own ranks outnumber the cores, slower for small messages when other work shares the cores; inherit (default) keeps the policy the rank was started with. Ranks under a real-time or idle policy keep it"},
