@@ -69,11 +69,11 @@ func (c *Comm) arenaAllReduce(ctx context.Context, seq uint64, sig uint32, buf B
 		return err
 	}
 	nb, es := len(buf.Bytes), buf.DType.Size()
-	// keep copies bytes [lo, hi) of the call's result, found at res, into buf where they
-	// overlap [keepLo, keepHi).
-	keep := func(lo, hi int, res func(lo, hi int) []byte) {
+	// keep copies result area s, which holds bytes [lo, hi) of the call's result, into buf
+	// where they overlap [keepLo, keepHi).
+	keep := func(s, lo, hi int) {
 		if a, b := max(lo, keepLo), min(hi, keepHi); a < b {
-			copy(buf.Bytes[a:b], res(a-lo, b-lo))
+			copy(buf.Bytes[a:b], ac.result(s, a-lo, b-lo))
 		}
 	}
 	if nb <= min(arenaSmallBytes, ac.chunk) {
@@ -81,7 +81,7 @@ func (c *Comm) arenaAllReduce(ctx context.Context, seq uint64, sig uint32, buf B
 		if err := c.arenaBarrier(ctx, seq, true, func() { ac.reduceRange(0, buf.DType, op, 0, nb) }); err != nil {
 			return err
 		}
-		keep(0, nb, func(lo, hi int) []byte { return ac.result(0, lo, hi) })
+		keep(0, 0, nb)
 		return nil
 	}
 	ce := ac.chunk / es * es
@@ -99,7 +99,7 @@ func (c *Comm) arenaAllReduce(ctx context.Context, seq uint64, sig uint32, buf B
 		}
 		if j >= 2 {
 			lo, hi := span(j - 2)
-			keep(lo, hi, func(a, b int) []byte { return ac.result(j%2, a, b) })
+			keep(j%2, lo, hi)
 		}
 		if j <= k {
 			if err := c.arenaBarrier(ctx, seq, j == 0, nil); err != nil {

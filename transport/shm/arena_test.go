@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -232,7 +233,9 @@ func TestArenaWaitRankKilled(t *testing.T) {
 
 // Every way out of a Wait but the word: the context, this rank's Close, another rank's Close
 // and the caller's own verdict (ArenaOptions.Gone); and a word that changed returns nil. Each
-// also once Wait has polled its word (ArenaOptions.Poll) and gone to sleep.
+// also with a Wait that polls its word first (ArenaOptions.Poll). The act comes once Wait has
+// begun, and 5 ms later, so that it usually finds Wait past its poll and asleep; the verdict
+// does not depend on where Wait is.
 func TestArenaWaitEnds(t *testing.T) {
 	goneErr := errors.New("rank 2 is unresponsive")
 	cases := []struct {
@@ -260,6 +263,9 @@ func TestArenaWaitEnds(t *testing.T) {
 				defer cancel()
 				done := make(chan error, 1)
 				go func() { done <- as[0].Wait(ctx, 64, 0) }()
+				for as[0].waiting.Load() == 0 {
+					runtime.Gosched()
+				}
 				time.Sleep(5 * time.Millisecond)
 				tc.act(as, cancel)
 				err := <-done
