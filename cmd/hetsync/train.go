@@ -91,12 +91,6 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if cfg.Options, err = strategyOptions(c, reg, cfg.Strategy); err != nil {
 		return o, err
 	}
-	if cfg.Collective == "" {
-		// ring, unless the strategy cannot run over it (the parameter-server strategies)
-		if cfg.Collective, err = reg.DefaultCollective(cfg.Strategy, "ring"); err != nil {
-			return o, err
-		}
-	}
 	if err := applyHeteroFlags(c, &cfg); err != nil {
 		return o, err
 	}
