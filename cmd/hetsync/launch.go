@@ -33,7 +33,7 @@ func launchCommand() *cli.Command {
 			&cli.StringFlag{Name: "rendezvous", DefaultText: "a free port on rank 0's host", Usage: "host:port for rank 0's rendezvous"},
 			&cli.StringFlag{Name: "collective", Category: catTransport, DefaultText: "the program's", Usage: "allreduce algorithm of the ranks' hetsync.Init: " + strings.Join(collective.Algorithms(), ", ")},
 			minNPFlag(),
-			&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, start all the job's ranks again, up to `K` times ($HETSYNC_RESTART_COUNT tells a rank which attempt it is)"},
+			&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, start all the job's ranks again, up to `K` times (each rank sees its attempt in HETSYNC_RESTART_COUNT)"},
 		), settingsFlags(), jobFlags(false)),
 		Action: func(c *cli.Context) error {
 			if c.Int("np") < 1 && !(hostsGiven(c) && c.Int("np") == 0) {

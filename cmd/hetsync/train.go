@@ -189,7 +189,7 @@ func trainCommand() *cli.Command {
 			"checkpoint, up to K times (each rank sees HETSYNC_RESTART_COUNT).",
 		// Usage lines stay short; docs/using.md ("Command-line flags") explains the longer ones.
 		Flags: slices.Concat(inCategory(catTraining,
-			&cli.IntFlag{Name: "np", Aliases: []string{"n"}, Category: catJob, DefaultText: "the launcher's world size", Usage: "number of ranks"},
+			&cli.IntFlag{Name: "np", Aliases: []string{"n"}, Category: catJob, DefaultText: "the launcher's world size", Usage: "number of ranks (required without a launcher)"},
 			&cli.StringFlag{Name: "sync", Value: "ssgd", Category: catStrategy, Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
 			&cli.StringFlag{Name: "collective", Category: catStrategy, DefaultText: trainer.DefaultCollective + ", or ps for a strategy that runs only over it",
 				Usage: "what the rounds run over: " + strings.Join(collective.Algorithms(), ", ") + " (ps: the parameter server)"},
