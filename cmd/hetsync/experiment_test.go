@@ -132,7 +132,6 @@ func TestExperimentCommandLine(t *testing.T) {
 			[]string{"# [1/1] a (timeout 10m0s)\n", " train --np=2 --slowdown=1,3 --sync=esync --local-lr=0.01 --out=/x/a\n", "# then: ", " report /x/a --out=/x/report\n"}},
 		{"unknown key", []string{"experiment", bad, "--dry-run"}, 2, []string{bad + ":6", `unknown key "local_lr"`, "did you mean local-lr"}},
 		{"no file", []string{"experiment"}, 2, []string{"exactly one experiment file"}},
-		{"report without out", []string{"report", dir}, 2, []string{"--out is required"}},
 		{"report bad flag", []string{"report", dir, "--bogus"}, 2, []string{"--bogus"}},
 		{"report not a run", []string{"report", dir, "--out", filepath.Join(dir, "r")}, 1, []string{"config.json"}},
 	}

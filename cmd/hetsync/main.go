@@ -61,7 +61,9 @@ func printError(w io.Writer, err error) {
 	}
 }
 
-func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	return usageError{explainUsageError(c, err)}
+}
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{

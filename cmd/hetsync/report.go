@@ -3,11 +3,17 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hetsync/hetsync/trainer/metrics"
 	"github.com/hetsync/hetsync/trainer/report"
 )
+
+// reportDefaultOut is report's --out when none is given: beside the runs train writes, named
+// after the time like them (metrics.RunPath), so that a report never overwrites another.
+const reportDefaultOut = "runs/report-TIME"
 
 func reportCommand() *cli.Command {
 	return &cli.Command{
@@ -24,10 +30,10 @@ func reportCommand() *cli.Command {
 			"that ended early (Ctrl-C, a failed rank, --timeout) is reported from what it measured, and\n" +
 			"says so. The default baseline of each scenario (model, ranks, seed, shard, heterogeneity) is\n" +
 			"its first ssgd run; --baseline NAME compares every run with the run directory named NAME.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Usage: "output directory (required)"},
-			&cli.StringFlag{Name: "baseline", Usage: "run name (directory base name) that speedups are against (default: ssgd per scenario)"},
-		},
+		Flags: inCategory(catOutput,
+			&cli.StringFlag{Name: "out", DefaultText: reportDefaultOut, Usage: "output directory"},
+			&cli.StringFlag{Name: "baseline", DefaultText: "the first ssgd run of each scenario", Usage: "run name (directory base name) that speedups are against"},
+		),
 		Action: func(c *cli.Context) error {
 			dirs, err := trailingFlags(c, "report", "out", "baseline")
 			if err != nil {
@@ -38,7 +44,7 @@ func reportCommand() *cli.Command {
 			}
 			out := c.String("out")
 			if out == "" {
-				return usagef("report: --out is required")
+				out = metrics.RunPath("runs", "report", time.Now())
 			}
 			rep, err := report.Write(out, dirs, c.String("baseline"))
 			if err != nil {
