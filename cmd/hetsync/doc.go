@@ -21,5 +21,6 @@
 // need: launching is package launcher, forming a rank's job is hetsync.Init and
 // hetsync.InitLocal (the same calls a user's program makes), measuring is package
 // collective/bench, training is package trainer (and trainer/experiment, trainer/report). It
-// keeps no global state; the one global it sets is urfave/cli's help printer, once at start.
+// keeps no global state; the one global it sets is urfave/cli's help printer, once, when
+// the first app is built (newApp), because urfave/cli v2 has no per-app printer.
 package main

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -53,9 +54,11 @@ func inCategory(cat string, flags ...cli.Flag) []cli.Flag {
 	return flags
 }
 
-func init() {
-	// The app's own help (the list of commands) keeps urfave/cli's template; a command's help
-	// is written by writeCommandHelp, grouped and wrapped.
+// installHelpPrinter makes a command's help go through writeCommandHelp, grouped and wrapped;
+// the app's own help (the list of commands) keeps urfave/cli's template. urfave/cli v2 reads
+// its printer from a package variable only, so newApp installs it, once per process, rather
+// than an init function doing so for every importer of this package's code.
+var installHelpPrinter = sync.OnceFunc(func() {
 	plain := cli.HelpPrinter
 	cli.HelpPrinter = func(w io.Writer, templ string, data any) {
 		if c, ok := data.(*cli.Command); ok {
@@ -64,7 +67,7 @@ func init() {
 		}
 		plain(w, templ, data)
 	}
-}
+})
 
 // helpWidth is the width help is wrapped to: $COLUMNS, else the terminal's width when w is
 // one, else helpNoTTY; never more than helpMaxWidth or less than helpMinWidth.

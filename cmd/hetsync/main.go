@@ -66,6 +66,7 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
+	installHelpPrinter()
 	return &cli.App{
 		Name:            "hetsync",
 		Usage:           "collective communication and training on heterogeneous clusters",
