@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hetsync/hetsync/kernels/cuda"
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // Bad command lines found by probing the command: each fails up front, before any rank
@@ -164,14 +165,16 @@ func TestPrepareRunDir(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := prepareRunDir(tc.path)
+			lock, err := prepareRunDir(tc.path)
+			lock.Close()
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("prepareRunDir(%s): %v", tc.path, err)
 			case tc.want == "":
+				// Only the job's lock is left.
 				ents, err := os.ReadDir(tc.path)
-				if err != nil || len(ents) != 0 {
-					t.Errorf("%s after the check: %v, %d entries left", tc.path, err, len(ents))
+				if err != nil || len(ents) != 1 || ents[0].Name() != metrics.LockFile {
+					t.Errorf("%s after the check: %v, entries %v left; want only %s", tc.path, err, ents, metrics.LockFile)
 				}
 			case err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--out "+tc.path):
 				t.Errorf("prepareRunDir(%s) = %v, want an error naming --out and %q", tc.path, err, tc.want)

@@ -188,6 +188,9 @@ func readRankFiles(dir string) ([]RoundRecord, error) {
 		}
 		recs, err := readRounds(f, path, true)
 		f.Close()
+		if err == nil {
+			err = checkOnce(path, recs)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,9 @@ const (
 	LogsDir     = "logs"
 	// RanksDir holds each rank's own records, appended as the job runs (rank-N.jsonl).
 	RanksDir = "ranks"
+	// LockFile is the lock of the job that owns the run directory (hetsync train holds an
+	// flock on it for the job's life); it holds that job's pid.
+	LockFile = "run.lock"
 )
 
 // RunPath returns root/name-YYYYMMDD-HHMMSS (UTC), the default place of a new run.
@@ -34,6 +37,7 @@ func RunPath(root, name string, start time.Time) string {
 //	summary.json   Summarize's result, written by Finish (or EndEarly)
 //	logs/          per-rank output (rank-N.log)
 //	ranks/         each rank's records as it measured them (rank-N.jsonl, OpenRankRecords)
+//	run.lock       the pid of the job that owns the directory (LockFile)
 type RunDir struct {
 	Path    string
 	metrics *os.File
@@ -162,6 +166,22 @@ func WriteSummary(dir string, s Summary) error {
 	return nil
 }
 
+// checkOnce refuses a file that records one rank's round twice: two jobs that wrote into one
+// run directory (two resumes of one run) leave such a file, and summed, its throughput would
+// be doubled and its ratios meaningless. A resumed run drops the rounds after its checkpoint
+// before it trains them again, so a run of one job at a time never has one.
+func checkOnce(path string, rounds []RoundRecord) error {
+	seen := make(map[[2]int]struct{}, len(rounds))
+	for _, r := range rounds {
+		k := [2]int{r.Rank, r.Round}
+		if _, dup := seen[k]; dup {
+			return fmt.Errorf("metrics: %s records rank %d's round %d more than once: two jobs wrote into this run directory", path, r.Rank, r.Round)
+		}
+		seen[k] = struct{}{}
+	}
+	return nil
+}
+
 // LoadRun reads config.json, metrics.jsonl and eval.jsonl of a run directory. A missing
 // eval.jsonl reads as no evaluations; a metrics.jsonl that is missing or empty (a job that
 // ended before rank 0 gathered the ranks' records) reads the ranks' own files under ranks/
@@ -181,6 +201,9 @@ func LoadRun(dir string) (config json.RawMessage, rounds []RoundRecord, evals []
 	case err == nil:
 		rounds, err = ReadRounds(mf, mPath)
 		mf.Close()
+		if err == nil {
+			err = checkOnce(mPath, rounds)
+		}
 		if err != nil {
 			return nil, nil, nil, err
 		}

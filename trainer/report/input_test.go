@@ -24,6 +24,7 @@ func TestLoadRunRefusesBadRecords(t *testing.T) {
 		{"negative wall time", `{"rank":0,"round":0,"time_s":-5}`, "", []string{"metrics.jsonl:1", "time_s = -5"}},
 		{"negative samples", `{"rank":0,"round":0,"time_s":1,"samples":-64}`, "", []string{"metrics.jsonl:1", "negative counter"}},
 		{"negative round", `{"rank":0,"round":-1,"time_s":1}`, "", []string{"metrics.jsonl:1", "round -1 < 0"}},
+		{"a round recorded twice", good + "\n" + strings.Replace(good, `"rank":0`, `"rank":1`, 1) + "\n" + good, "", []string{"metrics.jsonl", "rank 0's round 0 more than once"}},
 		{"negative evaluation time", good, `{"time_s":-1,"round":0,"accuracy":0.5}`, []string{"eval.jsonl:1", "time_s = -1"}},
 		{"accuracy above 1", good, "{\"time_s\":1,\"round\":0,\"accuracy\":0.5}\n{\"time_s\":2,\"round\":1,\"accuracy\":7}", []string{"eval.jsonl:2", "accuracy = 7"}},
 		{"negative accuracy", good, `{"time_s":1,"round":0,"accuracy":-0.1}`, []string{"eval.jsonl:1", "accuracy = -0.1"}},
