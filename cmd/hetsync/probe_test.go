@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -250,6 +251,18 @@ func TestBusyRendezvousPort(t *testing.T) {
 	for _, internal := range []string{"level=", "system=fx", "OnStart hook"} {
 		if strings.Contains(stderr, internal) {
 			t.Errorf("stderr has libp2p's internal log (%q):\n%s", internal, stderr)
+		}
+	}
+}
+
+// A -np that this process's own memory limits (ulimit -v, ulimit -d) cannot hold is refused
+// before any rank starts, naming the limit, rather than crashing out of memory half-started.
+func TestNPUnderProcessLimits(t *testing.T) {
+	for _, limit := range []string{"-v", "-d"} {
+		cmd := exec.Command("sh", "-c", `ulimit `+limit+` 3000000 && exec "$0" bench --transport mem -np 5000 -b 4K -e 4K -n 1 -w 0`, hetsyncBinary(t))
+		out, err := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "--np 5000") || !strings.Contains(string(out), "(ulimit "+limit+")") {
+			t.Errorf("ulimit %s 3000000: exit %d (%v); want exit 2 and an error naming --np 5000 and the limit:\n%.2000s", limit, code, err, out)
 		}
 	}
 }

@@ -227,9 +227,24 @@ func brief(dir string) string {
 	return out
 }
 
-// logTail returns the last n lines of the log, indented.
+// logTail returns the last n lines of the log, indented: read from its last 64 KiB, as a
+// run's log may be long.
 func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 64 << 10
+	if end, err := f.Seek(0, io.SeekEnd); err == nil && end > tail {
+		_, err = f.Seek(end-tail, io.SeekStart)
+	} else {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return ""
+	}
+	b, err := io.ReadAll(io.LimitReader(f, tail))
 	if err != nil {
 		return ""
 	}

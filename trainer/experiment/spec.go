@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // DefaultTimeout is a run's limit when the file gives none.
@@ -99,9 +100,13 @@ var reservedRunNames = map[string]string{
 	"logs":   "where the runner writes the runs' output",
 }
 
+// MaxFileBytes bounds an experiment file: a few kilobytes of YAML in practice, and the path
+// may be a device or an endless stdin.
+const MaxFileBytes = 1 << 20
+
 // Load reads and parses an experiment file; see Parse.
 func Load(file string, flags map[string]FlagKind) (*Spec, error) {
-	data, err := os.ReadFile(file)
+	data, err := metrics.ReadFileLimit(file, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}

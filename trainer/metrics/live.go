@@ -110,7 +110,7 @@ func EndEarly(dir, reason string) (Summary, error) {
 // ReadSummary reads dir/summary.json.
 func ReadSummary(dir string) (Summary, error) {
 	path := filepath.Join(dir, SummaryFile)
-	b, err := os.ReadFile(path)
+	b, err := ReadFileLimit(path, MaxConfigBytes)
 	if err != nil {
 		return Summary{}, fmt.Errorf("metrics: %w", err)
 	}

@@ -24,6 +24,11 @@ const (
 	LockFile = "run.lock"
 )
 
+// MaxConfigBytes bounds what is read of a run's config.json or summary.json: each is a few
+// kilobytes, and a run directory is user input (a file linked to a device must not take all
+// memory).
+const MaxConfigBytes = 16 << 20
+
 // RunPath returns root/name-YYYYMMDD-HHMMSS (UTC), the default place of a new run.
 func RunPath(root, name string, start time.Time) string {
 	return filepath.Join(root, name+"-"+start.UTC().Format("20060102-150405"))
@@ -188,7 +193,7 @@ func checkOnce(path string, rounds []RoundRecord) error {
 // instead; a missing config.json is an error, and so is a run with neither.
 func LoadRun(dir string) (config json.RawMessage, rounds []RoundRecord, evals []EvalRecord, err error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
-	config, err = os.ReadFile(cfgPath)
+	config, err = ReadFileLimit(cfgPath, MaxConfigBytes)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("metrics: %w", err)
 	}
