@@ -235,7 +235,7 @@ func trainCommand() *cli.Command {
 				if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
 					return usageError{err}
 				}
-				lock, err := o.prepareRunDir()
+				lock, err := o.prepareRunDir(o.record(o.NP))
 				if err != nil {
 					return usageError{err}
 				}
@@ -279,8 +279,9 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 			}
 		}
 		if c.Rank() == 0 {
-			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.recordOf(c), out, errOut
-			lock, err := o.prepareRunDir()
+			rec := o.recordOf(c)
+			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), rec, out, errOut
+			lock, err := o.prepareRunDir(rec)
 			if err != nil {
 				return fmt.Errorf("rank 0: %w", err)
 			}
@@ -365,7 +366,7 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 		}
 		// Held until the job, its restarts and closeFailedRun are done: rank 0, a child of
 		// this process, finds it held by its parent and goes on.
-		lock, err := o.prepareRunDir()
+		lock, err := o.prepareRunDir(o.record(o.NP))
 		if err != nil {
 			return usageError{err}
 		}
@@ -415,8 +416,9 @@ func sayEnding(errOut io.Writer, dir string) {
 }
 
 // prepareRunDir checks and locks --out before the first step (prepareRunDir), or, for a
-// resumed run, the run directory it continues.
-func (o trainOptions) prepareRunDir() (*runLock, error) {
+// resumed run, the run directory it continues, whose config.json then records rec, what the
+// resumed run uses (recordResume).
+func (o trainOptions) prepareRunDir(rec trainLaunch) (*runLock, error) {
 	if o.Resume == "" {
 		return prepareRunDir(o.outDir())
 	}
@@ -430,6 +432,10 @@ func (o trainOptions) prepareRunDir() (*runLock, error) {
 	if err := checkWritable(o.Resume); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("--resume %s: %w", o.Resume, err)
+	}
+	if err := recordResume(o.Resume, rec, lock != nil); err != nil {
+		lock.Close()
+		return nil, err
 	}
 	return lock, nil
 }
