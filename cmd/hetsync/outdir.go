@@ -58,19 +58,47 @@ func checkNewRunDir(dir string) error {
 	return nil
 }
 
+// checkOutputFile checks, before a command does its work, that it will be able to write its
+// results to path at the end: a directory, a file it cannot write or a directory it cannot
+// create files in would otherwise throw the work away. It leaves path as it was.
+func checkOutputFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return errors.New("is a directory")
+	case err == nil:
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("cannot write it: %w", err)
+		}
+		return f.Close()
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	if err := probeDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("cannot create it: %w", err)
+	}
+	return nil
+}
+
 // checkWritable checks that this process can create a file in the run directory dir.
 func checkWritable(dir string) error {
+	if err := probeDir(dir); err != nil {
+		return fmt.Errorf("cannot write in the run directory: %w", err)
+	}
+	return nil
+}
+
+// probeDir creates a file in dir and removes it.
+func probeDir(dir string) error {
 	probe, err := os.CreateTemp(dir, ".hetsync-write-check-*")
 	if err != nil {
-		return fmt.Errorf("cannot write in the run directory: %w", err)
+		return err
 	}
 	name := probe.Name()
 	err = probe.Close()
 	if rerr := os.Remove(name); err == nil {
 		err = rerr
 	}
-	if err != nil {
-		return fmt.Errorf("cannot write in the run directory: %w", err)
-	}
-	return nil
+	return err
 }

@@ -266,3 +266,20 @@ func TestNPUnderProcessLimits(t *testing.T) {
 		}
 	}
 }
+
+// bench -J is checked before the benchmark runs, not after it has thrown the results away.
+func TestBenchJSONPathCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ path, want string }{
+		{dir, "-J " + dir + ": is a directory"},
+		{filepath.Join(dir, "no", "such", "dir", "r.json"), "-J " + filepath.Join(dir, "no", "such", "dir", "r.json") + ": cannot create it"},
+	} {
+		code, _, stderr := runCLI(t, "bench", "-np", "2", "-b", "4K", "-e", "4K", "-n", "1", "-J", tc.path)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("-J %s: exit %d, stderr %q; want exit 2 and %q", tc.path, code, stderr, tc.want)
+		}
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Errorf("the checks left %v (%v) in %s", ents, err, dir)
+	}
+}

@@ -47,14 +47,20 @@ func lockRunDir(flag, dir string) (*runLock, error) {
 // checkNotHeld fails, as lockRunDir would, when another job holds dir's lock, without
 // taking it and without writing anything into dir.
 func checkNotHeld(flag, dir string) error {
-	f, err := os.Open(filepath.Join(dir, metrics.LockFile))
-	if err != nil {
-		return nil // no job ever locked it, or one that cannot be read: lockRunDir will say
+	if pid, held := metrics.LockHolder(dir); held && pid != os.Getppid() {
+		return inUse(flag, dir, pid)
 	}
-	if locked, err := tryLock(f, flag, dir); !locked {
-		return err
+	return nil
+}
+
+// inUse is the error of a job refused dir, whose lock pid holds (0: not known).
+func inUse(flag, dir string, pid int) error {
+	who := "it"
+	if pid > 0 {
+		who = "pid " + strconv.Itoa(pid)
 	}
-	return f.Close() // and with it the lock just taken
+	return fmt.Errorf("%s %s: the run directory is in use by another hetsync job (%s holds %s); wait for it to end, or choose another directory",
+		flag, dir, who, filepath.Join(dir, metrics.LockFile))
 }
 
 // tryLock takes the lock on f, the run directory dir's lock file, without waiting. A lock
@@ -73,10 +79,8 @@ func tryLock(f *os.File, flag, dir string) (locked bool, err error) {
 		return false, fmt.Errorf("%s %s: cannot lock %s: %w", flag, dir, path, err)
 	case holder == os.Getppid():
 		return false, nil
-	case holder > 0:
-		return false, fmt.Errorf("%s %s: the run directory is in use by another hetsync job (pid %d holds %s); wait for it to end, or choose another directory", flag, dir, holder, path)
 	}
-	return false, fmt.Errorf("%s %s: the run directory is in use by another hetsync job (it holds %s); wait for it to end, or choose another directory", flag, dir, path)
+	return false, inUse(flag, dir, holder)
 }
 
 // lockHolder is the pid written in a lock file, 0 when none is (yet).
