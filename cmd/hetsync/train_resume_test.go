@@ -280,14 +280,15 @@ func TestResumeKeepsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := func() string {
-		b, err := os.ReadFile(filepath.Join(dir, metrics.ConfigFile))
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(b)
 	}
-	before := config()
+	config := func() string { return read(metrics.ConfigFile) }
+	before, summary := config(), read(metrics.SummaryFile)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -306,6 +307,9 @@ func TestResumeKeepsTheRun(t *testing.T) {
 	}
 	if after := config(); after != before {
 		t.Fatalf("refused resumes changed config.json:\n%s\nwas:\n%s", after, before)
+	}
+	if after := read(metrics.SummaryFile); after != summary {
+		t.Fatalf("refused resumes changed summary.json:\n%s\nwas:\n%s", after, summary)
 	}
 	if code, out := train("-np", "3", "--max-rounds", "9", "--resume", dir); code != 0 {
 		t.Fatalf("resume on 3 ranks: exit %d\n%s", code, out)
