@@ -156,6 +156,12 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	if o.Format, err = bench.ParseFormat(c.String("format")); err != nil {
 		return o, fmt.Errorf("--format: %v", err)
 	}
+	// Rank 0 may run on another host, whose own writing is the one that counts there.
+	if o.JSONPath != "" && !hostsGiven(c) {
+		if err := checkOutputFile(o.JSONPath); err != nil {
+			return o, fmt.Errorf("-J %s: %w", o.JSONPath, err)
+		}
+	}
 	if err := o.netOptions.validate(); err != nil {
 		return o, err
 	}

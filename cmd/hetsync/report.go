@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -42,6 +44,11 @@ func reportCommand() *cli.Command {
 			if len(dirs) == 0 {
 				return usagef("report: give one or more run directories")
 			}
+			for _, d := range dirs {
+				if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+					return usagef("report: %s is not a run directory (%v)", d, orNotADir(err))
+				}
+			}
 			out := c.String("out")
 			if out == "" {
 				out = metrics.RunPath("runs", "report", time.Now())
@@ -55,4 +62,12 @@ func reportCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// orNotADir is err, or for a path that exists but is no directory, an error saying so.
+func orNotADir(err error) error {
+	if err == nil {
+		return errors.New("not a directory")
+	}
+	return err
 }

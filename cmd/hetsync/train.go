@@ -232,9 +232,11 @@ func trainCommand() *cli.Command {
 				if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
 					return usageError{err}
 				}
-				if err := o.prepareRunDir(); err != nil {
+				lock, err := o.prepareRunDir(o.record(o.NP))
+				if err != nil {
 					return usageError{err}
 				}
+				defer lock.Close()
 				return trainMem(c.Context, o, c.App.Writer)
 			}
 			env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
@@ -274,10 +276,13 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 			}
 		}
 		if c.Rank() == 0 {
-			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.recordOf(c), out, errOut
-			if err := o.prepareRunDir(); err != nil {
+			rec := o.recordOf(c)
+			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), rec, out, errOut
+			lock, err := o.prepareRunDir(rec)
+			if err != nil {
 				return fmt.Errorf("rank 0: %w", err)
 			}
+			defer lock.Close()
 		}
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
@@ -356,9 +361,13 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 		if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
 			return usageError{err}
 		}
-		if err := o.prepareRunDir(); err != nil {
+		// Held until the job, its restarts and closeFailedRun are done: rank 0, a child of
+		// this process, finds it held by its parent and goes on.
+		lock, err := o.prepareRunDir(o.record(o.NP))
+		if err != nil {
 			return usageError{err}
 		}
+		defer lock.Close()
 	}
 	err := runTrainJob(c, o, extra)
 	if err != nil && local {
@@ -403,11 +412,27 @@ func sayEnding(errOut io.Writer, dir string) {
 	}
 }
 
-// prepareRunDir checks --out before the first step (prepareRunDir), or, for a resumed run,
-// the run directory it continues (checkResumeDir).
-func (o trainOptions) prepareRunDir() error {
-	if o.Resume != "" {
-		return checkResumeDir(o.Resume)
+// prepareRunDir checks and locks --out before the first step (prepareRunDir), or, for a
+// resumed run, the run directory it continues, whose config.json then records rec, what the
+// resumed run uses (recordResume).
+func (o trainOptions) prepareRunDir(rec trainLaunch) (*runLock, error) {
+	if o.Resume == "" {
+		return prepareRunDir(o.outDir())
 	}
-	return prepareRunDir(o.outDir())
+	if err := trainer.HasCheckpoint(o.Resume); err != nil {
+		return nil, fmt.Errorf("--resume %s: %w", o.Resume, err)
+	}
+	lock, err := lockRunDir("--resume", o.Resume)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWritable(o.Resume); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("--resume %s: %w", o.Resume, err)
+	}
+	if err := recordResume(o.Resume, rec, lock != nil); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return lock, nil
 }

@@ -129,10 +129,13 @@ func (o trainOptions) worldAllowed(size int) bool {
 func (r resumeOptions) checkpoints() bool { return r.CheckpointEvery != trainer.EvalEvery{} }
 
 // checkResumeDir checks, before any rank starts, that dir holds a checkpoint this hetsync
-// reads and that the run's results can be written there.
+// reads, that no other job holds it, and that the run's results can be written there.
 func checkResumeDir(dir string) error {
 	if err := trainer.HasCheckpoint(dir); err != nil {
 		return fmt.Errorf("--resume %s: %w", dir, err)
+	}
+	if err := checkNotHeld("--resume", dir); err != nil {
+		return err
 	}
 	if err := checkWritable(dir); err != nil {
 		return fmt.Errorf("--resume %s: %w", dir, err)
