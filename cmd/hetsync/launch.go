@@ -29,7 +29,7 @@ func launchCommand() *cli.Command {
 			"HETSYNC_RESTART_COUNT (0 on the first attempt), as torchrun's TORCHELASTIC_RESTART_COUNT.",
 		Flags: slices.Concat([]cli.Flag{
 			&cli.IntFlag{Name: "np", Usage: "number of ranks (required without -H/--hostfile; with them, default: every slot)"},
-			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping ranks"},
+			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping ranks; 0 kills them at once (SIGKILL)"},
 			&cli.StringFlag{Name: "rendezvous", Usage: "host:port for rank 0's rendezvous (default: a free port on rank 0's host)"},
 			&cli.StringFlag{Name: "collective", Usage: "allreduce algorithm of the ranks' hetsync.Init: " + strings.Join(collective.Algorithms(), ", ") + " (default: the program's)"},
 			minNPFlag(),
@@ -66,7 +66,7 @@ func launchCommand() *cli.Command {
 			job := &launcher.Job{
 				NP: c.Int("np"), Command: c.Args().Slice(), Env: append(os.Environ(), watchOptionsFrom(c).environ()...),
 				Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter,
-				Grace: c.Duration("grace"), Rendezvous: c.String("rendezvous"), Settings: settings,
+				Grace: c.Duration("grace"), KillAtOnce: c.Duration("grace") == 0, Rendezvous: c.String("rendezvous"), Settings: settings,
 			}
 			return launcher.Restarts{Max: c.Int("max-restarts"), Log: c.App.ErrWriter}.Run(c.Context, func(_ context.Context, restart int) error {
 				attempt := *job
