@@ -50,13 +50,14 @@ func join(ctx context.Context, cfg Config, hk *hooks) (transport.Endpoint, error
 	if timeout == 0 {
 		timeout = DefaultJoinTimeout
 	}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cfg, err := cfg.withDefaults(ctx)
 	if err != nil {
 		return nil, err
 	}
-	j := &joiner{cfg: cfg}
+	j := &joiner{cfg: cfg, start: start}
 	ep, err := j.run(ctx, hk)
 	if err != nil {
 		j.teardown()
@@ -72,6 +73,7 @@ const refusalGrace = time.Second
 // joiner holds what Join has built so far, so a failure tears down exactly that.
 type joiner struct {
 	cfg   Config
+	start time.Time // when Join began: its timeout counts from here
 	h     host.Host
 	acc   *acceptor
 	proof *proofFile
@@ -224,7 +226,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		if aerr != nil {
 			return nil, fmt.Errorf("rank %d: rendezvous address %s: %w", cfg.Rank, cfg.Rendezvous, aerr)
 		}
-		peers, err = register(ctx, cfg, h, ids[0], addr0, self)
+		peers, err = register(ctx, cfg, j.start, h, ids[0], addr0, self)
 	}
 	if err != nil {
 		return nil, err

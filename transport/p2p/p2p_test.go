@@ -472,7 +472,7 @@ func TestNoRank0(t *testing.T) {
 	l.Close() // nothing listens there now
 	cfg := Config{Rank: 1, Size: 2, Secret: "s", Rendezvous: addr, JoinTimeout: 500 * time.Millisecond, Logger: quiet}
 	_, err = Join(context.Background(), cfg)
-	if err == nil || !strings.Contains(err.Error(), "rank 1: cannot join rank 0 at "+addr+": gave up after 500ms") {
+	if err == nil || !strings.Contains(err.Error(), "rank 1: cannot join rank 0 at "+addr+": gave up after 500ms (the join timeout") {
 		t.Fatalf("Join = %v", err)
 	}
 }
