@@ -97,7 +97,9 @@ func LivenessOf(ep Endpoint) (Liveness, bool) {
 }
 
 // UnresponsiveError says that a peer stopped sending heartbeats on the control path: the
-// process is frozen (SIGSTOP, a paused VM, a host that stopped scheduling it) or dead.
+// process is frozen (SIGSTOP, a paused VM, a host that stopped scheduling it) or dead, or,
+// for a peer on another host, the network between the two hosts is down. Silence alone
+// cannot tell these apart; for a peer on this rank's host the kernel can (State).
 type UnresponsiveError struct {
 	Rank, Peer int
 	// Silent is how long the peer had been silent.
@@ -121,7 +123,8 @@ func (e *UnresponsiveError) Error() string {
 		return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): its process is %s",
 			e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, from, e.State)
 	}
-	return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): the process is frozen or dead",
+	return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): unreachable from this host: "+
+		"its process is frozen or dead, or the network between the hosts is down (a link, a switch, a firewall)",
 		e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, from)
 }
 
