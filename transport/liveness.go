@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -128,6 +129,19 @@ func (e *UnresponsiveError) Error() string {
 		e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, from)
 }
 
+// PeerExitedError says that a peer's process exited while this rank was still in the job with
+// it, without closing its endpoint (it returned from main without Close, called os.Exit, or
+// crashed without a signal this rank could see). Only a peer on this rank's host can be known
+// to have exited; one on another host that leaves this way falls silent (UnresponsiveError).
+type PeerExitedError struct {
+	Rank, Peer int
+}
+
+func (e *PeerExitedError) Error() string {
+	return fmt.Sprintf("rank %d: rank %d exited while this rank was still in the job: its process is gone and it never closed its endpoint",
+		e.Rank, e.Peer)
+}
+
 // PeerFailer is implemented by endpoints that can fail a peer from outside the data path: its
 // pending and later receives and sends fail with err.
 type PeerFailer interface {
@@ -136,12 +150,18 @@ type PeerFailer interface {
 
 // FailPeer fails every pending and later Recv from peer with err (messages already queued
 // stay deliverable) and closes the connection, so that a Send blocked on it returns and the
-// peer, should it wake, sees the link gone.
+// peer, should it wake, sees the link gone. A connection that had merely ended cleanly takes
+// err as its error: err says why it ended (the peer exited), which the end itself does not.
 func (e *streamEndpoint) FailPeer(peer int, err error) {
 	if peer < 0 || peer >= e.size || peer == e.rank {
 		return
 	}
 	p := e.peers[peer]
+	p.mu.Lock()
+	if errors.Is(p.err, errClosedByPeer) {
+		p.err = nil
+	}
+	p.mu.Unlock()
 	p.fail(err)
 	p.conn.Close()
 }

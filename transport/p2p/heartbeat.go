@@ -356,7 +356,8 @@ func (hb *heartbeats) died(r int, err error) {
 	fail(r, err)
 }
 
-// monitor fails every peer silent for longer than the timeout.
+// monitor fails every peer silent for longer than the timeout, and a peer of this kernel
+// whose process is gone as soon as it has missed two heartbeats.
 func (hb *heartbeats) monitor() {
 	defer hb.wg.Done()
 	t := time.NewTicker(hb.interval)
@@ -387,12 +388,22 @@ func (hb *heartbeats) monitor() {
 			}
 			hb.mu.Unlock()
 			silent := now.Sub(p.Heard) - starved
-			if p.Left || p.Failed != nil || silent <= limit {
+			if p.Left || p.Failed != nil || silent <= 2*hb.interval {
 				overloaded[r] = false
 				continue
 			}
 			proc := hb.proc(r)
 			st := proc.state()
+			if st == procGone {
+				// Two heartbeats missed and the kernel says the process is gone: it left the job
+				// without a goodbye. Waiting out the limit would only delay the news.
+				hb.died(r, &transport.PeerExitedError{Rank: hb.rank, Peer: r})
+				continue
+			}
+			if silent <= limit {
+				overloaded[r] = false
+				continue
+			}
 			if st == procRunning {
 				// On this kernel and running: starved of CPU, not frozen.
 				if !overloaded[r] {
