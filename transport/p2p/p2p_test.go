@@ -1041,6 +1041,9 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv(envNetnsRank); args != "" {
 		os.Exit(netnsRank(args))
 	}
+	if os.Getenv(shmFullEnv) != "" {
+		os.Exit(shmFullChild())
+	}
 	if addr := os.Getenv(leaverEnv); addr != "" {
 		os.Exit(leaver(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
 	}
