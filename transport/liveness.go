@@ -113,12 +113,20 @@ type UnresponsiveError struct {
 	// State is what the kernel says of a silent peer on this rank's host ("stopped (SIGSTOP
 	// or a tracer)", "exited"), "" for a peer on another host.
 	State string
+	// LinkDown says that the peer's process was seen running (on this kernel, in another
+	// network namespace) while silent: the network between the two hosts is down.
+	LinkDown bool
 }
 
 func (e *UnresponsiveError) Error() string {
 	from := e.LimitFrom
 	if from == "" {
 		from = "HETSYNC_PEER_TIMEOUT"
+	}
+	if e.LinkDown {
+		return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): unreachable: its process is %s "+
+			"(on this machine, in another network namespace), so the network between the hosts is down",
+			e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, from, e.State)
 	}
 	if e.State != "" {
 		return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): its process is %s",

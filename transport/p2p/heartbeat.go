@@ -70,9 +70,12 @@ type heartbeats struct {
 	peers []beatPeer
 	// procs are the processes of the peers on this rank's kernel (the zero procID for the
 	// others), set once the peer table is known (procwatch.go).
-	procs   []procID
-	fail    func(peer int, err error) // set by start; nil while joining
-	stopped bool
+	procs []procID
+	// netApart marks the watched peers in another network namespace: their silence, while
+	// their process runs, is a network that is down (procwatch.go).
+	netApart []bool
+	fail     func(peer int, err error) // set by start; nil while joining
+	stopped  bool
 	// checked is when the monitor last finished judging every peer: a peer whose silence,
 	// as the monitor counts it, exceeded its limit before then and that is not failed was
 	// spared on purpose (it said goodbye, or its process runs), which the tests check.
@@ -402,6 +405,13 @@ func (hb *heartbeats) monitor() {
 			}
 			if silent <= limit {
 				overloaded[r] = false
+				continue
+			}
+			if st == procRunning && hb.isNetApart(r) {
+				// Alive on this kernel, behind another network namespace: the network between
+				// the two is what failed.
+				hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: limit, LimitFrom: limitFrom,
+					State: procCause(st), LinkDown: true})
 				continue
 			}
 			if st == procRunning {

@@ -1041,6 +1041,9 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv(envNetnsRank); args != "" {
 		os.Exit(netnsRank(args))
 	}
+	if args := os.Getenv(envLinkRank); args != "" {
+		os.Exit(linkRank(args))
+	}
 	if os.Getenv(shmFullEnv) != "" {
 		os.Exit(shmFullChild())
 	}

@@ -103,14 +103,22 @@ func (hb *heartbeats) watchProcs(peers []peerInfo, local []locality) {
 	}
 	me := peers[hb.rank].Proc
 	procs := make([]procID, hb.size)
+	netApart := make([]bool, hb.size)
 	for r := range min(len(peers), len(local), hb.size) {
 		if r != hb.rank && watchable(me, peers[r].Proc, local[r].kernel) {
-			procs[r] = peers[r].Proc
+			procs[r], netApart[r] = peers[r].Proc, local[r].netApart
 		}
 	}
 	hb.mu.Lock()
-	hb.procs = procs
+	hb.procs, hb.netApart = procs, netApart
 	hb.mu.Unlock()
+}
+
+// isNetApart says whether peer r runs on this kernel in another network namespace.
+func (hb *heartbeats) isNetApart(r int) bool {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return r >= 0 && r < len(hb.netApart) && hb.netApart[r]
 }
 
 // proc is peer r's process if this rank can ask the kernel about it, else the zero procID.
