@@ -298,11 +298,20 @@ func register(ctx context.Context, cfg Config, start time.Time, h host.Host, ran
 			return nil, fmt.Errorf("%s: %s: %w", where, gaveUp(ctx, start, cfg.JoinTimeout), lastErr)
 		}
 		err := h.Connect(network.WithForceDirectDial(ctx, "hetsync rendezvous"), ai)
+		if err != nil && ctx.Err() != nil {
+			// Cut off by ctx, not refused: the top of the loop says why this rank stopped.
+			lastErr = err
+			continue
+		}
 		if err == nil {
 			var s network.Stream
 			s, err = h.NewStream(ctx, rank0, rendezvousProto)
 			if err == nil {
 				return exchange(ctx, cfg, s, where, self)
+			}
+			if ctx.Err() != nil {
+				lastErr = err
+				continue
 			}
 			// Rank 0 registers its handler right after it starts listening; a few retries
 			// cover that window. A persistent failure is a refusal.
