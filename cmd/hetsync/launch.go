@@ -29,7 +29,7 @@ func launchCommand() *cli.Command {
 			"HETSYNC_RESTART_COUNT (0 on the first attempt), as torchrun's TORCHELASTIC_RESTART_COUNT.",
 		Flags: slices.Concat(inCategory(catJob,
 			&cli.IntFlag{Name: "np", Aliases: []string{"n"}, DefaultText: "every slot of -H/--hostfile", Usage: "number of ranks (required without -H/--hostfile)"},
-			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping ranks"},
+			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping ranks; 0 kills them at once"},
 			&cli.StringFlag{Name: "rendezvous", DefaultText: "a free port on rank 0's host", Usage: "host:port for rank 0's rendezvous"},
 			&cli.StringFlag{Name: "collective", Category: catTransport, DefaultText: "the program's", Usage: "allreduce algorithm of the ranks' hetsync.Init: " + strings.Join(collective.Algorithms(), ", ")},
 			minNPFlag(),
@@ -66,7 +66,7 @@ func launchCommand() *cli.Command {
 			job := &launcher.Job{
 				NP: c.Int("np"), Command: c.Args().Slice(), Env: append(os.Environ(), watchOptionsFrom(c).environ()...),
 				Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter,
-				Grace: c.Duration("grace"), Rendezvous: c.String("rendezvous"), Settings: settings,
+				Grace: c.Duration("grace"), KillAtOnce: c.Duration("grace") == 0, Rendezvous: c.String("rendezvous"), Settings: settings,
 			}
 			return launcher.Restarts{Max: c.Int("max-restarts"), Log: c.App.ErrWriter}.Run(c.Context, func(_ context.Context, restart int) error {
 				attempt := *job
