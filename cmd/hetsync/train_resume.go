@@ -32,7 +32,7 @@ type resumeOptions struct {
 func resumeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "checkpoint-every", Usage: "write a checkpoint into the run directory every N rounds (50) or every duration (30s)"},
-		&cli.StringFlag{Name: "resume", Usage: "continue the run in `RUN_DIR` from its checkpoint, with no round lost or repeated (give the flags of the run it continues)"},
+		&cli.StringFlag{Name: "resume", Usage: "continue the run in `RUN_DIR` from its checkpoint, with no round lost or repeated (give the flags of the run it continues; those that define the run must match config.json)"},
 		&cli.IntFlag{Name: "max-restarts", Category: catJob, Usage: "when a rank fails, start the job again from the run's last checkpoint, up to `K` times (needs --checkpoint-every)"},
 		minNPFlag(),
 		&cli.StringFlag{Name: "fail-at-round", Hidden: true, Usage: "fault injection for tests: RANK:ROUND makes rank RANK kill itself (SIGKILL) after round ROUND (0-based) of the job's first attempt"},
