@@ -119,8 +119,11 @@
 // hanging. A rank whose part of a call is only sends (a
 // broadcast root) may return before a peer notices a mismatch; it gets the abort at its next
 // call. After any failure the Comm is unusable (every later call says so): the ranks no longer
-// agree on which messages are in flight. Every call honours its context. On error the contents
-// of the buffers are undefined.
+// agree on which messages are in flight. Every call honours its context: one cancelled while
+// the call runs fails it with an error that wraps context.Canceled, and that too is a failure
+// that leaves the Comm unusable on every rank. A context cancelled after its call returned does
+// nothing, so a program may create and cancel a context per call. On error the contents of the
+// buffers are undefined.
 //
 // Avg is Sum followed by a division by p on the rank that holds the result: multiplication by
 // 1/p for floats, Go's truncating integer division for integers. Every element is reduced on
