@@ -280,15 +280,17 @@ func (c *Comm) arenaBarrier(ctx context.Context, seq uint64, check bool, last fu
 	if ac.timed {
 		ac.blocked += time.Since(slept)
 	}
-	// A wait fails once any rank is gone, and the last rank to arrive at a call's last
-	// barrier returns from the call, and may close its endpoint, as soon as it has released
-	// the others: a failed wait that finds the generation raised (without the give-up bit)
-	// saw the barrier complete, and the call goes on.
+	// A raised generation means the barrier completed, whatever happened after: a wait fails
+	// once any rank is gone, and the last rank to arrive at a call's last barrier returns from
+	// the call, and may close its endpoint, as soon as it has released the others; and the
+	// ranks released first may already be in their next call and have given up on it (a
+	// mismatch) before this rank looks. That give-up belongs to the next call, which finds it
+	// when it starts. Only a give-up at this barrier's own generation ends it.
 	switch now := ac.gen.Load(); {
-	case now == g:
-		return err
+	case now&^arenaAbortBit != g:
+		return nil
 	case now&arenaAbortBit != 0:
 		return c.arenaGivenUp(seq)
 	}
-	return nil
+	return err
 }
