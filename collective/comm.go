@@ -155,6 +155,8 @@ type Comm struct {
 	replan  *replanner // nil when the Comm does not re-plan
 	arena   *arenaColl // the job's arena (arena.go); nil when auto cannot use one
 
+	closed atomic.Bool // Close was called: every later call fails with ErrClosed
+
 	turns turns
 	// Everything below belongs to the call that has the turn (see turns).
 	broken             error
@@ -174,6 +176,20 @@ type Comm struct {
 	// point-to-point messages, in order per peer and direction (see p2p.go)
 	p2pMu            sync.Mutex
 	p2pSend, p2pRecv []p2pLane
+}
+
+// ErrClosed is what every call on a Comm fails with, wrapped with the rank and the call, once
+// Close was called on it (errors.Is(err, ErrClosed)).
+var ErrClosed = errors.New("the Comm is closed")
+
+// Close makes every later call on c, collective or point-to-point, fail at once with an error
+// wrapping ErrClosed; a collective call after it also tells the peers that this rank is not
+// coming, as any failure does. A call running when c closes that then fails says ErrClosed
+// first. Close closes no endpoint: c's creator owns it (see New). It returns nil, also when
+// called again.
+func (c *Comm) Close() error {
+	c.closed.Store(true)
+	return nil
 }
 
 // New builds a communicator over ep. Every rank of ep belongs to it; Split makes smaller ones.
@@ -341,6 +357,9 @@ func (c *Comm) Recv(ctx context.Context, from int, buf Buffer) error {
 }
 
 func (c *Comm) checkPeer(what string, peer int, buf Buffer) error {
+	if c.closed.Load() {
+		return fmt.Errorf("%s: %s with rank %d: %w", c.who, what, peer, ErrClosed)
+	}
 	if peer < 0 || peer >= c.Size() || peer == c.Rank() {
 		return fmt.Errorf("%s: %s: peer rank %d is out of range [0, %d) or this rank itself", c.who, what, peer, c.Size())
 	}
@@ -515,6 +534,15 @@ func (c *Comm) run(ctx context.Context, kind collKind, buf, aux Buffer, op Reduc
 func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int) (err error) {
 	c.callStarted(seq, kind)
 	defer func() { c.callEnded(seq, kind, len(buf.Bytes), err) }()
+	if c.closed.Load() {
+		err = fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, ErrClosed)
+		if c.broken == nil {
+			// The peers expect this rank in collective seq: tell them it is not coming.
+			c.broken = err
+			c.abort(seq, err)
+		}
+		return err
+	}
 	if c.broken != nil {
 		return fmt.Errorf("%s: %v #%d (%s): communicator unusable after an earlier failure: %w",
 			c.who, kind, seq, c.algName, c.broken)
@@ -537,6 +565,11 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 		err = c.execSchedule(ctx, seq, kind, buf, aux, op, root, limit)
 	}
 	if err != nil {
+		if c.closed.Load() {
+			// Closed while the call ran: what failed (a closed connection, the arena) is
+			// a consequence; say the cause first.
+			err = fmt.Errorf("%w during the call: %w", ErrClosed, err)
+		}
 		c.broken = err
 		c.abort(seq, err)
 		return err
