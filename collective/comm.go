@@ -160,6 +160,7 @@ type Comm struct {
 	turns turns
 	// Everything below belongs to the call that has the turn (see turns).
 	broken             error
+	cur                callDesc     // the running call, to name it in a mismatch
 	dctx               deadlineCtx  // context of calls made with one that never ends
 	recvPeer, sendPeer atomic.Int32 // peers the call is receiving from and sending to, -1 if none
 	cache              map[schedKey]*schedule
@@ -407,29 +408,43 @@ func (c *Comm) codecFor(dt DType) transport.Codec {
 
 // signature hashes what every rank must agree on (FNV-1a, no allocation).
 func (c *Comm) signature(kind collKind, dt DType, op ReduceOp, n, root int) uint32 {
-	h := uint32(2166136261)
-	mix := func(b byte) { h = (h ^ uint32(b)) * 16777619 }
-	mix(byte(kind))
-	for i := 0; i < len(c.algName); i++ {
-		mix(c.algName[i])
+	// A rank whose peers are not all on shared memory plans on another model and may choose
+	// another algorithm: its calls must fail as different collectives, not mix.
+	a, ok := c.alg.(*auto)
+	return sigPrefix(kind, c.algName, ok && a.sharedMemory()).args(dt, op, n, root)
+}
+
+// sigHash is an op signature being hashed: FNV-1a's state.
+type sigHash uint32
+
+func (h sigHash) mix(b byte) sigHash { return (h ^ sigHash(b)) * 16777619 }
+
+// sigPrefix hashes what a signature starts with: the collective, the algorithm's name and
+// whether auto plans for shared memory.
+func sigPrefix(kind collKind, alg string, shm bool) sigHash {
+	h := sigHash(2166136261).mix(byte(kind))
+	for i := 0; i < len(alg); i++ {
+		h = h.mix(alg[i])
 	}
-	if a, ok := c.alg.(*auto); ok && a.sharedMemory() {
-		// A rank whose peers are not all on shared memory plans on another model and may
-		// choose another algorithm: its calls must fail as different collectives, not mix.
-		mix('s')
-	}
-	mix(byte(dt))
-	mix(byte(op))
-	for i := 0; i < 64; i += 8 {
-		mix(byte(uint64(n) >> i))
-	}
-	for i := 0; i < 64; i += 8 {
-		mix(byte(uint64(root) >> i))
-	}
-	if h == abortOp {
-		h++
+	if shm {
+		h = h.mix('s')
 	}
 	return h
+}
+
+// args ends the signature with the call's arguments.
+func (h sigHash) args(dt DType, op ReduceOp, n, root int) uint32 {
+	h = h.mix(byte(dt)).mix(byte(op))
+	for i := 0; i < 64; i += 8 {
+		h = h.mix(byte(uint64(n) >> i))
+	}
+	for i := 0; i < 64; i += 8 {
+		h = h.mix(byte(uint64(root) >> i))
+	}
+	if uint32(h) == abortOp {
+		h++
+	}
+	return uint32(h)
 }
 
 // schedule returns the cached schedule for a call, building it on first use.
@@ -554,6 +569,7 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 		c.abort(seq, err)
 		return err
 	}
+	c.cur = callDesc{kind: kind, dt: buf.DType, op: op, n: buf.Len(), root: root}
 	ctx, release, limit := c.limit(ctx)
 	defer release()
 	c.recvPeer.Store(-1)

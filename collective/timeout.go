@@ -80,6 +80,9 @@ func noCancel() {}
 // callErr is the error of failed call seq: a *TimeoutError when its time ran out.
 func (c *Comm) callErr(ctx context.Context, kind collKind, seq uint64, limit time.Duration, err error) error {
 	if !timedOut(ctx, err) {
+		if s := c.mismatchSentence(err, c.cur); s != "" {
+			return fmt.Errorf("%s: %v #%d (%s): %s: %w", c.who, kind, seq, c.algName, s, err)
+		}
 		return fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
 	}
 	var waiting []string
