@@ -375,13 +375,7 @@ func TestCloseTwice(t *testing.T) {
 func TestFirstCollectiveMismatchAfterInit(t *testing.T) {
 	const p = 3
 	for range 4 {
-		port := freePort(t)
-		env := func(r int) map[string]string {
-			m := launchers[0].env(r, p, port)
-			m["HETSYNC_SECURITY"], m["HETSYNC_DATA_PATH"] = "none", "shm"
-			return m
-		}
-		initJob(t, p, env, func(ctx context.Context, c *hetsync.Comm) error {
+		initJob(t, p, shmEnv(t, p), func(ctx context.Context, c *hetsync.Comm) error {
 			x := hetsync.F32(make([]float32, 64))
 			var err error
 			if c.Rank() == 0 {
@@ -395,5 +389,16 @@ func TestFirstCollectiveMismatchAfterInit(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// shmEnv is the environment of rank r of a p-rank job that hetsync's launcher starts on one
+// host, over shared memory without security: the arena path.
+func shmEnv(t *testing.T, p int) func(r int) map[string]string {
+	port := freePort(t)
+	return func(r int) map[string]string {
+		m := launchers[0].env(r, p, port)
+		m["HETSYNC_SECURITY"], m["HETSYNC_DATA_PATH"] = "none", "shm"
+		return m
 	}
 }

@@ -186,13 +186,7 @@ func TestSplitAcrossHosts(t *testing.T) {
 // sub-communicator leaves the job's Comm working.
 func TestUseAfterClose(t *testing.T) {
 	const p = 3
-	port := freePort(t)
-	env := func(r int) map[string]string {
-		m := launchers[0].env(r, p, port)
-		m["HETSYNC_SECURITY"], m["HETSYNC_DATA_PATH"] = "none", "shm"
-		return m
-	}
-	initJob(t, p, env, func(ctx context.Context, c *hetsync.Comm) error {
+	initJob(t, p, shmEnv(t, p), func(ctx context.Context, c *hetsync.Comm) error {
 		r := c.Rank()
 		closed := func(what string, err error) error {
 			if !errors.Is(err, hetsync.ErrClosed) || !strings.Contains(err.Error(), "Comm is closed") ||
