@@ -235,7 +235,15 @@ func (c *Comm) arenaGivenUp(seq uint64) error {
 		return fmt.Errorf("a rank gave up on the job's arena calls before call #%d and left no record of itself", seq)
 	}
 	if ac.abort[1].Load() == arenaMismatch {
-		if r := ac.disagreeing(ac.header(ac.rank), true); r >= 0 {
+		// A rank in this rank's call with another signature is the mismatch; a rank whose
+		// header differs otherwise may only not have published the call yet (still waking
+		// from the last barrier), so it is named only when no rank of the first kind is.
+		mine := ac.header(ac.rank)
+		r := ac.disagreeing(mine, false)
+		if r < 0 {
+			r = ac.disagreeing(mine, true)
+		}
+		if r >= 0 {
 			return ac.mismatchErr(r)
 		}
 		return fmt.Errorf("rank %d found the ranks in different collectives at call #%d", who, ac.abort[2].Load())
