@@ -95,15 +95,29 @@ func (m *regModel) Step(ctx context.Context, grad []float32) (trainer.StepResult
 // models and rank 0's result.
 func trainRegression(t *testing.T, cfg trainer.Config, size int, reg *trainer.Registry) ([]*regModel, *trainer.Result) {
 	t.Helper()
+	models, results, errs := runRegression(size, reg, func(r int) (trainer.Config, *regModel) {
+		return cfg, &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return models, results[0]
+}
+
+// runRegression trains the model rank(r) returns on each rank r, with the configuration it
+// returns, and returns every rank's model, result and error.
+func runRegression(size int, reg *trainer.Registry, rank func(r int) (trainer.Config, *regModel)) ([]*regModel, []*trainer.Result, []error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	eps := transport.NewMemJob(size)
 	models := make([]*regModel, size)
 	results := make([]*trainer.Result, size)
-	errc := make(chan error, size)
+	errs := make([]error, size)
+	done := make(chan struct{}, size)
 	held := newRegData(500, 99, -1) // rank 0's evaluation set
 	for r := range size {
-		models[r] = &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
+		var cfg trainer.Config
+		cfg, models[r] = rank(r)
 		opts := trainer.TrainOptions{Strategies: reg, Eval: func(_ context.Context, p []float32) (float64, float64, error) {
 			return 0, held.loss(p), nil
 		}}
@@ -112,20 +126,16 @@ func trainRegression(t *testing.T, cfg trainer.Config, size int, reg *trainer.Re
 			results[r] = res
 			if err != nil {
 				cancel() // the other ranks would wait for this one
-				err = fmt.Errorf("rank %d: %w", r, err)
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
 			}
 			_ = eps[r].Close()
-			errc <- err
+			done <- struct{}{}
 		}()
 	}
-	var errs []error
 	for range size {
-		errs = append(errs, <-errc)
+		<-done
 	}
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	return models, results[0]
+	return models, results, errs
 }
 
 // TestUserModelTrainsUnderEveryStrategy trains the user's regression under every registered
@@ -313,5 +323,35 @@ func TestOwnStrategyRegistered(t *testing.T) {
 	m := &regModel{data: newRegData(10, 1, 0), batch: 3, params: make([]float32, regDim+1)}
 	if _, err := trainer.Train(context.Background(), ep, bad, m, trainer.TrainOptions{Strategies: reg}); err == nil || !strings.Contains(err.Error(), "--avg-every") {
 		t.Errorf("--avg-every -1: err = %v, want one naming the option", err)
+	}
+}
+
+// TestReplicasStartFromRankZero gives every rank its own initial parameters, as a user's model
+// seeded by its rank would: the job still trains one model, rank 0's, so the strategies that
+// keep identical replicas end with bitwise-identical ones.
+func TestReplicasStartFromRankZero(t *testing.T) {
+	for _, strategy := range []string{"ssgd", "esync"} {
+		for _, size := range []int{2, 3, 5} {
+			t.Run(fmt.Sprintf("%s/%d-ranks", strategy, size), func(t *testing.T) {
+				cfg := trainer.Config{Strategy: strategy, Collective: "ring", Batch: 7, LR: 0.05, MaxRounds: 20, Seed: 3,
+					Eval: trainer.EvalEvery{Rounds: 10}}
+				models, _, errs := runRegression(size, nil, func(r int) (trainer.Config, *regModel) {
+					rng := rand.New(rand.NewPCG(uint64(r), 17)) // a different initialisation on every rank
+					params := make([]float32, regDim+1)
+					for i := range params {
+						params[i] = float32(rng.NormFloat64())
+					}
+					return cfg, &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: params}
+				})
+				if err := errors.Join(errs...); err != nil {
+					t.Fatal(err)
+				}
+				for r := 1; r < size; r++ {
+					if !slices.Equal(models[r].Params(), models[0].Params()) {
+						t.Errorf("rank %d's parameters differ from rank 0's: %v vs %v", r, models[r].Params(), models[0].Params())
+					}
+				}
+			})
+		}
 	}
 }

@@ -48,7 +48,8 @@ type Result struct {
 	Collective string
 }
 
-// Run trains w with strat until all ranks agree to stop (see stop.go for how). Rank 0 decides
+// Run trains w with strat until all ranks agree to stop (see stop.go for how). It starts every
+// rank from rank 0's parameters (start.go). Rank 0 decides
 // the stop, evaluates snapshots on its own goroutine and prints progress; every rank records
 // one RoundRecord per round.
 func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Result, error) {
@@ -68,8 +69,12 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	if w.Rank == 0 && opts.Eval != nil {
 		ev = newEvaluator(evalCtx, opts.Eval, len(w.Params))
 	}
-	// Align the ranks' clocks: every time_s then counts from (nearly) the same instant.
+	// Align the ranks' clocks (every time_s then counts from nearly the same instant) and
+	// start every rank from rank 0's parameters (start.go).
 	if err := controlBarrier(ctx, w.Endpoint, ctrlStart, "start barrier"); err != nil {
+		return nil, err
+	}
+	if err := broadcastParams(ctx, w); err != nil {
 		return nil, err
 	}
 	if _, ok := strat.(PerRankCheckpointer); ok {

@@ -45,8 +45,9 @@ type TrainOptions struct {
 }
 
 // Train runs this rank of a training job on the user's model: every rank of the job calls it
-// with the same Config (and its own model, holding the same initial parameters when the
-// strategy needs identical replicas, as ssgd and esync do). The strategy cfg.Strategy names
+// with the same Config (Run checks it at the start: see Config) and its own model, whose
+// initial parameters Run replaces with rank 0's, as DDP and Horovod do, so that a model
+// initialised differently on every rank still trains one model. The strategy cfg.Strategy names
 // drives the model's steps; rank 0 decides when to stop and evaluates with opts.Eval; the
 // heterogeneity cfg injects (slowdown, step sleep, stragglers) applies whatever the strategy.
 // After Train, model.Params() holds this rank's final parameters.
