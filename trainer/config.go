@@ -9,7 +9,10 @@ import (
 )
 
 // Config is one training run as every rank sees it. The same Config (with the same Seed) must
-// reach every rank: strategies rely on all ranks agreeing on it.
+// reach every rank: strategies rely on all ranks agreeing on it, and Run checks at its start
+// that they do (agree.go), naming each field that differs, its values and the ranks holding
+// them. Only the fields tagged agree:"per-rank" (the heterogeneity a rank injects) are a
+// rank's own.
 type Config struct {
 	// Strategy is the synchronization strategy's registered name (see Strategies).
 	Strategy string `json:"strategy"`
@@ -44,20 +47,25 @@ type Config struct {
 	// Eval is how often rank 0 evaluates a snapshot on the test set.
 	Eval EvalEvery `json:"eval_every"`
 
+	// The heterogeneity injected into a rank is that rank's own (agree:"per-rank": the ranks
+	// need not agree on it, and Run does not check that they do): it changes how fast a rank
+	// steps, never what the steps compute, and a rank may measure its own (--slowdown-base
+	// tfast). Every other field must be the same on every rank, and Run checks it.
+	//
 	// Slowdown[i] is rank i's slowdown factor f_i ≥ 1: after each local step it sleeps
 	// (f_i−1)× the step's compute time, or, when SlowdownBase is set, until the step has taken
 	// f_i × SlowdownBase. StepSleep[i] is a fixed sleep per step. Both count as compute time.
 	// Empty means no injection; otherwise one entry per rank.
-	Slowdown  []float64       `json:"slowdown,omitempty"`
-	StepSleep []time.Duration `json:"step_sleep,omitempty"`
+	Slowdown  []float64       `json:"slowdown,omitempty" agree:"per-rank"`
+	StepSleep []time.Duration `json:"step_sleep,omitempty" agree:"per-rank"`
 	// SlowdownBase is the step time of a device with factor 1 (--slowdown-base): a rank with
 	// factor f (1 included) then takes at least f × SlowdownBase per step, however busy the
 	// host's other ranks make its own computation (Injector). 0 scales each step's own compute
 	// time instead.
-	SlowdownBase time.Duration `json:"slowdown_base,omitempty"`
+	SlowdownBase time.Duration `json:"slowdown_base,omitempty" agree:"per-rank"`
 
 	// Stragglers are transient stragglers injected into any strategy (straggler.go).
-	Stragglers StragglerConfig `json:"stragglers,omitempty"`
+	Stragglers StragglerConfig `json:"stragglers,omitempty" agree:"per-rank"`
 
 	// Options are the strategy's own options: a value its registry's Factory.Options
 	// returned; nil takes the strategy's defaults (Registry.Configure).

@@ -106,7 +106,8 @@ func trainRegression(t *testing.T, cfg trainer.Config, size int, reg *trainer.Re
 
 // runRegression trains the model rank(r) returns on each rank r, with the configuration it
 // returns, and returns every rank's model, result and error.
-func runRegression(size int, reg *trainer.Registry, rank func(r int) (trainer.Config, *regModel)) ([]*regModel, []*trainer.Result, []error) {
+// options, when not nil, adjusts each rank's TrainOptions.
+func runRegression(size int, reg *trainer.Registry, rank func(r int) (trainer.Config, *regModel), options ...func(r int, o *trainer.TrainOptions)) ([]*regModel, []*trainer.Result, []error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	eps := transport.NewMemJob(size)
@@ -121,6 +122,9 @@ func runRegression(size int, reg *trainer.Registry, rank func(r int) (trainer.Co
 		opts := trainer.TrainOptions{Strategies: reg, Eval: func(_ context.Context, p []float32) (float64, float64, error) {
 			return 0, held.loss(p), nil
 		}}
+		for _, o := range options {
+			o(r, &opts)
+		}
 		go func() {
 			res, err := trainer.Train(ctx, eps[r], cfg, models[r], opts)
 			results[r] = res
@@ -353,5 +357,69 @@ func TestReplicasStartFromRankZero(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestConfigsMustAgree gives ranks configurations that differ: the job fails at the start on
+// every rank with an error naming each differing setting, its values and the ranks holding
+// them, instead of training divergent models; ranks that would resume from different
+// checkpoints (or one afresh) fail alike. The heterogeneity a rank injects is its own and may
+// differ.
+func TestConfigsMustAgree(t *testing.T) {
+	base := trainer.Config{Strategy: "ssgd", Collective: "ring", Batch: 7, LR: 0.1, MaxRounds: 10, Seed: 3, Eval: trainer.EvalEvery{Rounds: 5}}
+	for _, tc := range []struct {
+		name string
+		size int
+		edit func(r int, c *trainer.Config)
+		want []string // every rank's error says these; none when empty
+	}{
+		{"lr", 4, func(r int, c *trainer.Config) {
+			if r > 0 {
+				c.LR = 0.3
+			}
+		}, []string{"config differs between ranks: Config.LR is 0.1 on rank 0 but 0.3 on ranks 1-3"}},
+		{"strategy", 4, func(r int, c *trainer.Config) {
+			if r == 2 {
+				c.Strategy = "esync"
+			}
+		}, []string{`Config.Strategy is "ssgd" on ranks 0,1,3 but "esync" on rank 2`, "Config.Options type is trainer.NoOptions on ranks 0,1,3 but *trainer.ESyncConfig on rank 2"}},
+		{"strategy option and seed", 3, func(r int, c *trainer.Config) {
+			c.Strategy = "esync"
+			c.Options = &trainer.ESyncConfig{LocalLR: 0.1 * float64(r+1)}
+			if r == 2 {
+				c.Seed = 9
+			}
+		}, []string{"Config.Seed is 3 on ranks 0,1 but 9 on rank 2", "Config.Options.LocalLR is 0.1 on rank 0 but 0.2 on rank 1 and 0.30000000000000004 on rank 2"}},
+		{"per-rank slowdown", 3, func(r int, c *trainer.Config) {
+			c.Slowdown = []float64{1, 1, float64(r + 1)}
+		}, nil},
+		{"checkpoint", 3, nil, []string{"the checkpoint resumed from is round 5 (crc32c 0000002a) on ranks 0,1 but none on rank 2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, errs := runRegression(tc.size, nil, func(r int) (trainer.Config, *regModel) {
+				cfg := base
+				if tc.edit != nil {
+					tc.edit(r, &cfg)
+				}
+				return cfg, &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
+			}, func(r int, o *trainer.TrainOptions) {
+				if tc.name == "checkpoint" && r < 2 { // rank 2 has no copy of the run: it would start afresh
+					o.Checkpoint.Resume = &trainer.Checkpoint{CheckpointHeader: trainer.CheckpointHeader{Strategy: "ssgd", WorldSize: 3, Seed: 3, Round: 5, CRC32C: 42}}
+				}
+			})
+			for r, err := range errs {
+				if len(tc.want) == 0 {
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+					continue
+				}
+				for _, w := range tc.want {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("rank %d: err = %v, want one saying %q", r, err, w)
+					}
+				}
+			}
+		})
 	}
 }

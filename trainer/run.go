@@ -48,8 +48,9 @@ type Result struct {
 	Collective string
 }
 
-// Run trains w with strat until all ranks agree to stop (see stop.go for how). It starts every
-// rank from rank 0's parameters (start.go). Rank 0 decides
+// Run trains w with strat until all ranks agree to stop (see stop.go for how). It starts with
+// a barrier that checks that every rank holds the same configuration (agree.go) and gives
+// every rank rank 0's parameters (start.go). Rank 0 decides
 // the stop, evaluates snapshots on its own goroutine and prints progress; every rank records
 // one RoundRecord per round.
 func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Result, error) {
@@ -69,9 +70,10 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	if w.Rank == 0 && opts.Eval != nil {
 		ev = newEvaluator(evalCtx, opts.Eval, len(w.Params))
 	}
-	// Align the ranks' clocks (every time_s then counts from nearly the same instant) and
-	// start every rank from rank 0's parameters (start.go).
-	if err := controlBarrier(ctx, w.Endpoint, ctrlStart, "start barrier"); err != nil {
+	// Align the ranks' clocks (every time_s then counts from nearly the same instant), check
+	// that they share the configuration, and start every rank from rank 0's parameters
+	// (start.go).
+	if err := agreeStart(ctx, w, opts.Checkpoint.Resume); err != nil {
 		return nil, err
 	}
 	if err := broadcastParams(ctx, w); err != nil {

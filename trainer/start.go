@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// How a job starts (Run, before the strategy's Start): after the start barrier, every rank
-// takes rank 0's parameters, as DDP and Horovod start every replica from rank 0's
+// How a job starts (Run, before the strategy's Start): after the start barrier (agree.go),
+// every rank takes rank 0's parameters, as DDP and Horovod start every replica from rank 0's
 // state. Strategies that keep identical replicas (ssgd, esync) need it, and so do the
 // parameter-server ones, whose shards start from the model of the rank that hosts them: a
 // per-rank initialisation would otherwise train on, with no error, a different model on
@@ -15,8 +15,8 @@ import (
 // broadcastParams gives every rank rank 0's parameters, down a binomial tree on the control
 // channel: a rank receives them once from its parent and forwards them to at most log2(size)
 // children, so no rank sends more than log2(size) copies. The control channel carries the
-// bytes exactly, where the communicator's wire codec (fp16, bf16) could round them. A rank whose
-// model has another parameter count fails naming the counts.
+// bytes exactly, where the communicator's wire codec (fp16, bf16) could round them. The ranks
+// agreed on the parameter count first (agreeStart).
 func broadcastParams(ctx context.Context, w *Worker) error {
 	r, p := w.Rank, w.Size
 	mask := 1
