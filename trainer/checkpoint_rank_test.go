@@ -162,7 +162,7 @@ func TestPerRankCheckpointNamesTheMissingPart(t *testing.T) {
 	}
 	out := runCkptJob(t, ckptJob{cfg: Config{Strategy: "ssgd", Collective: "ring", Batch: 5, LR: 0.1, MaxRounds: 8, Seed: 2}, size: 1, cancelAt: -1,
 		opts: CheckpointOptions{Resume: ck, File: file}})
-	if out.err == nil || !strings.Contains(out.err.Error(), "is of --sync esync") {
+	if out.err == nil || !strings.Contains(out.err.Error(), "is of Config.Strategy esync") {
 		t.Fatalf("got %v", out.err)
 	}
 }

@@ -106,8 +106,8 @@ func trainRegression(t *testing.T, cfg trainer.Config, size int, reg *trainer.Re
 
 // runRegression trains the model rank(r) returns on each rank r, with the configuration it
 // returns, and returns every rank's model, result and error.
-// options, when not nil, adjusts each rank's TrainOptions.
-func runRegression(size int, reg *trainer.Registry, rank func(r int) (trainer.Config, *regModel), options ...func(r int, o *trainer.TrainOptions)) ([]*regModel, []*trainer.Result, []error) {
+// options, when given, adjust each rank's TrainOptions.
+func runRegression(size int, reg *trainer.Registry, rank func(r int) (trainer.Config, *regModel), options ...func(r int, ep transport.Endpoint, o *trainer.TrainOptions)) ([]*regModel, []*trainer.Result, []error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	eps := transport.NewMemJob(size)
@@ -123,7 +123,7 @@ func runRegression(size int, reg *trainer.Registry, rank func(r int) (trainer.Co
 			return 0, held.loss(p), nil
 		}}
 		for _, o := range options {
-			o(r, &opts)
+			o(r, eps[r], &opts)
 		}
 		go func() {
 			res, err := trainer.Train(ctx, eps[r], cfg, models[r], opts)
@@ -206,10 +206,15 @@ func TestTrainRejectsBadInput(t *testing.T) {
 		model trainer.Model
 		want  string
 	}{
-		{"unknown strategy", trainer.Config{Strategy: "bsp", MaxRounds: 1}, m, "known: asgd,"},
-		{"epochs without a training-set size", trainer.Config{Strategy: "ssgd", Epochs: 1}, m, "TrainSize"},
-		{"no model", trainer.Config{Strategy: "ssgd", MaxRounds: 1}, nil, "needs an endpoint and a model"},
-		{"empty model", trainer.Config{Strategy: "ssgd", MaxRounds: 1}, &regModel{data: m.data, batch: 1}, "no parameters"},
+		{"unknown strategy", trainer.Config{Strategy: "bsp", Batch: 3, LR: 0.1, MaxRounds: 1}, m, "known: asgd,"},
+		{"epochs without a training-set size", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, Epochs: 1}, m, "Config.Epochs 1 needs the training-set size (TrainOptions.TrainSize)"},
+		{"no model", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, MaxRounds: 1}, nil, "needs an endpoint and a model"},
+		{"empty model", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, MaxRounds: 1}, &regModel{data: m.data, batch: 1}, "no parameters"},
+		// A zero is refused, not taken for the command line's default.
+		{"empty strategy", trainer.Config{Batch: 3, LR: 0.1, MaxRounds: 1}, m, "Config.Strategy is empty: name one of asgd,"},
+		{"zero batch", trainer.Config{Strategy: "ssgd", LR: 0.1, MaxRounds: 1}, m, "Config.Batch must be ≥ 1, got 0"},
+		{"zero lr", trainer.Config{Strategy: "ssgd", Batch: 3, MaxRounds: 1}, m, "Config.LR must be a positive number, got 0"},
+		{"no bound", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1}, m, "no bound on the run: set Config.Epochs, Config.MaxTime or Config.MaxRounds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := trainer.Train(context.Background(), ep, tc.cfg, tc.model, trainer.TrainOptions{})
@@ -323,7 +328,7 @@ func TestOwnStrategyRegistered(t *testing.T) {
 	}
 	ep := transport.NewMemJob(1)[0]
 	defer ep.Close()
-	bad := trainer.Config{Strategy: "periodic-avg", MaxRounds: 1, Options: &avgOptions{Every: -1}}
+	bad := trainer.Config{Strategy: "periodic-avg", Batch: 3, LR: 0.1, MaxRounds: 1, Options: &avgOptions{Every: -1}}
 	m := &regModel{data: newRegData(10, 1, 0), batch: 3, params: make([]float32, regDim+1)}
 	if _, err := trainer.Train(context.Background(), ep, bad, m, trainer.TrainOptions{Strategies: reg}); err == nil || !strings.Contains(err.Error(), "--avg-every") {
 		t.Errorf("--avg-every -1: err = %v, want one naming the option", err)
@@ -402,7 +407,7 @@ func TestConfigsMustAgree(t *testing.T) {
 					tc.edit(r, &cfg)
 				}
 				return cfg, &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
-			}, func(r int, o *trainer.TrainOptions) {
+			}, func(r int, _ transport.Endpoint, o *trainer.TrainOptions) {
 				if tc.name == "checkpoint" && r < 2 { // rank 2 has no copy of the run: it would start afresh
 					o.Checkpoint.Resume = &trainer.Checkpoint{CheckpointHeader: trainer.CheckpointHeader{Strategy: "ssgd", WorldSize: 3, Seed: 3, Round: 5, CRC32C: 42}}
 				}

@@ -59,19 +59,18 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	if reg == nil {
 		reg = Builtin()
 	}
-	cfg.Defaults()
 	if err := reg.Validate(&cfg, ep.Size()); err != nil {
 		return nil, err
 	}
 	if cfg.Epochs > 0 && opts.TrainSize <= 0 {
-		return nil, fmt.Errorf("trainer: rank %d: --epochs %v needs the training-set size (TrainOptions.TrainSize)", ep.Rank(), cfg.Epochs)
+		return nil, fmt.Errorf("trainer: rank %d: Config.Epochs %v needs the training-set size (TrainOptions.TrainSize)", ep.Rank(), cfg.Epochs)
 	}
 	ep = cfg.Stragglers.WrapEndpoint(ep)
 	comm := opts.Comm
 	if comm == nil {
 		c, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective, Links: opts.Links, Watch: opts.Watch})
 		if err != nil {
-			return nil, fmt.Errorf("trainer: rank %d: --collective: %w", ep.Rank(), err)
+			return nil, fmt.Errorf("trainer: rank %d: Config.Collective: %w", ep.Rank(), err)
 		}
 		comm = c
 	}

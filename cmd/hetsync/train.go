@@ -112,7 +112,7 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	}
 	cfg.Defaults()
 	if err := reg.Configure(&cfg); err != nil {
-		return o, err
+		return o, trainer.InFlags(err)
 	}
 	o.Config = cfg
 	if o.resumeOptions, err = resumeOptionsFrom(c, &o); err != nil {
@@ -150,7 +150,7 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 // validate checks the training configuration and the workload for a job of size ranks.
 func (o *trainOptions) validate(size int) error {
 	if err := trainer.Builtin().Validate(&o.Config, size); err != nil {
-		return err
+		return trainer.InFlags(err) // the library names Config fields; here they are flags
 	}
 	return o.Workload.Validate(size)
 }

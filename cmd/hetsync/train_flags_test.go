@@ -41,6 +41,9 @@ func TestESyncSyncSwitchFlagErrors(t *testing.T) {
 		{[]string{"--sync", "asgd", "--collective", "ring"}, "--collective ring: --sync asgd runs only over ps"},
 		{[]string{"--sync", "ssp", "--collective", "auto"}, "--collective auto: --sync ssp runs only over ps"},
 		{[]string{"--sync", "ssp", "--staleness", "-2"}, "--staleness"},
+		// an option of a strategy that is not selected is refused, not ignored
+		{[]string{"--sync", "ssgd", "--esync-epsilon", "0.5s"}, "--esync-epsilon is an option of --sync esync; --sync ssgd does not take it"},
+		{[]string{"--sync", "esync", "--ps-ranks", "1"}, "--ps-ranks is an option of --sync asgd, dcasgd, ssp, sync-switch, wbsp, wbsp-opt; --sync esync does not take it"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
