@@ -428,3 +428,42 @@ func TestConfigsMustAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestGivenCommRunsConfigCollective gives Train a communicator of its own: a Config.Collective
+// that the communicator does not run is refused, naming both, rather than ignored; an empty
+// one, the communicator's own, and "ps" for a strategy that runs its own parameter server
+// train.
+func TestGivenCommRunsConfigCollective(t *testing.T) {
+	for _, tc := range []struct {
+		strategy, coll string
+		want           string // the error; "" trains
+	}{
+		{"ssgd", "ring", `Config.Collective is "ring", but TrainOptions.Comm runs "butterfly"`},
+		{"esync", "ps", `Config.Collective is "ps", but TrainOptions.Comm runs "butterfly"`},
+		{"ssgd", "", ""},
+		{"ssgd", "butterfly", ""},
+		{"asgd", "ps", ""},
+		{"wbsp", "ps", ""},
+	} {
+		t.Run(tc.strategy+"/"+tc.coll, func(t *testing.T) {
+			_, _, errs := runRegression(2, nil, func(r int) (trainer.Config, *regModel) {
+				cfg := trainer.Config{Strategy: tc.strategy, Collective: tc.coll, Batch: 7, LR: 0.05, MaxRounds: 5, Seed: 3}
+				return cfg, &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
+			}, func(r int, ep transport.Endpoint, o *trainer.TrainOptions) {
+				c, err := collective.New(ep, collective.Options{Algorithm: "butterfly"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Comm = c
+			})
+			for r, err := range errs {
+				switch {
+				case tc.want == "" && err != nil:
+					t.Errorf("rank %d: %v", r, err)
+				case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+					t.Errorf("rank %d: err = %v, want one saying %q", r, err, tc.want)
+				}
+			}
+		})
+	}
+}
