@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -465,5 +466,34 @@ func TestGivenCommRunsConfigCollective(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTargetStopReasonIsTrue stops on a target accuracy that a snapshot reached and the final
+// model, trained on after it, does not: the stop reason names the snapshot that reached the
+// target and the final model's lower accuracy, unrounded, rather than passing 0.848 off under
+// "reached target accuracy 0.850".
+func TestTargetStopReasonIsTrue(t *testing.T) {
+	_, results, errs := runRegression(2, nil, func(r int) (trainer.Config, *regModel) {
+		cfg := trainer.Config{Strategy: "ssgd", Collective: "ring", Batch: 7, LR: 0.05, TargetAcc: 0.85, MaxRounds: 100000, Seed: 3,
+			Eval: trainer.EvalEvery{Rounds: 1}}
+		return cfg, &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
+	}, func(r int, _ transport.Endpoint, o *trainer.TrainOptions) {
+		calls := 0 // the evaluator runs one evaluation at a time
+		o.Eval = func(context.Context, []float32) (float64, float64, error) {
+			calls++
+			if calls == 1 {
+				return 0.85, 1, nil
+			}
+			return 0.848, 1, nil
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	res := results[0]
+	want := regexp.MustCompile(`^reached target accuracy 0\.85: the snapshot after round \d+ scored 0\.85; the final model, after round \d+, scores 0\.848$`)
+	if !want.MatchString(res.StopReason) || res.FinalAcc != 0.848 {
+		t.Errorf("stop reason %q with final accuracy %v: want the snapshot that reached 0.85 and the final model's 0.848", res.StopReason, res.FinalAcc)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,6 +113,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		lastAcc    = -1.0
 		lastLoss   = -1.0
 		reason     string
+		byTarget   bool // reason is the target accuracy, reached by an earlier snapshot
 		accByRound = map[int]float64{}
 	)
 	if ck := opts.Checkpoint.Resume; ck != nil {
@@ -130,7 +132,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		if w.Rank == 0 {
 			prog.Elapsed = w.Now().Sub(start)
 			if ev != nil {
-				prog.BestAcc = ev.Best()
+				prog.BestAcc, prog.BestRound = ev.Best()
 			}
 			if reason == "" {
 				// Judge the progress this round will have made, so that the vote rides on
@@ -145,7 +147,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 					next.GlobalSamples += int64(w.Size) * int64(cfg.Batch)
 				}
 				if stop, why := rule.Decide(next); stop {
-					reason = why
+					reason, byTarget = why, rule.ReachedTarget(next)
 				}
 				if opts.Failed != nil {
 					if err := opts.Failed(); err != nil {
@@ -206,7 +208,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 			lastPrint = now
 			prog.Elapsed = now
 			if ev != nil {
-				prog.BestAcc = ev.Best()
+				prog.BestAcc, prog.BestRound = ev.Best()
 			}
 			writeProgress(opts.Progress, w, rule, prog, round, lastAcc, lastLoss, st, samples)
 		}
@@ -249,6 +251,11 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 			}
 		}
 		res.FinalAcc, res.FinalLoss = acc, loss
+		if byTarget && acc < cfg.TargetAcc {
+			// The stop was decided on an earlier snapshot; the reason must not pass the final
+			// model off as having reached the target.
+			res.StopReason += fmt.Sprintf("; the final model, after round %d, scores %s", last+1, strconv.FormatFloat(acc, 'g', -1, 64))
+		}
 		for _, r := range res.Evals {
 			if r.Err == nil {
 				accByRound[r.Round] = r.Acc
