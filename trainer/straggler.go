@@ -115,7 +115,8 @@ func ParseStragglers(text string) (StragglerConfig, error) {
 	if s.Mode == "" {
 		s.Mode = "network"
 	}
-	return s, s.Validate(0)
+	// Validate names the Config field; here the flag is what was given.
+	return s, InFlags(s.Validate(0))
 }
 
 // Validate checks the configuration; size > 0 also checks the ranks against the job size.
