@@ -284,7 +284,7 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 		}
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
-		return err
+		return trainer.InFlags(err) // the ranks' own checks name Config fields: here they are flags
 	})
 }
 
@@ -336,7 +336,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		}
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
-		return err
+		return trainer.InFlags(err)
 	}, o.Watch.initOptions()...)
 	if err != nil {
 		sayEnding(os.Stderr, o.outDir())

@@ -161,3 +161,17 @@ func TestTrainRecordsWhatRan(t *testing.T) {
 		})
 	}
 }
+
+// TestRanksWithDifferentConfigsFail launches 3 real rank processes of train whose --lr differs
+// (0.1 on rank 0, 0.3 on the others): the job fails at the start, every rank naming the flag,
+// both values and the ranks, instead of training three different models and exiting 0.
+func TestRanksWithDifferentConfigsFail(t *testing.T) {
+	dir := t.TempDir()
+	data := tinyDataDir(t, dir, 200, 50)
+	rank := `lr=0.1; [ "$HETSYNC_RANK" = 0 ] || lr=0.3; exec "$0" train --data "$1" --max-rounds 2 --batch 16 --threads 1 --lr "$lr" --out "$2"`
+	code, out, stderr := runBinary(t, "launch", "-np", "3", "--", "sh", "-c", rank, hetsyncBinary(t), data, filepath.Join(dir, "run"))
+	const want = "config differs between ranks: --lr is 0.1 on rank 0 but 0.3 on ranks 1,2"
+	if code == 0 || !strings.Contains(out+stderr, want) {
+		t.Fatalf("exit %d; want a failure saying %q\nstdout:\n%s\nstderr:\n%s", code, want, out, stderr)
+	}
+}
