@@ -497,3 +497,30 @@ func TestTargetStopReasonIsTrue(t *testing.T) {
 		t.Errorf("stop reason %q with final accuracy %v: want the snapshot that reached 0.85 and the final model's 0.848", res.StopReason, res.FinalAcc)
 	}
 }
+
+// TestParameterServerStartsFromRankZero gives every rank its own initial parameters under
+// asgd with its server on rank 1: the server's model, which every worker pulls, starts from
+// rank 0's parameters, not from those of the rank hosting it. A learning rate far below the
+// parameters' float32 resolution leaves the server's model where it started.
+func TestParameterServerStartsFromRankZero(t *testing.T) {
+	const size = 3
+	initial := make([][]float32, size)
+	models, _, errs := runRegression(size, nil, func(r int) (trainer.Config, *regModel) {
+		cfg := trainer.Config{Strategy: "asgd", Batch: 7, LR: 1e-30, MaxRounds: 5, Seed: 3,
+			Options: &trainer.ASGDOptions{PSPlacement: trainer.PSPlacement{PSRanks: []int{1}}}}
+		rng := rand.New(rand.NewPCG(uint64(r), 17))
+		initial[r] = make([]float32, regDim+1)
+		for i := range initial[r] {
+			initial[r][i] = 1 + float32(rng.Float64())
+		}
+		return cfg, &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: slices.Clone(initial[r])}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for r := range size {
+		if !slices.Equal(models[r].Params(), initial[0]) {
+			t.Errorf("rank %d ends with %v, want rank 0's initial parameters %v", r, models[r].Params(), initial[0])
+		}
+	}
+}
