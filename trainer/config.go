@@ -36,7 +36,7 @@ type Config struct {
 	// GradReduction says how a rank's gradient reduces its batch: "mean" (the gradient of the
 	// mean loss) or "sum" (the gradient of the summed loss, ESync's convention: lr 5e-4 with
 	// sum equals lr 0.032 with mean at batch 64). Across ranks, synchronous strategies always
-	// average.
+	// average. Empty means "mean".
 	GradReduction string `json:"grad_reduction" flag:"grad-reduction"`
 	// Seed makes the run reproducible: model initialisation and batch order derive from it.
 	Seed uint64 `json:"seed" flag:"seed"`
@@ -47,7 +47,8 @@ type Config struct {
 	MaxTime   time.Duration `json:"max_time,omitempty" flag:"max-time"`
 	MaxRounds int           `json:"max_rounds,omitempty" flag:"max-rounds"`
 
-	// Eval is how often rank 0 evaluates a snapshot on the test set.
+	// Eval is how often rank 0 evaluates a snapshot on the test set; the zero value means
+	// every 20 rounds.
 	Eval EvalEvery `json:"eval_every" flag:"eval-every"`
 
 	// The heterogeneity injected into a rank is that rank's own (agree:"per-rank": the ranks

@@ -62,11 +62,11 @@ func (s StopRule) Decide(p Progress) (bool, string) {
 		return true, fmt.Sprintf("reached target accuracy %s: the snapshot after round %d scored %s",
 			strconv.FormatFloat(s.TargetAcc, 'g', -1, 64), p.BestRound+1, strconv.FormatFloat(p.BestAcc, 'g', -1, 64))
 	case s.MaxRounds > 0 && p.Rounds >= s.MaxRounds:
-		return true, fmt.Sprintf("reached the round limit %d (Config.MaxRounds)", s.MaxRounds)
+		return true, fmt.Sprintf("reached the limit of %d rounds", s.MaxRounds)
 	case s.Epochs > 0 && s.EpochsDone(p) >= s.Epochs:
 		return true, fmt.Sprintf("trained %g epochs", s.Epochs)
 	case s.MaxTime > 0 && p.Elapsed >= s.MaxTime:
-		return true, fmt.Sprintf("reached the time limit %v (Config.MaxTime)", s.MaxTime)
+		return true, fmt.Sprintf("reached the time limit of %v", s.MaxTime)
 	}
 	return false, ""
 }
