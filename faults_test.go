@@ -196,7 +196,7 @@ func TestDiskFills(t *testing.T) {
 		if code == 0 || !strings.Contains(out, run+"/") || !strings.Contains(out, "no space left on device") {
 			t.Fatalf("exit %d; want a failure naming a file under %s and the full disk:\n%s", code, run, out)
 		}
-		if strings.Contains(out, "done: reached --max-time") || !strings.Contains(out, "done: stopped: metrics: ") {
+		if strings.Contains(out, "done: reached the time limit of") || !strings.Contains(out, "done: stopped: metrics: ") {
 			t.Errorf("rank 0 did not stop the job at the first record its run directory could not take:\n%s", out)
 		}
 		var cfg map[string]any

@@ -228,15 +228,15 @@ func readFloats(b []byte) []float32 {
 func (c *Checkpoint) Matches(file string, cfg *Config, size, numParams int, resizable bool) error {
 	switch {
 	case c.Strategy != cfg.Strategy:
-		return fmt.Errorf("trainer: checkpoint %s is of --sync %s, this job runs --sync %s", file, c.Strategy, cfg.Strategy)
+		return fmt.Errorf("trainer: checkpoint %s is of Config.Strategy %s, this job runs Config.Strategy %s", file, c.Strategy, cfg.Strategy)
 	case len(c.Params) != numParams:
-		return fmt.Errorf("trainer: checkpoint %s holds a model of %d parameters, this job's model has %d (another --model?)", file, len(c.Params), numParams)
+		return fmt.Errorf("trainer: checkpoint %s holds a model of %d parameters, this job's model has %d (another model?)", file, len(c.Params), numParams)
 	case c.Seed != cfg.Seed:
-		return fmt.Errorf("trainer: checkpoint %s was written with --seed %d, this job has --seed %d", file, c.Seed, cfg.Seed)
+		return fmt.Errorf("trainer: checkpoint %s was written with Config.Seed %d, this job has Config.Seed %d", file, c.Seed, cfg.Seed)
 	case c.WorldSize != size && !resizable:
-		return fmt.Errorf("trainer: checkpoint %s was written by %d ranks and --sync %s cannot continue on %d", file, c.WorldSize, cfg.Strategy, size)
+		return fmt.Errorf("trainer: checkpoint %s was written by %d ranks and Config.Strategy %s cannot continue on %d", file, c.WorldSize, cfg.Strategy, size)
 	case len(c.Velocity) != 0 && cfg.Momentum == 0:
-		return fmt.Errorf("trainer: checkpoint %s holds SGD momentum, this job has --momentum 0", file)
+		return fmt.Errorf("trainer: checkpoint %s holds SGD momentum, this job has Config.Momentum 0", file)
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func LoadCheckpoint(dir string, rank int) (*Checkpoint, string, error) {
 	case h.Rank == nil || *h.Rank != rank:
 		return nil, file, fmt.Errorf("trainer: rank %d: checkpoint part %s is not rank %d's", rank, file, rank)
 	case h.Round != m.Round || h.WorldSize != m.WorldSize || h.Strategy != m.Strategy || h.Seed != m.Seed:
-		return nil, file, fmt.Errorf("trainer: rank %d: checkpoint part %s is of round %d of %d ranks (--sync %s, --seed %d), the manifest names round %d of %d (--sync %s, --seed %d)",
+		return nil, file, fmt.Errorf("trainer: rank %d: checkpoint part %s is of round %d of %d ranks (strategy %s, seed %d), the manifest names round %d of %d (strategy %s, seed %d)",
 			rank, file, h.Round, h.WorldSize, h.Strategy, h.Seed, m.Round, m.WorldSize, m.Strategy, m.Seed)
 	}
 	return ck, file, nil

@@ -121,10 +121,10 @@ func TestCheckpointMismatchNamesIt(t *testing.T) {
 		want      string
 	}{
 		{"same", func(*Config) {}, 3, 9, false, ""},
-		{"strategy", func(c *Config) { c.Strategy = "esync" }, 3, 9, true, "is of --sync ssgd, this job runs --sync esync"},
+		{"strategy", func(c *Config) { c.Strategy = "esync" }, 3, 9, true, "is of Config.Strategy ssgd, this job runs Config.Strategy esync"},
 		{"model", func(*Config) {}, 3, 10, true, "9 parameters, this job's model has 10"},
-		{"seed", func(c *Config) { c.Seed = 8 }, 3, 9, true, "--seed 7, this job has --seed 8"},
-		{"world size refused", func(*Config) {}, 2, 9, false, "written by 3 ranks and --sync ssgd cannot continue on 2"},
+		{"seed", func(c *Config) { c.Seed = 8 }, 3, 9, true, "Config.Seed 7, this job has Config.Seed 8"},
+		{"world size refused", func(*Config) {}, 2, 9, false, "written by 3 ranks and Config.Strategy ssgd cannot continue on 2"},
 		{"world size allowed", func(*Config) {}, 2, 9, true, ""},
 		{"momentum", func(c *Config) { c.Momentum = 0 }, 3, 9, true, "holds SGD momentum"},
 	} {

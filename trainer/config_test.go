@@ -35,11 +35,11 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"unknown strategy", func(c *Config) { c.Strategy = "esgd" }, 4, "known: asgd, "},
-		{"zero batch", func(c *Config) { c.Batch = 0 }, 4, "--batch"},
-		{"negative lr", func(c *Config) { c.LR = -1 }, 4, "--lr"},
-		{"momentum one", func(c *Config) { c.Momentum = 1 }, 4, "--momentum"},
-		{"bad reduction", func(c *Config) { c.GradReduction = "avg" }, 4, "--grad-reduction"},
-		{"target above one", func(c *Config) { c.TargetAcc = 1.5 }, 4, "--target-acc"},
+		{"zero batch", func(c *Config) { c.Batch = 0 }, 4, "Config.Batch"},
+		{"negative lr", func(c *Config) { c.LR = -1 }, 4, "Config.LR"},
+		{"momentum one", func(c *Config) { c.Momentum = 1 }, 4, "Config.Momentum"},
+		{"bad reduction", func(c *Config) { c.GradReduction = "avg" }, 4, "Config.GradReduction"},
+		{"target above one", func(c *Config) { c.TargetAcc = 1.5 }, 4, "Config.TargetAcc"},
 		{"no bound", func(c *Config) { c.Epochs = 0 }, 4, "no bound"},
 		{"eval both", func(c *Config) { c.Eval.Interval = time.Second }, 4, "exactly one"},
 		{"slowdown count", func(c *Config) { c.Slowdown = []float64{1, 2} }, 4, "2 factors for 4 ranks"},

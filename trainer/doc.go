@@ -13,14 +13,27 @@
 // classifier network with a batch iterator (trainer/nn, trainer/data) to a Model: that is all
 // `hetsync train` adds. examples/esync-model is a complete program.
 //
+// Every rank passes the same Config, which names its strategy, batch, learning rate and a
+// bound (Epochs, MaxTime or MaxRounds): Train refuses a zero one rather than take
+// `hetsync train`'s defaults (Config.Defaults, which the command line applies), and its errors
+// name Config fields (InFlags names them as flags for the command line). Run starts with a
+// barrier that compares every rank's Config (all of it but the heterogeneity a rank injects,
+// the fields tagged agree:"per-rank"), the strategy's options, the parameter count and the
+// checkpoint resumed from, and fails on every rank naming each field that differs, its values
+// and the ranks (agree.go); then every rank takes rank 0's parameters (start.go), as DDP and
+// Horovod start, so a model initialised per rank still trains one model. A communicator given
+// in TrainOptions.Comm runs its own algorithm: a Config.Collective it does not run is refused.
+//
 // # Strategies and their options
 //
 // Strategies are registered by name in a Registry, like database/sql drivers (but in a value,
 // not a package-level table: Builtin returns one holding this package's strategies, and
 // Register adds a program's own). Each strategy owns its Options (defaults, validation, help
 // text, declared on a flag.FlagSet that `hetsync train` turns into its flags); Config holds
-// only what every strategy shares, and config.json records the options under "options". Each
-// strategy lives in its own file and refers to no other strategy's; what several share is
+// only what every strategy shares, and config.json records the options under "options". A
+// strategy's flags are its own: Registry.CheckOptionFlags refuses an option given for a
+// strategy that does not take it. Each strategy lives in its own file and refers to no other
+// strategy's; what several share is
 // plumbing of its own (ps.go: the parameter-server client and placement; wbsp_common.go: what
 // wbsp and wbsp-opt share; wbsp_round.go: what their allreduce forms share). A strategy's
 // Factory lists the collectives it can run over, and a strategy refuses any other.

@@ -35,6 +35,7 @@ type evaluator struct {
 	wake    chan struct{}
 	results []EvalResult
 	best    float64
+	bestAt  int // the round of best
 	done    chan struct{}
 	idle    *sync.Cond
 	busy    bool
@@ -93,7 +94,7 @@ func (e *evaluator) loop(ctx context.Context) {
 		e.mu.Lock()
 		e.results = append(e.results, meta)
 		if meta.Err == nil && meta.Acc > e.best {
-			e.best = meta.Acc
+			e.best, e.bestAt = meta.Acc, meta.Round
 		}
 		e.busy = false
 		if !e.hasNext {
@@ -103,11 +104,12 @@ func (e *evaluator) loop(ctx context.Context) {
 	}
 }
 
-// Best is the best accuracy evaluated so far, negative before the first result.
-func (e *evaluator) Best() float64 {
+// Best is the best accuracy evaluated so far, negative before the first result, and the
+// round of the snapshot that scored it.
+func (e *evaluator) Best() (float64, int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.best
+	return e.best, e.bestAt
 }
 
 // Take returns the results finished since the last Take.

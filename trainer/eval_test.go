@@ -39,8 +39,8 @@ func TestEvaluatorKeepsNewestSnapshot(t *testing.T) {
 	if len(res) != 2 || res[0].Round != 1 || res[1].Round != 4 {
 		t.Fatalf("evaluated rounds %v, want [1 4]", res)
 	}
-	if res[1].Acc != 0.4 || ev.Best() != 0.4 {
-		t.Fatalf("result %+v best %v: the round-4 snapshot was not the one evaluated", res[1], ev.Best())
+	if best, at := ev.Best(); res[1].Acc != 0.4 || best != 0.4 || at != 4 {
+		t.Fatalf("result %+v best %v of round %d: the round-4 snapshot was not the one evaluated", res[1], best, at)
 	}
 	mu.Lock()
 	defer mu.Unlock()

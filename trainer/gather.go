@@ -20,49 +20,21 @@ const gatherChunk = 1 << 20
 // rank 1's, ...); the other ranks return nil. Every rank must call it once, after Run.
 func GatherRecords(ctx context.Context, ep transport.Endpoint, mine []metrics.RoundRecord) ([]metrics.RoundRecord, error) {
 	rank, size := ep.Rank(), ep.Size()
-	h := transport.Header{Channel: transport.ChanControl, Op: ctrlMetrics}
 	if rank != 0 {
 		var data []byte
 		for i := range mine {
 			data = append(mine[i].AppendJSON(data), '\n')
 		}
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], uint64(len(data)))
-		if err := ep.Send(ctx, 0, h, n[:]); err != nil {
+		if err := sendBlob(ctx, ep, 0, ctrlMetrics, data); err != nil {
 			return nil, fmt.Errorf("trainer: rank %d: sending metrics to rank 0: %w", rank, err)
-		}
-		for seg := uint32(1); len(data) > 0; seg++ {
-			c := min(len(data), gatherChunk)
-			h.Segment = seg
-			if err := ep.Send(ctx, 0, h, data[:c]); err != nil {
-				return nil, fmt.Errorf("trainer: rank %d: sending metrics to rank 0: %w", rank, err)
-			}
-			data = data[c:]
 		}
 		return nil, nil
 	}
 	all := append([]metrics.RoundRecord(nil), mine...)
 	for r := 1; r < size; r++ {
-		var n [8]byte
-		h.Segment = 0
-		if _, err := ep.Recv(ctx, r, h, n[:]); err != nil {
+		data, err := recvBlob(ctx, ep, r, ctrlMetrics, 1<<34)
+		if err != nil {
 			return nil, fmt.Errorf("trainer: rank 0: receiving metrics of rank %d: %w", r, err)
-		}
-		total := binary.LittleEndian.Uint64(n[:])
-		if total > 1<<34 {
-			return nil, fmt.Errorf("trainer: rank 0: rank %d announces %d bytes of metrics", r, total)
-		}
-		data := make([]byte, total)
-		for off, seg := 0, uint32(1); off < len(data); seg++ {
-			h.Segment = seg
-			k, err := ep.Recv(ctx, r, h, data[off:min(len(data), off+gatherChunk)])
-			if err != nil {
-				return nil, fmt.Errorf("trainer: rank 0: receiving metrics of rank %d: %w", r, err)
-			}
-			if k == 0 {
-				return nil, fmt.Errorf("trainer: rank 0: empty metrics chunk from rank %d", r)
-			}
-			off += k
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -94,7 +66,56 @@ const (
 	ctrlCkptWritten   uint32 = 0x54520006
 	ctrlCkptCommitted uint32 = 0x54520007
 	ctrlCkptPlan      uint32 = 0x54520008
+	// The initial parameters, broadcast from rank 0 (start.go).
+	ctrlParams uint32 = 0x54520009
 )
+
+// sendBlob sends data to peer on the control channel as op: its length, then segments of at
+// most gatherChunk bytes, which recvBlob reassembles.
+func sendBlob(ctx context.Context, ep transport.Endpoint, peer int, op uint32, data []byte) error {
+	h := transport.Header{Channel: transport.ChanControl, Op: op}
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(data)))
+	if err := ep.Send(ctx, peer, h, n[:]); err != nil {
+		return err
+	}
+	for seg := uint32(1); len(data) > 0; seg++ {
+		c := min(len(data), gatherChunk)
+		h.Segment = seg
+		if err := ep.Send(ctx, peer, h, data[:c]); err != nil {
+			return err
+		}
+		data = data[c:]
+	}
+	return nil
+}
+
+// recvBlob receives what sendBlob sent from peer as op; a peer that announces more than limit
+// bytes is an error, so that a corrupt length cannot make this rank allocate without bound.
+func recvBlob(ctx context.Context, ep transport.Endpoint, peer int, op uint32, limit uint64) ([]byte, error) {
+	h := transport.Header{Channel: transport.ChanControl, Op: op}
+	var n [8]byte
+	if _, err := ep.Recv(ctx, peer, h, n[:]); err != nil {
+		return nil, err
+	}
+	total := binary.LittleEndian.Uint64(n[:])
+	if total > limit {
+		return nil, fmt.Errorf("rank %d announces %d bytes, more than the %d expected", peer, total, limit)
+	}
+	data := make([]byte, total)
+	for off, seg := 0, uint32(1); off < len(data); seg++ {
+		h.Segment = seg
+		k, err := ep.Recv(ctx, peer, h, data[off:min(len(data), off+gatherChunk)])
+		if err != nil {
+			return nil, err
+		}
+		if k == 0 {
+			return nil, fmt.Errorf("an empty chunk from rank %d", peer)
+		}
+		off += k
+	}
+	return data, nil
+}
 
 // controlBarrier returns on every rank once all ranks have entered it: the others report to
 // rank 0 on the control channel and rank 0 releases them. what names it in errors.

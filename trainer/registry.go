@@ -91,11 +91,55 @@ func (r *Registry) Options(name string) (Options, error) {
 }
 
 func (r *Registry) lookup(name string) (Factory, error) {
+	if name == "" {
+		return Factory{}, fmt.Errorf("trainer: Config.Strategy is empty: name one of %s", strings.Join(r.Names(), ", "))
+	}
 	f, ok := r.factories[name]
 	if !ok {
-		return Factory{}, fmt.Errorf("trainer: unknown --sync strategy %q (known: %s)", name, strings.Join(r.Names(), ", "))
+		return Factory{}, fmt.Errorf("trainer: Config.Strategy %q: unknown (known: %s)", name, strings.Join(r.Names(), ", "))
 	}
 	return f, nil
+}
+
+// CheckOptionFlags refuses the strategy options given on a command line (set says whether a
+// flag was given) that the strategy name does not take but other registered strategies do:
+// such an option would be accepted and ignored. The error names each such flag and the
+// strategies it belongs to.
+func (r *Registry) CheckOptionFlags(name string, set func(flag string) bool) error {
+	f, err := r.lookup(name)
+	if err != nil {
+		return err
+	}
+	own := map[string]bool{}
+	optionFlags(f).VisitAll(func(fl *flag.Flag) { own[fl.Name] = true })
+	owners := map[string][]string{}
+	var given []string // in the order of the strategies' names, then of their flags
+	for _, n := range r.Names() {
+		optionFlags(r.factories[n]).VisitAll(func(fl *flag.Flag) {
+			if own[fl.Name] || !set(fl.Name) {
+				return
+			}
+			if _, seen := owners[fl.Name]; !seen {
+				given = append(given, fl.Name)
+			}
+			owners[fl.Name] = append(owners[fl.Name], n)
+		})
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	parts := make([]string, len(given))
+	for i, fl := range given {
+		parts[i] = fmt.Sprintf("--%s is an option of --sync %s", fl, strings.Join(owners[fl], ", "))
+	}
+	return fmt.Errorf("trainer: %s; --sync %s does not take it", strings.Join(parts, "; "), name)
+}
+
+// optionFlags is a flag set holding the flags of f's options.
+func optionFlags(f Factory) *flag.FlagSet {
+	fs := flag.NewFlagSet("options", flag.ContinueOnError)
+	f.Options().Flags(fs)
+	return fs
 }
 
 // Configure gives cfg.Options the strategy's defaults when it is nil, checks that it is the
@@ -110,7 +154,7 @@ func (r *Registry) Configure(cfg *Config) error {
 	if v := reflect.ValueOf(cfg.Options); cfg.Options == nil || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		cfg.Options = fresh
 	} else if reflect.TypeOf(cfg.Options) != reflect.TypeOf(fresh) {
-		return fmt.Errorf("trainer: --sync %s: options of type %T, want %T", cfg.Strategy, cfg.Options, fresh)
+		return fmt.Errorf("trainer: Config.Options of type %T for Config.Strategy %s, want %T", cfg.Options, cfg.Strategy, fresh)
 	}
 	cfg.Options.Defaults(cfg)
 	if cfg.Collective == "" {
@@ -152,12 +196,14 @@ func checkCollective(f Factory, cfg *Config) error {
 	if f.Collectives == nil || slices.Contains(f.Collectives, cfg.Collective) {
 		return nil
 	}
-	return fmt.Errorf("trainer: --collective %s: --sync %s runs only over %s", cfg.Collective, cfg.Strategy, strings.Join(f.Collectives, ", "))
+	return fmt.Errorf("trainer: Config.Collective %s: Config.Strategy %s runs only over %s", cfg.Collective, cfg.Strategy, strings.Join(f.Collectives, ", "))
 }
 
 // Validate checks the common configuration and the strategy's options for a job of size
-// ranks (configuring them first).
+// ranks, after giving the zero fields that document a default that default (ZeroDefaults);
+// it configures the options (Configure).
 func (r *Registry) Validate(cfg *Config, size int) error {
+	cfg.ZeroDefaults()
 	if err := cfg.Validate(size); err != nil {
 		return err
 	}

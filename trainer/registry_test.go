@@ -1,6 +1,8 @@
 package trainer
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,5 +40,43 @@ func TestRegister(t *testing.T) {
 	}
 	if _, err := Builtin().New(&cfg); err == nil || !strings.Contains(err.Error(), "known: asgd,") {
 		t.Errorf("a strategy of another registry: err = %v, want unknown", err)
+	}
+}
+
+// TestCheckOptionFlags refuses a strategy option given for a strategy that does not take it,
+// naming the flag and the strategies it belongs to, and accepts a strategy's own.
+func TestCheckOptionFlags(t *testing.T) {
+	given := func(flags ...string) func(string) bool {
+		return func(f string) bool { return slices.Contains(flags, f) }
+	}
+	for _, tc := range []struct {
+		strategy string
+		set      []string
+		want     string // "" accepts
+	}{
+		{"ssgd", []string{"esync-epsilon"}, "--esync-epsilon is an option of --sync esync; --sync ssgd does not take it"},
+		{"esync", []string{"esync-epsilon", "local-lr"}, ""},
+		{"asgd", []string{"ps-ranks"}, ""},
+		{"esync", []string{"ps-servers", "wbsp-apply"}, "--ps-servers is an option of --sync asgd, dcasgd, ssp, sync-switch, wbsp, wbsp-opt; --wbsp-apply is an option of --sync wbsp, wbsp-opt; --sync esync does not take it"},
+		{"ssgd", nil, ""},
+		{"bsp", nil, `Config.Strategy "bsp": unknown`},
+	} {
+		err := Builtin().CheckOptionFlags(tc.strategy, given(tc.set...))
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s with %v: err = %v, want %q", tc.strategy, tc.set, err, tc.want)
+		}
+	}
+}
+
+// TestInFlags names the Config fields of the library's errors as the command line's flags.
+func TestInFlags(t *testing.T) {
+	cfg := Config{Strategy: "asgd", Collective: "ring", Batch: 8, LR: 0.1, MaxRounds: 1}
+	err := Builtin().Validate(&cfg, 2)
+	if got := InFlags(err); got == nil || got.Error() != "trainer: --collective ring: --sync asgd runs only over ps" || !errors.Is(got, err) {
+		t.Errorf("InFlags(%v) = %v", err, got)
+	}
+	cfg = Config{Strategy: "ssgd", Batch: 8, MaxRounds: 1}
+	if got := InFlags(Builtin().Validate(&cfg, 2)); got == nil || !strings.HasPrefix(got.Error(), "trainer: --lr must be a positive number, got 0") {
+		t.Errorf("zero lr: %v", got)
 	}
 }

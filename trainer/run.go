@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +49,9 @@ type Result struct {
 	Collective string
 }
 
-// Run trains w with strat until all ranks agree to stop (see stop.go for how). Rank 0 decides
+// Run trains w with strat until all ranks agree to stop (see stop.go for how). It starts with
+// a barrier that checks that every rank holds the same configuration (agree.go) and gives
+// every rank rank 0's parameters (start.go). Rank 0 decides
 // the stop, evaluates snapshots on its own goroutine and prints progress; every rank records
 // one RoundRecord per round.
 func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Result, error) {
@@ -68,8 +71,13 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	if w.Rank == 0 && opts.Eval != nil {
 		ev = newEvaluator(evalCtx, opts.Eval, len(w.Params))
 	}
-	// Align the ranks' clocks: every time_s then counts from (nearly) the same instant.
-	if err := controlBarrier(ctx, w.Endpoint, ctrlStart, "start barrier"); err != nil {
+	// Align the ranks' clocks (every time_s then counts from nearly the same instant), check
+	// that they share the configuration, and start every rank from rank 0's parameters
+	// (start.go).
+	if err := agreeStart(ctx, w, opts.Checkpoint.Resume); err != nil {
+		return nil, err
+	}
+	if err := broadcastParams(ctx, w); err != nil {
 		return nil, err
 	}
 	if _, ok := strat.(PerRankCheckpointer); ok {
@@ -105,6 +113,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		lastAcc    = -1.0
 		lastLoss   = -1.0
 		reason     string
+		byTarget   bool // reason is the target accuracy, reached by an earlier snapshot
 		accByRound = map[int]float64{}
 	)
 	if ck := opts.Checkpoint.Resume; ck != nil {
@@ -123,7 +132,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		if w.Rank == 0 {
 			prog.Elapsed = w.Now().Sub(start)
 			if ev != nil {
-				prog.BestAcc = ev.Best()
+				prog.BestAcc, prog.BestRound = ev.Best()
 			}
 			if reason == "" {
 				// Judge the progress this round will have made, so that the vote rides on
@@ -138,7 +147,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 					next.GlobalSamples += int64(w.Size) * int64(cfg.Batch)
 				}
 				if stop, why := rule.Decide(next); stop {
-					reason = why
+					reason, byTarget = why, rule.ReachedTarget(next)
 				}
 				if opts.Failed != nil {
 					if err := opts.Failed(); err != nil {
@@ -199,7 +208,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 			lastPrint = now
 			prog.Elapsed = now
 			if ev != nil {
-				prog.BestAcc = ev.Best()
+				prog.BestAcc, prog.BestRound = ev.Best()
 			}
 			writeProgress(opts.Progress, w, rule, prog, round, lastAcc, lastLoss, st, samples)
 		}
@@ -242,6 +251,11 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 			}
 		}
 		res.FinalAcc, res.FinalLoss = acc, loss
+		if byTarget && acc < cfg.TargetAcc {
+			// The stop was decided on an earlier snapshot; the reason must not pass the final
+			// model off as having reached the target.
+			res.StopReason += fmt.Sprintf("; the final model, after round %d, scores %s", last+1, strconv.FormatFloat(acc, 'g', -1, 64))
+		}
 		for _, r := range res.Evals {
 			if r.Err == nil {
 				accByRound[r.Round] = r.Acc

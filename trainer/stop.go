@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -41,6 +42,7 @@ type Progress struct {
 	GlobalSamples int64         // samples trained by all ranks together
 	Elapsed       time.Duration // since training started
 	BestAcc       float64       // best evaluated test accuracy so far; negative when none yet
+	BestRound     int           // the round (0-based, this rank's) whose snapshot scored BestAcc
 }
 
 // Epochs is the number of passes over the training set that GlobalSamples amounts to.
@@ -54,16 +56,27 @@ func (s StopRule) EpochsDone(p Progress) float64 {
 // Decide says whether training stops now, and why.
 func (s StopRule) Decide(p Progress) (bool, string) {
 	switch {
-	case s.TargetAcc > 0 && p.BestAcc >= s.TargetAcc:
-		return true, fmt.Sprintf("reached target accuracy %.3f (%.4f)", s.TargetAcc, p.BestAcc)
+	case s.ReachedTarget(p):
+		// Both numbers as they are, unrounded: a rounded target or accuracy could read as a
+		// stop below the target.
+		return true, fmt.Sprintf("reached target accuracy %s: the snapshot after round %d scored %s",
+			strconv.FormatFloat(s.TargetAcc, 'g', -1, 64), p.BestRound+1, strconv.FormatFloat(p.BestAcc, 'g', -1, 64))
 	case s.MaxRounds > 0 && p.Rounds >= s.MaxRounds:
-		return true, fmt.Sprintf("reached --max-rounds %d", s.MaxRounds)
+		return true, fmt.Sprintf("reached the limit of %d rounds", s.MaxRounds)
 	case s.Epochs > 0 && s.EpochsDone(p) >= s.Epochs:
 		return true, fmt.Sprintf("trained %g epochs", s.Epochs)
 	case s.MaxTime > 0 && p.Elapsed >= s.MaxTime:
-		return true, fmt.Sprintf("reached --max-time %v", s.MaxTime)
+		return true, fmt.Sprintf("reached the time limit of %v", s.MaxTime)
 	}
 	return false, ""
+}
+
+// ReachedTarget says whether an evaluated snapshot reached TargetAcc. The stop it decides is
+// taken a round or more after that snapshot (the vote rides on the next round, and the
+// snapshot was evaluated while the job trained on), so the final model's accuracy may differ:
+// Run says so in the stop reason when it is below the target.
+func (s StopRule) ReachedTarget(p Progress) bool {
+	return s.TargetAcc > 0 && p.BestAcc >= s.TargetAcc
 }
 
 // Fraction is how far the run is toward its nearest stop condition, in [0, 1] (for the

@@ -17,10 +17,11 @@ func TestStopRuleDecide(t *testing.T) {
 	}{
 		{"nothing yet", Progress{BestAcc: -1}, false, ""},
 		{"below every bound", Progress{Rounds: 99, GlobalSamples: 1999, Elapsed: 59 * time.Second, BestAcc: 0.79}, false, ""},
-		{"target", Progress{BestAcc: 0.8}, true, "target accuracy"},
-		{"rounds", Progress{Rounds: 100, BestAcc: -1}, true, "--max-rounds"},
+		{"target", Progress{BestAcc: 0.8, BestRound: 19}, true, "reached target accuracy 0.8: the snapshot after round 20 scored 0.8"},
+		{"target unrounded", Progress{BestAcc: 0.80004, BestRound: 4}, true, "reached target accuracy 0.8: the snapshot after round 5 scored 0.80004"},
+		{"rounds", Progress{Rounds: 100, BestAcc: -1}, true, "reached the limit of 100 rounds"},
 		{"epochs", Progress{GlobalSamples: 2000, BestAcc: -1}, true, "2 epochs"},
-		{"time", Progress{Elapsed: time.Minute, BestAcc: -1}, true, "--max-time"},
+		{"time", Progress{Elapsed: time.Minute, BestAcc: -1}, true, "reached the time limit of 1m0s"},
 	}
 	for _, tc := range cases {
 		stop, why := rule.Decide(tc.p)

@@ -115,7 +115,8 @@ func ParseStragglers(text string) (StragglerConfig, error) {
 	if s.Mode == "" {
 		s.Mode = "network"
 	}
-	return s, s.Validate(0)
+	// Validate names the Config field; here the flag is what was given.
+	return s, InFlags(s.Validate(0))
 }
 
 // Validate checks the configuration; size > 0 also checks the ranks against the job size.
@@ -125,27 +126,27 @@ func (s StragglerConfig) Validate(size int) error {
 	}
 	switch {
 	case len(s.Ranks) == 0:
-		return fmt.Errorf("trainer: --stragglers: no ranks")
+		return fmt.Errorf("trainer: Config.Stragglers: no ranks")
 	case s.Delay <= 0:
-		return fmt.Errorf("trainer: --stragglers: delay must be positive, got %v", s.Delay)
+		return fmt.Errorf("trainer: Config.Stragglers: delay must be positive, got %v", s.Delay)
 	case len(s.At) == 0:
-		return fmt.Errorf("trainer: --stragglers: no window start (at=)")
+		return fmt.Errorf("trainer: Config.Stragglers: no window start (at=)")
 	case s.For <= 0:
-		return fmt.Errorf("trainer: --stragglers: window length (for=) must be positive, got %v", s.For)
+		return fmt.Errorf("trainer: Config.Stragglers: window length (for=) must be positive, got %v", s.For)
 	case s.Mode != "" && s.Mode != "network" && s.Mode != "compute":
-		return fmt.Errorf("trainer: --stragglers: mode %q must be network or compute", s.Mode)
+		return fmt.Errorf("trainer: Config.Stragglers: mode %q must be network or compute", s.Mode)
 	}
 	for i, r := range s.Ranks {
 		if size > 0 && r >= size {
-			return fmt.Errorf("trainer: --stragglers: rank %d out of range for %d ranks", r, size)
+			return fmt.Errorf("trainer: Config.Stragglers: rank %d out of range for %d ranks", r, size)
 		}
 		if slices.Contains(s.Ranks[:i], r) {
-			return fmt.Errorf("trainer: --stragglers: rank %d listed twice", r)
+			return fmt.Errorf("trainer: Config.Stragglers: rank %d listed twice", r)
 		}
 	}
 	for i := 1; i < len(s.At); i++ {
 		if s.At[i] < s.At[i-1]+s.For {
-			return fmt.Errorf("trainer: --stragglers: windows must be in order and not overlap: at=%v starts before the window at %v (for=%v) ends", s.At[i], s.At[i-1], s.For)
+			return fmt.Errorf("trainer: Config.Stragglers: windows must be in order and not overlap: at=%v starts before the window at %v (for=%v) ends", s.At[i], s.At[i-1], s.For)
 		}
 	}
 	return nil

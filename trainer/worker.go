@@ -18,8 +18,9 @@ import (
 // and every Step must compute its gradient at the slice's current contents (a device model
 // uploads it). Params and Step are called from one goroutine.
 type Model interface {
-	// Params returns the parameter vector, holding the initial parameters. Its length is
-	// the length of every gradient.
+	// Params returns the parameter vector, holding the initial parameters (Run replaces
+	// every other rank's with rank 0's before the first step). Its length is the length of
+	// every gradient.
 	Params() []float32
 	// Step takes the model's next batch and writes the gradient of its mean loss at the
 	// current parameters into grad (len(Params())). It reports the batch's mean loss, its

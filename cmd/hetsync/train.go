@@ -106,7 +106,7 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	}
 	cfg.Defaults()
 	if err := reg.Configure(&cfg); err != nil {
-		return o, err
+		return o, trainer.InFlags(err)
 	}
 	o.Config = cfg
 	if o.resumeOptions, err = resumeOptionsFrom(c, &o); err != nil {
@@ -144,7 +144,7 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 // validate checks the training configuration and the workload for a job of size ranks.
 func (o *trainOptions) validate(size int) error {
 	if err := trainer.Builtin().Validate(&o.Config, size); err != nil {
-		return err
+		return trainer.InFlags(err) // the library names Config fields; here they are flags
 	}
 	return o.Workload.Validate(size)
 }
@@ -286,7 +286,7 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 		}
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
-		return err
+		return trainer.InFlags(err) // the ranks' own checks name Config fields: here they are flags
 	})
 }
 
@@ -338,7 +338,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		}
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
-		return err
+		return trainer.InFlags(err)
 	}, o.Watch.initOptions()...)
 	if err != nil {
 		sayEnding(os.Stderr, o.outDir())

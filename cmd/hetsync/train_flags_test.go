@@ -41,6 +41,9 @@ func TestESyncSyncSwitchFlagErrors(t *testing.T) {
 		{[]string{"--sync", "asgd", "--collective", "ring"}, "--collective ring: --sync asgd runs only over ps"},
 		{[]string{"--sync", "ssp", "--collective", "auto"}, "--collective auto: --sync ssp runs only over ps"},
 		{[]string{"--sync", "ssp", "--staleness", "-2"}, "--staleness"},
+		// an option of a strategy that is not selected is refused, not ignored
+		{[]string{"--sync", "ssgd", "--esync-epsilon", "0.5s"}, "--esync-epsilon is an option of --sync esync; --sync ssgd does not take it"},
+		{[]string{"--sync", "esync", "--ps-ranks", "1"}, "--ps-ranks is an option of --sync asgd, dcasgd, ssp, sync-switch, wbsp, wbsp-opt; --sync esync does not take it"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -158,5 +161,19 @@ func TestTrainRecordsWhatRan(t *testing.T) {
 				t.Errorf("summary.json collective %q on %q (%v), want %q on mem", sum.Collective, sum.DataPath, err, tc.ran)
 			}
 		})
+	}
+}
+
+// TestRanksWithDifferentConfigsFail launches 3 real rank processes of train whose --lr differs
+// (0.1 on rank 0, 0.3 on the others): the job fails at the start, every rank naming the flag,
+// both values and the ranks, instead of training three different models and exiting 0.
+func TestRanksWithDifferentConfigsFail(t *testing.T) {
+	dir := t.TempDir()
+	data := tinyDataDir(t, dir, 200, 50)
+	rank := `lr=0.1; [ "$HETSYNC_RANK" = 0 ] || lr=0.3; exec "$0" train --data "$1" --max-rounds 2 --batch 16 --threads 1 --lr "$lr" --out "$2"`
+	code, out, stderr := runBinary(t, "launch", "-np", "3", "--", "sh", "-c", rank, hetsyncBinary(t), data, filepath.Join(dir, "run"))
+	const want = "config differs between ranks: --lr is 0.1 on rank 0 but 0.3 on ranks 1,2"
+	if code == 0 || !strings.Contains(out+stderr, want) {
+		t.Fatalf("exit %d; want a failure saying %q\nstdout:\n%s\nstderr:\n%s", code, want, out, stderr)
 	}
 }

@@ -14,8 +14,8 @@ import (
 // A strategy's options reach the command line through trainer.Options.Flags: train declares
 // the union of every registered strategy's flags (a flag that several strategies share, such
 // as --ps-ranks, once), and after parsing hands the flags given on the command line to the
-// chosen strategy's own options. A flag of a strategy that is not chosen is ignored, so an
-// experiment file's common flags may name options of several strategies.
+// chosen strategy's own options. A flag of a strategy that is not chosen is refused
+// (trainer.Registry.CheckOptionFlags): it would be accepted and ignored.
 
 // strategyFlagSets declares each registered strategy's options on a flag set of its own, in
 // name order.
@@ -86,10 +86,14 @@ func cliFlag(f *flag.Flag, usage string) cli.Flag {
 }
 
 // strategyOptions builds the options of the strategy --sync names from its defaults and the
-// strategy flags given on the command line. An unknown name is an error listing the known ones.
+// strategy flags given on the command line. An unknown name is an error listing the known ones,
+// and a flag of another strategy an error naming the strategies it belongs to.
 func strategyOptions(c *cli.Context, reg *trainer.Registry, name string) (trainer.Options, error) {
 	o, err := reg.Options(name)
 	if err != nil {
+		return nil, trainer.InFlags(err)
+	}
+	if err := reg.CheckOptionFlags(name, c.IsSet); err != nil {
 		return nil, err
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
