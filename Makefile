@@ -12,7 +12,7 @@ TEST_SYSPKGS := openssh-server iproute2 openmpi-bin
 DEMO_OUT  ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: all build deps data test-deps test vet fmt-check fuzz demo bench bench-compute clean \
-        cuda cuda-fetch cuda-check cuda-test-gpu ptx
+        cuda cuda-fetch cuda-check cuda-test-gpu ptx python
 
 all: build
 
@@ -93,5 +93,12 @@ cuda-check: cuda
 cuda-test-gpu:
 	scripts/cuda-env.sh run $(GO) test -count=1 -timeout 600s -tags cuda -v ./kernels/cuda/
 
+# The Python package (python/hetsync): the C ABI (capi/hetsync.h) built in place as the shared
+# library that the package loads.
+PY_LIB := python/hetsync/_lib/libhetsync.so
+
+python: deps
+	$(GO) build -buildmode=c-shared -o $(PY_LIB) ./capi
+
 clean:
-	rm -rf bin
+	rm -rf bin $(PY_LIB) $(PY_LIB:.so=.h)
