@@ -16,7 +16,7 @@ import functools
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import ProcessGroup, Work as _TorchWork
+from torch._C._distributed_c10d import ProcessGroup, _create_work_from_future
 
 import hetsync
 from ._abi import HetsyncError
@@ -32,29 +32,13 @@ def _reduce_op(op):
     raise ValueError("hetsync backend: reduction %s is not supported: SUM, AVG, MIN, MAX or PRODUCT" % (op,))
 
 
-class _Done(_TorchWork):
-    """A completed call, as torch's Work."""
-
-    def __init__(self, result):
-        super().__init__()
-        self._result = result
-
-    def wait(self, timeout=None):
-        return True
-
-    def is_completed(self):
-        return True
-
-    def is_success(self):
-        return True
-
-    def result(self):
-        return self._result
-
-    def get_future(self):
-        f = torch.futures.Future()
-        f.set_result(self._result)
-        return f
+def _done(result):
+    """A completed call as torch's Work. A Work that C++ waits on (DDP's reducer,
+    _verify_params_across_processes) must be one C++ knows complete: a Python subclass of Work
+    is not (its wait would block forever), while one made from a completed future is."""
+    f = torch.futures.Future()
+    f.set_result(result)
+    return _create_work_from_future(f)
 
 
 def _one(tensors, call):
@@ -86,7 +70,7 @@ class ProcessGroupHetsync(ProcessGroup):
         op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         for t in tensors:
             self._contig(t, "allreduce", lambda x: self.comm.allreduce(x, op))
-        return _Done(tensors)
+        return _done(tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
@@ -95,12 +79,12 @@ class ProcessGroupHetsync(ProcessGroup):
         op = _reduce_op(opts.reduceOp)
         t = _one(tensors, "reduce")
         self._contig(t, "reduce", lambda x: self.comm.reduce(x, opts.rootRank, op))
-        return _Done(tensors)
+        return _done(tensors)
 
     def broadcast(self, tensors, opts):
         for t in tensors:
             self._contig(t, "broadcast", lambda x: self.comm.broadcast(x, opts.rootRank))
-        return _Done(tensors)
+        return _done(tensors)
 
     def _gather_flat(self, inp, n_out):
         """Every rank's inp gathered into one flat tensor of size() padded slots: the slots are
@@ -120,7 +104,7 @@ class ProcessGroupHetsync(ProcessGroup):
                 raise ValueError("hetsync backend: allgather needs %d output tensors, got %d" % (self.size(), len(outs)))
             for out, part in zip(outs, self._gather_flat(inp, len(outs))):
                 out.copy_(part.reshape(out.shape))
-        return _Done(output_lists)
+        return _done(output_lists)
 
     def _allgather_base(self, output, inp, opts=None):
         if output.numel() != inp.numel() * self.size():
@@ -133,19 +117,19 @@ class ProcessGroupHetsync(ProcessGroup):
             flat[self.rank() * n:(self.rank() + 1) * n].copy_(inp.reshape(-1))
             self.comm.allgather(out)
         self._contig(output, "all_gather_into_tensor", run)
-        return _Done([output])
+        return _done([output])
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         for out, ins in zip(outputs, input_lists):
             flat = torch.cat([t.reshape(-1) for t in ins])
             self._reduce_scatter_flat(out, flat, op)
-        return _Done(outputs)
+        return _done(outputs)
 
     def _reduce_scatter_base(self, output, inp, opts=None):
         op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         self._reduce_scatter_flat(output, inp.reshape(-1).clone(), op)
-        return _Done([output])
+        return _done([output])
 
     def _reduce_scatter_flat(self, out, flat, op):
         n = out.numel()
@@ -161,7 +145,7 @@ class ProcessGroupHetsync(ProcessGroup):
                 raise ValueError("hetsync backend: all_to_all_single with unequal splits is not supported")
         send = inp.contiguous()
         self._contig(output, "all_to_all_single", lambda out: self.comm.alltoall(send, out))
-        return _Done([output])
+        return _done([output])
 
     def alltoall(self, outputs, inputs, opts=None):
         if len({t.numel() for t in inputs + outputs}) > 1:
@@ -171,21 +155,21 @@ class ProcessGroupHetsync(ProcessGroup):
         self.comm.alltoall(send, recv)
         for out, part in zip(outputs, recv.chunk(len(outputs))):
             out.copy_(part.reshape(out.shape))
-        return _Done(outputs)
+        return _done(outputs)
 
     def barrier(self, opts=None):
         self.comm.barrier()
-        return _Done([])
+        return _done([])
 
     def send(self, tensors, dst, tag=0):
         for t in tensors:
             self.comm.send(t.contiguous(), dst)
-        return _Done(tensors)
+        return _done(tensors)
 
     def recv(self, tensors, src, tag=0):
         for t in tensors:
             self._contig(t, "recv", lambda x: self.comm.recv(x, src))
-        return _Done(tensors)
+        return _done(tensors)
 
 
 # Comms that the wrapped new_group split on every rank, by their members' global ranks, for

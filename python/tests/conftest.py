@@ -36,11 +36,16 @@ def launch_cmd(np, script, *args):
 
 def launch(np, script, *args):
     """Runs script on np ranks and returns its output; fails the test, with the output, when
-    the job fails."""
-    p = subprocess.run(launch_cmd(np, script, *args), env=env(), stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
-    assert p.returncode == 0, "hetsync launch -np %d %s failed (%d):\n%s" % (np, script, p.returncode, p.stdout)
-    return p.stdout
+    the job fails or outlives TIMEOUT."""
+    p = start(np, script, *args)
+    try:
+        out, _ = p.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        stop(p)
+        out, _ = p.communicate()
+        pytest.fail("hetsync launch -np %d %s still running after %ds:\n%s" % (np, script, TIMEOUT, out))
+    assert p.returncode == 0, "hetsync launch -np %d %s failed (%d):\n%s" % (np, script, p.returncode, out)
+    return out
 
 
 def run_alone(script, *args):
