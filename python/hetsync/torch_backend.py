@@ -57,7 +57,7 @@ class ProcessGroupHetsync(ProcessGroup):
     def getBackendName(self):
         return NAME
 
-    def _contig(self, t, call, fn):
+    def _contig(self, t, fn):
         """Runs fn on t, through a contiguous copy when t is not contiguous."""
         if t.is_contiguous():
             fn(t)
@@ -66,10 +66,23 @@ class ProcessGroupHetsync(ProcessGroup):
             fn(c)
             t.copy_(c)
 
+    def _moved(self, t, fn):
+        """Runs fn, a call that only moves data, on t; when t's bytes are not whole 4-byte words
+        (a uint8 tensor of any length, as broadcast_object_list sends), on a padded copy."""
+        nbytes = t.numel() * t.element_size()
+        if nbytes % 4 == 0:
+            self._contig(t, fn)
+            return
+        words = torch.zeros((nbytes + 3) // 4, dtype=torch.int32)
+        raw = words.view(torch.uint8)[:nbytes]
+        raw.copy_(t.detach().reshape(-1).cpu().contiguous().view(torch.uint8))
+        fn(words)
+        t.copy_(raw.view(t.dtype).reshape(t.shape))
+
     def allreduce(self, tensors, opts=None):
         op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         for t in tensors:
-            self._contig(t, "allreduce", lambda x: self.comm.allreduce(x, op))
+            self._contig(t, lambda x: self.comm.allreduce(x, op))
         return _done(tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
@@ -78,12 +91,12 @@ class ProcessGroupHetsync(ProcessGroup):
     def reduce(self, tensors, opts):
         op = _reduce_op(opts.reduceOp)
         t = _one(tensors, "reduce")
-        self._contig(t, "reduce", lambda x: self.comm.reduce(x, opts.rootRank, op))
+        self._contig(t, lambda x: self.comm.reduce(x, opts.rootRank, op))
         return _done(tensors)
 
     def broadcast(self, tensors, opts):
         for t in tensors:
-            self._contig(t, "broadcast", lambda x: self.comm.broadcast(x, opts.rootRank))
+            self._moved(t, lambda x: self.comm.broadcast(x, opts.rootRank))
         return _done(tensors)
 
     def _gather_flat(self, inp, n_out):
@@ -116,7 +129,7 @@ class ProcessGroupHetsync(ProcessGroup):
             n = inp.numel()
             flat[self.rank() * n:(self.rank() + 1) * n].copy_(inp.reshape(-1))
             self.comm.allgather(out)
-        self._contig(output, "all_gather_into_tensor", run)
+        self._contig(output, run)
         return _done([output])
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
@@ -144,7 +157,7 @@ class ProcessGroupHetsync(ProcessGroup):
             if len(set(output_split_sizes or [0])) > 1 or len(set(input_split_sizes or [0])) > 1:
                 raise ValueError("hetsync backend: all_to_all_single with unequal splits is not supported")
         send = inp.contiguous()
-        self._contig(output, "all_to_all_single", lambda out: self.comm.alltoall(send, out))
+        self._contig(output, lambda out: self.comm.alltoall(send, out))
         return _done([output])
 
     def alltoall(self, outputs, inputs, opts=None):
@@ -163,12 +176,12 @@ class ProcessGroupHetsync(ProcessGroup):
 
     def send(self, tensors, dst, tag=0):
         for t in tensors:
-            self.comm.send(t.contiguous(), dst)
+            self._moved(t, lambda x: self.comm.send(x, dst))
         return _done(tensors)
 
     def recv(self, tensors, src, tag=0):
         for t in tensors:
-            self._contig(t, "recv", lambda x: self.comm.recv(x, src))
+            self._moved(t, lambda x: self.comm.recv(x, src))
         return _done(tensors)
 
 

@@ -68,6 +68,9 @@ def main():
     every = [None] * size
     dist.all_gather_object(every, flat.numpy().tobytes())
     assert all(b == every[0] for b in every), "rank %d: replicas differ after %d steps" % (rank, STEPS)
+    objs = ["from rank %d" % rank, {"odd": b"xyz"}]
+    dist.broadcast_object_list(objs, src=size - 1)
+    assert objs == ["from rank %d" % (size - 1), {"odd": b"xyz"}], objs
 
     # One process training on every rank's batches: the mean loss over them all is the mean of
     # the ranks' means (equal batches), whose gradient DDP averages.
