@@ -2,14 +2,17 @@
 
 import ctypes
 import os
+import threading
 
 from . import _abi
 from ._abi import HetsyncError
 from ._buffers import view
 
-# A blocking call waits in slices of this many milliseconds, returning to Python between
-# them, so that a signal's Python handler (KeyboardInterrupt, a SIGTERM handler) runs within
-# a slice although Go holds the calling thread.
+# A blocking call on the main thread waits in slices of this many milliseconds, returning to
+# Python between them, so that a signal's Python handler (KeyboardInterrupt, a SIGTERM
+# handler) runs within a slice although Go holds the thread. That costs a hand-off between
+# threads per call (the collective runs on a goroutine); other threads, which Python's signal
+# handlers never run on, have the call run on their own thread instead.
 WAIT_SLICE_MS = 100
 
 # Calls interrupted by an exception while Go still used their buffers: their buffers stay
@@ -101,7 +104,13 @@ def _run(comm, fn, args, views, async_op):
     """Issues fn(comm, *args, wait_ms, &req) and waits for it unless async_op."""
     _guard(comm)
     req = ctypes.c_int64(0)
-    p = fn(comm._id, *args, 0 if async_op else WAIT_SLICE_MS, ctypes.byref(req))
+    if async_op:
+        wait_ms = 0
+    elif threading.current_thread() is threading.main_thread():
+        wait_ms = WAIT_SLICE_MS
+    else:
+        wait_ms = -1
+    p = fn(comm._id, *args, wait_ms, ctypes.byref(req))
     _abi.check(p)
     w = Work(req.value, views, comm._pid)
     if async_op:
