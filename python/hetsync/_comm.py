@@ -2,6 +2,7 @@
 
 import ctypes
 import os
+import sys
 import threading
 
 from . import _abi
@@ -93,7 +94,9 @@ class Work:
 
     def __del__(self):
         # The buffers must outlive Go's use of them: a request dropped unwaited is waited for.
-        if not self._done and self._req and os.getpid() == self._pid:
+        # Not while the interpreter exits: the process, and Go's use of its memory, end with it,
+        # and a request whose peers have gone may never complete.
+        if not self._done and self._req and os.getpid() == self._pid and not sys.is_finalizing():
             try:
                 self._poll(-1)
             except Exception:

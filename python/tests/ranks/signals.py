@@ -50,6 +50,8 @@ else:
     hetsync.barrier()
 hetsync.allreduce(torch.ones(1))
 
+# The watcher thread prints while the main thread waits in Go: the call released the GIL (had
+# it not, the print would never come and the test would time out).
 when_waiting(lambda: print("rank %d: waiting" % rank, flush=True))
 try:
     # Neither rank sends: the job waits until the launcher stops it.
