@@ -99,7 +99,7 @@ class ProcessGroupHetsync(ProcessGroup):
             self._moved(t, lambda x: self.comm.broadcast(x, opts.rootRank))
         return _done(tensors)
 
-    def _gather_flat(self, inp, n_out):
+    def _gather_flat(self, inp):
         """Every rank's inp gathered into one flat tensor of size() padded slots: the slots are
         whole 8-byte words, so any dtype and length gather at word boundaries."""
         p = self.size()
@@ -115,7 +115,7 @@ class ProcessGroupHetsync(ProcessGroup):
         for outs, inp in zip(output_lists, inputs):
             if len(outs) != self.size():
                 raise ValueError("hetsync backend: allgather needs %d output tensors, got %d" % (self.size(), len(outs)))
-            for out, part in zip(outs, self._gather_flat(inp, len(outs))):
+            for out, part in zip(outs, self._gather_flat(inp)):
                 out.copy_(part.reshape(out.shape))
         return _done(output_lists)
 
