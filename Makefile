@@ -12,7 +12,7 @@ TEST_SYSPKGS := openssh-server iproute2 openmpi-bin
 DEMO_OUT  ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: all build deps data test-deps test vet fmt-check fuzz demo bench bench-compute clean \
-        cuda cuda-fetch cuda-check cuda-test-gpu ptx
+        cuda cuda-fetch cuda-check cuda-test-gpu ptx python python-deps python-test
 
 all: build
 
@@ -57,6 +57,7 @@ fuzz: deps
 test: test-deps fmt-check vet fuzz
 	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) -race ./transport/... ./collective/...
 	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) ./...
+	$(MAKE) python-test
 
 # The main job: a short bandwidth table of the four aggregation algorithms, then ESync against
 # SSGD and ASGD on Fashion-MNIST with slowdowns 1,1,2,4, and the report with its figures.
@@ -93,5 +94,22 @@ cuda-check: cuda
 cuda-test-gpu:
 	scripts/cuda-env.sh run $(GO) test -count=1 -timeout 600s -tags cuda -v ./kernels/cuda/
 
+# The Python package (python/hetsync): the C ABI (capi/hetsync.h) built in place as the shared
+# library that the package loads. Its tests run on Debian's interpreter, where python3-torch
+# lives (a python3 earlier on PATH, a pyenv shim say, may lack it), and launch real ranks with
+# bin/hetsync.
+PY_LIB     := python/hetsync/_lib/libhetsync.so
+PYTHON     ?= /usr/bin/python3
+PY_SYSPKGS := python3-torch python3-numpy python3-pytest python3-torchvision
+
+python: deps
+	$(GO) build -buildmode=c-shared -o $(PY_LIB) ./capi
+
+python-deps:
+	@scripts/setup-system.sh $(PY_SYSPKGS)
+
+python-test: python-deps python build
+	PYTHONPATH=$(CURDIR)/python HETSYNC_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+
 clean:
-	rm -rf bin
+	rm -rf bin $(PY_LIB) $(PY_LIB:.so=.h)

@@ -107,10 +107,10 @@ func (e RankEnv) Environ() []string {
 		"LOCAL_RANK=" + strconv.Itoa(e.LocalRank),
 		"LOCAL_WORLD_SIZE=" + strconv.Itoa(e.LocalSize),
 	}
-	// torchrun's names for the rendezvous, for programs that read them; hetsync's own ranks
-	// read HETSYNC_RENDEZVOUS first.
+	// torchrun's names, for programs that read them (torch's env:// store listens on
+	// MASTER_PORT on rank 0's host); hetsync's own ranks read HETSYNC_RENDEZVOUS first.
 	if host, port, err := net.SplitHostPort(e.Rendezvous); err == nil {
-		vars = append(vars, "MASTER_ADDR="+host, "MASTER_PORT="+port)
+		vars = append(vars, "MASTER_ADDR="+host, "MASTER_PORT="+torchPort(port))
 	}
 	if e.Hostname != "" {
 		vars = append(vars, EnvHostname+"="+e.Hostname)
@@ -122,6 +122,23 @@ func (e RankEnv) Environ() []string {
 		vars = append(vars, EnvHost+"="+e.Host)
 	}
 	return append(vars, e.Settings.Environ()...)
+}
+
+// torchPort is the MASTER_PORT of a job whose rendezvous listens on port: the next port (the
+// one before for 65535). It must not be the rendezvous port itself, which hetsync's rank 0
+// holds while torch's store (init_process_group's env://, Gloo's included) binds MASTER_PORT on
+// the same host and would fail with "Address already in use". A port the launcher picked free
+// is in the ephemeral range, where its neighbour is free too unless a connection happens to
+// hold it; a program that needs a port guaranteed free sets MASTER_PORT itself.
+func torchPort(port string) string {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return port
+	}
+	if n == 65535 {
+		return strconv.Itoa(n - 1)
+	}
+	return strconv.Itoa(n + 1)
 }
 
 // RankEnvFromEnviron reads the rank environment through getenv (os.Getenv in a real rank).

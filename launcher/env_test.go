@@ -106,9 +106,26 @@ func TestRankEnvRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: got %+v, %v, %v; want %+v", got, under, err, e)
 	}
 	for k, want := range map[string]string{"RANK": "3", "WORLD_SIZE": "7", "LOCAL_RANK": "1", "PATH": "/bin",
-		"MASTER_ADDR": "::1", "MASTER_PORT": "1234", "HETSYNC_SECURITY": "none", "HETSYNC_DATA_PATH": "shm", "HETSYNC_LINKS": "measure", "HETSYNC_ARENA": "off"} {
+		"MASTER_ADDR": "::1", "MASTER_PORT": "1235", "HETSYNC_SECURITY": "none", "HETSYNC_DATA_PATH": "shm", "HETSYNC_LINKS": "measure", "HETSYNC_ARENA": "off"} {
 		if m[k] != want {
 			t.Errorf("%s = %q, want %q", k, m[k], want)
+		}
+	}
+}
+
+// torch's env:// store binds MASTER_PORT on rank 0's host, where rank 0 already holds the
+// rendezvous port: the launcher must hand torch another port.
+func TestMasterPortIsNotTheRendezvousPort(t *testing.T) {
+	for rdv, want := range map[string]string{"127.0.0.1:29400": "29401", "[::1]:1": "2", "host:65535": "65534"} {
+		e := RankEnv{Rank: 0, Size: 2, LocalSize: 2, Rendezvous: rdv, Secret: "00112233445566778899aabbccddeeff"}
+		var got string
+		for _, kv := range e.Environ() {
+			if v, ok := strings.CutPrefix(kv, "MASTER_PORT="); ok {
+				got = v
+			}
+		}
+		if got != want {
+			t.Errorf("rendezvous %s: MASTER_PORT=%q, want %q", rdv, got, want)
 		}
 	}
 }

@@ -72,7 +72,7 @@ func TestSSHJobEnvironmentOutputAndFiles(t *testing.T) {
 	for r := 0; r < 4; r++ {
 		host := s.Addrs[r/2]
 		want := fmt.Sprintf(`(?m)^%s\[%d\] rank=%d size=4 local=%d/2 host=%s torch=%d/4/%d fwd=it's forwarded nf=unset secret=64 rdv=127.0.0.1:1 `+
-			`master=127.0.0.1:1 settings=none/tcp/1m30s$`,
+			`master=127.0.0.1:2 settings=none/tcp/1m30s$`,
 			ts, r, r, r%2, regexp.QuoteMeta(host), r, r%2)
 		if !regexp.MustCompile(want).MatchString(stdout.String()) {
 			t.Errorf("rank %d: no line matching %s in\n%s", r, want, stdout)

@@ -1,0 +1,75 @@
+/* hetsync.h: the C ABI of libhetsync.so, hetsync's collectives for programs in other languages.
+ * Build: `make python` (go build -buildmode=c-shared ./capi). Guide: docs/python.md.
+ *
+ * Conventions
+ *  - Every call that can fail returns NULL on success, else an error message (hetsync's own: it
+ *    names the rank, the peer and the call) that the caller releases with hs_free.
+ *  - Communicators and requests are int64 ids; 0 is never a valid one.
+ *  - Buffers are the caller's memory, read and written in place; count is in elements of dtype.
+ *    The library keeps no pointer past the call's completion (for a request: until hs_wait
+ *    reports it done), and the caller must not touch the buffer before then.
+ *  - wait_ms and req: every collective starts, then waits up to wait_ms milliseconds. When it
+ *    completes in that time, *req is 0 and the result is its error; otherwise *req is a request
+ *    to finish with hs_wait. wait_ms < 0 (or req NULL) runs the call to completion on the
+ *    calling thread; wait_ms == 0 returns at once (a non-blocking call). A caller that must
+ *    stay responsive to signals (Python) waits in slices.
+ *  - Collectives are issued in the same order on every rank of a communicator; a mismatch is an
+ *    error that names both calls, never a hang.
+ *  - Threads: any thread may call; the library takes no lock across a wait.
+ *  - fork: a child forked after hs_init must not call the library (the Go runtime's threads do
+ *    not survive fork); it may use its own memory and exit. A process that needs ranks starts
+ *    them with a launcher, never by fork or spawn.
+ *  - Signals: the library installs no handler of its own; the Go runtime installs handlers for
+ *    SIGSEGV, SIGBUS, SIGFPE, SIGPIPE and SIGURG and forwards the ones it did not cause.
+ */
+#ifndef HETSYNC_H
+#define HETSYNC_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types: the ones hetsync reduces. Other types travel through the non-reducing
+ * collectives viewed as one of these (bytes as HS_INT32 words, say). */
+enum { HS_FLOAT32 = 1, HS_FLOAT64 = 2, HS_INT32 = 3, HS_INT64 = 4 };
+/* Reductions. HS_AVG is the sum times 1/p for floats, truncating integer division for integers. */
+enum { HS_SUM = 1, HS_AVG = 2, HS_MIN = 3, HS_MAX = 4, HS_PROD = 5 };
+
+void hs_free(char *err);
+
+/* Forms the job exactly as hetsync.Init does: under `hetsync launch`, mpirun, srun, torchrun's
+ * variables, or alone as a job of one rank. */
+char *hs_init(int64_t *comm);
+/* Any pointer may be NULL. */
+char *hs_info(int64_t comm, int *rank, int *size, int *local_rank, int *local_size);
+/* The communicator's algorithm and transport, as text (hs_free it); NULL for an unknown id. */
+char *hs_settings(int64_t comm);
+/* MPI_Comm_split: ranks passing the same color >= 0 form a communicator ranked by key; *out is
+ * 0 for a negative color. Collective over comm. */
+char *hs_split(int64_t comm, int color, int key, int64_t *out);
+/* Closing the job's communicator leaves the job; a split one owns no connection. */
+char *hs_close(int64_t comm);
+
+/* Waits up to wait_ms (forever when < 0) for req; *done is 1 when it completed (the id is then
+ * released and the result is the call's error), 0 when the time ran out. */
+char *hs_wait(int64_t req, int64_t wait_ms, int *done);
+
+char *hs_allreduce(int64_t comm, void *buf, int64_t count, int dtype, int op, int64_t wait_ms, int64_t *req);
+/* Afterwards block i (hetsync's Partition: the first count%p ranks own one element more) of
+ * rank i's buf holds the reduced values. */
+char *hs_reduce_scatter(int64_t comm, void *buf, int64_t count, int dtype, int op, int64_t wait_ms, int64_t *req);
+char *hs_reduce(int64_t comm, void *buf, int64_t count, int dtype, int op, int root, int64_t wait_ms, int64_t *req);
+/* Fills buf with every rank's block (the blocks as in hs_reduce_scatter). */
+char *hs_allgather(int64_t comm, void *buf, int64_t count, int dtype, int64_t wait_ms, int64_t *req);
+char *hs_broadcast(int64_t comm, void *buf, int64_t count, int dtype, int root, int64_t wait_ms, int64_t *req);
+/* send and recv both hold count elements, count divisible by the communicator's size. */
+char *hs_alltoall(int64_t comm, void *send, void *recv, int64_t count, int dtype, int64_t wait_ms, int64_t *req);
+char *hs_barrier(int64_t comm, int64_t wait_ms, int64_t *req);
+char *hs_send(int64_t comm, void *buf, int64_t count, int dtype, int peer, int64_t wait_ms, int64_t *req);
+char *hs_recv(int64_t comm, void *buf, int64_t count, int dtype, int peer, int64_t wait_ms, int64_t *req);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
