@@ -33,13 +33,17 @@ import (
 // shape (e.g. p = 9, 8 + 1, goes to the ring for large messages).
 type auto struct {
 	opts Options
-	lay  *layout // nil without a matrix
-	net  *netModel
+	lay  *layout   // nil without a matrix
+	net  *netModel // the replay's network, built when a replay first needs it
+	pnet *planNet  // the closed forms' network (plan.go), built when they first need it
 	// mu guards choice: the call that has the communicator's turn decides, and
 	// Comm.AllReduceChoice may ask at any time from another goroutine.
 	mu     sync.Mutex
 	choice map[autoKey]autoChoice
 	shm    bool // without a matrix, plan on the shared-memory model (auto_shm.go)
+	// replayRanks is the p up to which auto replays every candidate in full: planReplayRanks,
+	// lowered by the tests that hold the closed forms to the replay.
+	replayRanks int
 }
 
 // The cost-model constants auto uses without a link matrix: per-message latency (s) and
@@ -68,10 +72,9 @@ type autoCandidate struct {
 }
 
 func newAuto(opts Options) *auto {
-	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice)}
+	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice), replayRanks: planReplayRanks}
 	if opts.Links != nil {
 		a.lay = newLayout(opts.Links)
-		a.net = a.lay.model()
 	}
 	return a
 }
@@ -91,12 +94,15 @@ func (a *auto) setMatrix(m *topology.Matrix) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.lay = newLayout(m)
-	a.net = a.lay.model()
+	a.net, a.pnet = nil, nil
 	clear(a.choice)
 }
 
-// model is the network auto replays on.
+// model is the network auto replays on. The caller holds a.mu.
 func (a *auto) model() *netModel {
+	if a.net == nil && a.lay != nil {
+		a.net = a.lay.model()
+	}
 	if a.net != nil {
 		return a.net
 	}
@@ -165,14 +171,10 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 		return c
 	}
 	cands := a.candidates(kind)
-	times := make([]float64, len(cands))
+	priced := a.price(kind, b, cands)
+	times := priced.times
 	fastest := math.Inf(1)
-	for i, c := range cands {
-		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
-		if err != nil {
-			t = math.Inf(1)
-		}
-		times[i] = t
+	for _, t := range times {
 		fastest = math.Min(fastest, t)
 	}
 	// Among the candidates within autoTieMargin of the fastest, the simplest: flat before
@@ -184,7 +186,7 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 		if !(times[i] <= (1+autoTieMargin)*fastest) {
 			continue
 		}
-		n := messages(c.alg, kind, b)
+		n := priced.messages(i)
 		if msgs < 0 || simpler(c, n, cands[pick], msgs) {
 			pick, msgs = i, n
 		}
@@ -229,8 +231,8 @@ func (a *auto) pin(kind collKind, b *builder, name string, limit float64) (autoC
 		if c.name != name {
 			continue
 		}
-		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
-		if err != nil || t > limit {
+		t := a.price(kind, b, []autoCandidate{c}).times[0]
+		if t > limit {
 			return autoChoice{}, false
 		}
 		ch := autoChoice{name: c.name, alg: c.alg, predicted: t}

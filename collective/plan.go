@@ -1,0 +1,195 @@
+package collective
+
+import (
+	"math"
+	"slices"
+)
+
+// How auto prices its candidates. The replay (simulate.go) builds every rank's schedule and
+// runs them against each other: exact for the model, and the reference the tests hold the
+// rest to, but its work grows with p² and more (seconds at 256 ranks, minutes at 1,024). So
+// auto replays only where that is cheap or where nothing else is right, and otherwise prices
+// every candidate from closed forms (plan_cost.go, plan_hosts.go):
+//
+//   - p ≤ planReplayRanks: replay (a few milliseconds);
+//   - an irregular placement and p ≤ planIrregularReplayRanks: replay. Irregular is hosts of
+//     different rank counts (a hierarchy's lanes then load its hosts unevenly, and the closed
+//     forms take the busiest rank's share as everyone's) or a host pair whose rank pairs
+//     differ (the closed forms read one link per host pair);
+//   - p ≤ planShortlistRanks: the closed forms bound every candidate's time from below and
+//     above, and only the candidates whose lower bound is within planShortlistSlack of the
+//     least upper bound are replayed;
+//   - the shared-memory model (auto_shm.go): replay, its hosts are small;
+//   - everything else: closed forms, in O(p log p) for the flat algorithms and O(H²) for the
+//     parameter server and the hierarchy's local and piece moves, H the number of hosts.
+//
+// Both are pure functions of the matrix, the call and the candidate order, evaluated in a
+// fixed order with no map iteration, so every rank reaches the same decision.
+const (
+	planReplayRanks          = 8
+	planIrregularReplayRanks = 64
+	planShortlistRanks       = 64
+	planShortlistSlack       = 0.25
+)
+
+// pricing is the predicted time of every candidate and, for the tie-break, how many messages
+// it sends.
+type pricing struct {
+	times    []float64
+	messages func(i int) int
+}
+
+// replays reports whether auto replays calls of p ranks in full.
+func (a *auto) replays(p int) bool {
+	switch {
+	case p <= a.replayRanks:
+		return true
+	case a.lay == nil:
+		return a.shm
+	case !a.lay.regular():
+		return p <= planIrregularReplayRanks
+	}
+	return false
+}
+
+// price prices every candidate of b's call, in candidate order.
+func (a *auto) price(kind collKind, b *builder, cands []autoCandidate) pricing {
+	times := make([]float64, len(cands))
+	if a.replays(b.p) {
+		for i, c := range cands {
+			t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
+			if err != nil {
+				t = math.Inf(1)
+			}
+			times[i] = t
+		}
+		return pricing{times: times, messages: func(i int) int { return messages(cands[i].alg, kind, b) }}
+	}
+	lo, hi, msgs := a.closedForms(kind, b, cands)
+	for i := range cands {
+		times[i] = (lo[i] + hi[i]) / 2
+	}
+	if b.p > planShortlistRanks {
+		return pricing{times: times, messages: func(i int) int { return msgs[i] }}
+	}
+	// Replay the candidates that can be the fastest: those whose lower bound is not above
+	// every upper bound (with planShortlistSlack, for the bounds are the model's, not proofs).
+	least := slices.Min(hi)
+	for i, c := range cands {
+		if lo[i] > (1+planShortlistSlack)*least {
+			times[i] = math.Inf(1)
+			continue
+		}
+		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
+		if err != nil {
+			t = math.Inf(1)
+		}
+		times[i] = t
+	}
+	return pricing{times: times, messages: func(i int) int { return messages(cands[i].alg, kind, b) }}
+}
+
+// closedForms is the bounds of every candidate's time and its message count.
+func (a *auto) closedForms(kind collKind, b *builder, cands []autoCandidate) (lo, hi []float64, msgs []int) {
+	if a.pnet == nil || a.pnet.p != b.p {
+		if a.lay != nil {
+			a.pnet = hostPlanNet(a.lay)
+		} else {
+			a.pnet = uniformPlanNet(b.p, AutoAlpha, AutoBeta)
+		}
+	}
+	cost := newPlanCost(a.pnet, b)
+	lo, hi, msgs = make([]float64, len(cands)), make([]float64, len(cands)), make([]int, len(cands))
+	for i, c := range cands {
+		lo[i], hi[i], msgs[i] = cost.of(c.alg, kind)
+	}
+	return lo, hi, msgs
+}
+
+// planCost prices one call shape's candidates from closed forms, reusing one coster.
+type planCost struct {
+	c            *coster
+	b            *builder
+	ranks, hosts []int // the identity orders of ranks and of hosts
+}
+
+func newPlanCost(net *planNet, b *builder) *planCost {
+	pc := &planCost{c: newCoster(net, b.elemSize, b.seg), b: b, ranks: make([]int, net.p), hosts: make([]int, len(net.hosts))}
+	for i := range pc.ranks {
+		pc.ranks[i] = i
+	}
+	for i := range pc.hosts {
+		pc.hosts[i] = i
+	}
+	return pc
+}
+
+// of is the bounds of alg's time and its message count for a call of kind.
+func (pc *planCost) of(alg algorithm, kind collKind) (lo, hi float64, msgs int) {
+	c, n := pc.c, pc.b.n
+	c.reset(pc.b.seg)
+	pc.cost(c, alg, kind, n)
+	lo, hi, m := c.result()
+	if math.IsNaN(lo) || math.IsNaN(hi) {
+		return math.Inf(1), math.Inf(1), 0
+	}
+	return lo, hi, int(math.Min(m, math.MaxInt32))
+}
+
+func (pc *planCost) cost(c *coster, alg algorithm, kind collKind, n int) {
+	order := pc.ranks
+	switch x := alg.(type) {
+	case permuted:
+		if kind == kindAllReduce {
+			order = x.order
+		}
+		alg = x.inner
+	case ring:
+		if x.order != nil {
+			order = x.order
+		}
+	}
+	switch x := alg.(type) {
+	case ring:
+		c.seg = ringSegment(c.seg, n, len(order), c.elem)
+		ringCost(c, kind, order, n)
+	case butterfly:
+		butterflyCost(c, kind, order, n, false)
+	case binaryBlocks:
+		binaryBlocksCost(c, kind, order, n)
+	case recursiveDoubling:
+		if kind == kindAllGather {
+			c.seg = ringSegment(c.seg, n, len(pc.ranks), c.elem)
+			ringCost(c, kind, pc.ranks, n)
+			return
+		}
+		butterflyCost(c, kindAllReduce, order, n, true)
+	case paramServer:
+		if x.place == nil {
+			x.place = pc.ranks[:x.k(len(pc.ranks))]
+		}
+		psCost(c, kind, placedPSNodes(c.net, x, n))
+	case hierarchical:
+		hierCost(c, kind, x, n, pc.hosts)
+	default:
+		c.addPhase(math.Inf(1), 0)
+	}
+}
+
+// replayModel is model for a caller that does not hold a.mu.
+func (a *auto) replayModel() *netModel {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.model()
+}
+
+// regular reports whether every host has as many ranks as every other and every rank pair of
+// a host pair costs the same.
+func (l *layout) regular() bool {
+	for _, rs := range l.hosts {
+		if len(rs) != len(l.hosts[0]) {
+			return false
+		}
+	}
+	return l.hm.Uniform
+}
