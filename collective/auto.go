@@ -36,6 +36,8 @@ type auto struct {
 	lay  *layout   // nil without a matrix
 	net  *netModel // the replay's network, built when a replay first needs it
 	pnet *planNet  // the closed forms' network (plan.go), built when they first need it
+	// cands are the candidates of each collective kind, configured once per matrix.
+	cands map[collKind][]autoCandidate
 	// mu guards choice: the call that has the communicator's turn decides, and
 	// Comm.AllReduceChoice may ask at any time from another goroutine.
 	mu     sync.Mutex
@@ -94,7 +96,7 @@ func (a *auto) setMatrix(m *topology.Matrix) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.lay = newLayout(m)
-	a.net, a.pnet = nil, nil
+	a.net, a.pnet, a.cands = nil, nil, nil
 	clear(a.choice)
 }
 
@@ -114,6 +116,9 @@ func (a *auto) model() *netModel {
 
 // candidates lists the configurations for one collective kind, in tie-break order.
 func (a *auto) candidates(kind collKind) []autoCandidate {
+	if c, ok := a.cands[kind]; ok {
+		return c
+	}
 	var cands []autoCandidate
 	for _, c := range candidateConfigs(kind, a.lay != nil) {
 		alg := c.base
@@ -122,6 +127,10 @@ func (a *auto) candidates(kind collKind) []autoCandidate {
 		}
 		cands = append(cands, autoCandidate{name: c.name, alg: alg})
 	}
+	if a.cands == nil {
+		a.cands = make(map[collKind][]autoCandidate)
+	}
+	a.cands[kind] = cands
 	return cands
 }
 

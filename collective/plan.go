@@ -3,6 +3,8 @@ package collective
 import (
 	"math"
 	"slices"
+
+	"github.com/hetsync/hetsync/collective/topology"
 )
 
 // How auto prices its candidates. The replay (simulate.go) builds every rank's schedule and
@@ -111,6 +113,24 @@ type planCost struct {
 	c            *coster
 	b            *builder
 	ranks, hosts []int // the identity orders of ranks and of hosts
+	// Candidates that run the same schedule shape in the same order cost the same (the rank
+	// and grouped orders coincide when ranks are numbered host by host; binary-blocks is the
+	// butterfly on a power of two): each is priced once.
+	orders [][]int
+	seen   map[planShape]planPrice
+}
+
+// planShape is a schedule shape: the algorithm that runs, over ranks or hosts, in which order
+// (an index into planCost.orders).
+type planShape struct {
+	alg   string
+	hier  bool
+	order int
+}
+
+type planPrice struct {
+	lo, hi float64
+	msgs   int
 }
 
 func newPlanCost(net *planNet, b *builder) *planCost {
@@ -121,11 +141,73 @@ func newPlanCost(net *planNet, b *builder) *planCost {
 	for i := range pc.hosts {
 		pc.hosts[i] = i
 	}
+	pc.seen = make(map[planShape]planPrice)
 	return pc
+}
+
+// shape is alg's schedule shape for a call of kind, ok false for one priced every time.
+func (pc *planCost) shape(alg algorithm, kind collKind) (planShape, bool) {
+	var sh planShape
+	order := pc.ranks
+	if h, ok := alg.(hierarchical); ok {
+		sh.hier, alg, order = true, h.inter, h.hostOrder
+	}
+	alg, order = inOrder(alg, kind, order)
+	switch alg.(type) {
+	case ring:
+		sh.alg = "ring"
+	case butterfly:
+		sh.alg = "butterfly"
+	case binaryBlocks:
+		sh.alg = "binary-blocks"
+		if pow2Floor(len(order)) == len(order) {
+			sh.alg = "butterfly"
+		}
+	case recursiveDoubling:
+		sh.alg = "recursive-doubling"
+	default:
+		return sh, false
+	}
+	sh.order = slices.IndexFunc(pc.orders, func(o []int) bool { return slices.Equal(o, order) })
+	if sh.order < 0 {
+		sh.order = len(pc.orders)
+		pc.orders = append(pc.orders, order)
+	}
+	return sh, true
+}
+
+// inOrder is the algorithm that runs for a call of kind and the order it runs in: a
+// renumbered algorithm's own order (for an allreduce; reduce-scatter and allgather run in
+// rank order), a ring's order, or else order.
+func inOrder(alg algorithm, kind collKind, order []int) (algorithm, []int) {
+	switch x := alg.(type) {
+	case permuted:
+		if kind == kindAllReduce {
+			order = x.order
+		}
+		return x.inner, order
+	case ring:
+		if x.order != nil {
+			order = x.order
+		}
+	}
+	return alg, order
 }
 
 // of is the bounds of alg's time and its message count for a call of kind.
 func (pc *planCost) of(alg algorithm, kind collKind) (lo, hi float64, msgs int) {
+	sh, ok := pc.shape(alg, kind)
+	if pr, seen := pc.seen[sh]; ok && seen {
+		return pr.lo, pr.hi, pr.msgs
+	}
+	lo, hi, msgs = pc.price(alg, kind)
+	if ok {
+		pc.seen[sh] = planPrice{lo, hi, msgs}
+	}
+	return lo, hi, msgs
+}
+
+func (pc *planCost) price(alg algorithm, kind collKind) (lo, hi float64, msgs int) {
 	c, n := pc.c, pc.b.n
 	c.reset(pc.b.seg)
 	pc.cost(c, alg, kind, n)
@@ -137,18 +219,7 @@ func (pc *planCost) of(alg algorithm, kind collKind) (lo, hi float64, msgs int) 
 }
 
 func (pc *planCost) cost(c *coster, alg algorithm, kind collKind, n int) {
-	order := pc.ranks
-	switch x := alg.(type) {
-	case permuted:
-		if kind == kindAllReduce {
-			order = x.order
-		}
-		alg = x.inner
-	case ring:
-		if x.order != nil {
-			order = x.order
-		}
-	}
+	alg, order := inOrder(alg, kind, pc.ranks)
 	switch x := alg.(type) {
 	case ring:
 		c.seg = ringSegment(c.seg, n, len(order), c.elem)
@@ -192,4 +263,12 @@ func (l *layout) regular() bool {
 		}
 	}
 	return l.hm.Uniform
+}
+
+// newHostAuto is auto planning from a host-level description alone: what `hetsync plan` and
+// the benchmarks use for networks whose full matrix would not fit.
+func newHostAuto(hm *topology.HostMatrix) *auto {
+	a := newAuto(Options{})
+	a.lay = newHostLayout(hm)
+	return a
 }

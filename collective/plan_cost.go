@@ -15,20 +15,60 @@ type planNet struct {
 	hostOf  []int   // rank → host
 	hosts   [][]int // host → its ranks
 	groupOf []int   // host → group
-	link    func(h, g int) topology.Link
-	res     []float64 // shared resources, as layout.resources; nil: none
+	// links[h][g] is the link between hosts h and g, local[h] between two ranks of h; without
+	// them (no matrix) every link is uniform.
+	links   [][]topology.Link
+	local   []topology.Link
+	uniform topology.Link
+	// groupLinks[a][b] is the link between any host of group a and any other host of group b
+	// when the links depend on the groups alone (a two-tier network), nil otherwise; a
+	// group of one host has a zero link to itself.
+	groupLinks [][]topology.Link
+	res        []float64 // shared resources, as layout.resources; nil: none
+}
+
+// link is the link from host h to host g (h == g: between two ranks of h).
+func (net *planNet) link(h, g int) topology.Link {
+	switch {
+	case net.links == nil:
+		return net.uniform
+	case h == g:
+		return net.local[h]
+	}
+	return net.links[h][g]
 }
 
 // hostPlanNet is the planNet of a layout.
 func hostPlanNet(l *layout) *planNet {
 	res, groupOf := l.resources()
-	return &planNet{p: l.p, hostOf: l.hm.Host, hosts: l.hosts, groupOf: groupOf, res: res,
-		link: func(h, g int) topology.Link {
-			if h == g {
-				return l.hm.Local[h]
+	net := &planNet{p: l.p, hostOf: l.hm.Host, hosts: l.hosts, groupOf: groupOf, res: res, links: l.hm.Links, local: l.hm.Local}
+	net.groupLinks = groupLinks(l.hm.Links, groupOf, len(l.groups))
+	return net
+}
+
+// groupLinks is the links between groups when every host pair of two groups has the same
+// link, nil otherwise.
+func groupLinks(links [][]topology.Link, groupOf []int, ng int) [][]topology.Link {
+	out := make([][]topology.Link, ng)
+	set := make([][]bool, ng)
+	for a := range out {
+		out[a] = make([]topology.Link, ng)
+		set[a] = make([]bool, ng)
+	}
+	for h, row := range links {
+		for g, l := range row {
+			if g == h {
+				continue
 			}
-			return l.hm.Links[h][g]
-		}}
+			a, b := groupOf[h], groupOf[g]
+			if !set[a][b] {
+				out[a][b], set[a][b] = l, true
+			} else if out[a][b] != l {
+				return nil
+			}
+		}
+	}
+	return out
 }
 
 // byGroup sums f over the hosts of every group.
@@ -53,8 +93,7 @@ func uniformPlanNet(p int, alpha, beta float64) *planNet {
 		hostOf[r] = r
 		hosts[r] = []int{r}
 	}
-	l := topology.Link{Alpha: alpha, Beta: beta}
-	return &planNet{p: p, hostOf: hostOf, hosts: hosts, groupOf: make([]int, p), link: func(int, int) topology.Link { return l }}
+	return &planNet{p: p, hostOf: hostOf, hosts: hosts, groupOf: make([]int, p), uniform: topology.Link{Alpha: alpha, Beta: beta}}
 }
 
 // coster prices a schedule phase by phase. A phase is a set of messages that start together;
@@ -194,7 +233,7 @@ func (c *coster) load(u int, bytes, alpha float64) {
 		c.touched = append(c.touched, u)
 	}
 	c.rload[u] += bytes * c.resMult
-	c.ralpha[u] = math.Max(c.ralpha[u], alpha)
+	c.ralpha[u] = max(c.ralpha[u], alpha)
 }
 
 // msg adds a message of elems elements from node from to node to to the current phase.
@@ -207,8 +246,8 @@ func (c *coster) msg(from, to, elems int) {
 	segs := c.segments(elems)
 	bytes := float64(elems * c.elem)
 	t := segs*l.Alpha + bytes*l.Beta
-	c.phaseMax = math.Max(c.phaseMax, t)
-	c.phaseFill = math.Max(c.phaseFill, l.Alpha+math.Min(bytes, float64(c.seg*c.elem))*l.Beta)
+	c.phaseMax = max(c.phaseMax, t)
+	c.phaseFill = max(c.phaseFill, l.Alpha+min(bytes, float64(c.seg*c.elem))*l.Beta)
 	c.touch(from)
 	c.touch(to)
 	c.send[from] += c.lane(from) * t
@@ -230,10 +269,10 @@ func (c *coster) msg(from, to, elems int) {
 func (c *coster) end(repeat int) {
 	t := c.phaseMax
 	for _, v := range c.nodes {
-		t = math.Max(t, math.Max(c.send[v], c.recv[v]))
+		t = max(t, max(c.send[v], c.recv[v]))
 	}
 	for _, u := range c.touched {
-		t = math.Max(t, c.ralpha[u]+c.rload[u]*c.net.res[u])
+		t = max(t, c.ralpha[u]+c.rload[u]*c.net.res[u])
 	}
 	r := float64(repeat)
 	c.stageSeq += r * t
@@ -311,9 +350,9 @@ func butterflyCost(c *coster, kind collKind, order []int, n int, doubling bool) 
 		}
 		c.end(1)
 	}
-	// halvingSteps prices the halving (or, reversed, doubling) steps: at distance m, member j
-	// gives the other half of its range, m core blocks and their extras.
-	halvingSteps := func() {
+	// halvingSteps prices the halving (or, reversed, doubling) steps, repeat times: at
+	// distance m, member j gives the other half of its range, m core blocks and their extras.
+	halvingSteps := func(repeat int) {
 		for m := core / 2; m >= 1; m /= 2 {
 			for j := range core {
 				if doubling {
@@ -329,7 +368,7 @@ func butterflyCost(c *coster, kind collKind, order []int, n int, doubling bool) 
 				c.msg(order[j], order[j^m], blk(m))
 				c.msg(order[j], order[j^m], blk(extras))
 			}
-			c.end(1)
+			c.end(repeat)
 		}
 	}
 	switch kind {
@@ -337,9 +376,10 @@ func butterflyCost(c *coster, kind collKind, order []int, n int, doubling bool) 
 		if rem > 0 {
 			fold(true, n)
 		}
-		halvingSteps()
-		if !doubling {
-			halvingSteps() // the doubling steps move the same sizes in reverse
+		if doubling {
+			halvingSteps(1)
+		} else {
+			halvingSteps(2) // the doubling steps move the same sizes in reverse
 		}
 		if rem > 0 {
 			fold(false, n)
@@ -348,7 +388,7 @@ func butterflyCost(c *coster, kind collKind, order []int, n int, doubling bool) 
 		if rem > 0 {
 			fold(true, n)
 		}
-		halvingSteps()
+		halvingSteps(1)
 		if rem > 0 {
 			fold(false, blk(1))
 		}
@@ -356,7 +396,7 @@ func butterflyCost(c *coster, kind collKind, order []int, n int, doubling bool) 
 		if rem > 0 {
 			fold(true, blk(1))
 		}
-		halvingSteps()
+		halvingSteps(1)
 		if rem > 0 {
 			fold(false, n)
 		}

@@ -37,31 +37,22 @@ func psCost(c *coster, kind collKind, nodes psNodes) {
 	for _, s := range gShard {
 		nAll += s
 	}
+	// segs[h] is how many messages a shard of host h's servers takes.
+	segs := make([]float64, nh)
+	for h, sh := range nodes.shard {
+		segs[h] = c.segments(int(math.Ceil(sh)))
+	}
+	sums := psHostSums(net, nodes, segs, e)
 	for _, pull := range []bool{false, true} {
 		t, msgs := 0.0, 0.0
-		for h, k := range nodes.count {
-			send, recv := 0.0, 0.0
-			for g, kg := range nodes.count {
-				peers := float64(kg)
-				if g == h {
-					peers--
-				}
-				if peers <= 0 {
-					continue
-				}
-				out, in := net.link(h, g), net.link(g, h)
-				// A push sends shard[g] to each of g's servers and receives shard[h] from
-				// each of g's nodes; a pull the other way round.
-				sent, got := nodes.shard[g], nodes.shard[h]
-				if pull {
-					sent, got = got, sent
-				}
-				segs := c.segments(int(math.Ceil(sent)))
-				send += peers * (segs*out.Alpha + sent*e*out.Beta)
-				recv += peers * got * e * in.Beta
-				msgs += float64(k) * peers * segs * nodes.resMul
+		for h, x := range sums {
+			if pull {
+				t = max(t, nodes.lanes[h]*max(x.pullSend, x.pullRecv))
+				msgs += x.pullMsgs * nodes.resMul
+			} else {
+				t = max(t, nodes.lanes[h]*max(x.pushSend, x.pushRecv))
+				msgs += x.pushMsgs * nodes.resMul
 			}
-			t = math.Max(t, nodes.lanes[h]*math.Max(send, recv))
 		}
 		if net.res != nil {
 			// Host h's NIC: out, its nodes' shards of the others (push) or its shards to
@@ -231,4 +222,84 @@ func piecesCost(c *coster, h hierarchical, n int) {
 		}
 	}
 	c.addPhase(t, msgs)
+}
+
+// psSums is what one node of a host sends and receives in a push and in a pull (seconds, its
+// messages one after another), and how many messages the host's nodes send.
+type psSums struct {
+	pushSend, pushRecv, pushMsgs float64
+	pullSend, pullRecv, pullMsgs float64
+}
+
+// psHostSums sums every host's exchanges with every other node: a push sends shard[g] to each
+// of host g's servers and receives shard[h] from each of g's nodes, a pull the other way
+// round. On a network whose links depend only on the hosts' groups (planNet.groupLinks) the
+// sums run over groups, with the host's own term put right: O(H·G), not O(H²).
+func psHostSums(net *planNet, nodes psNodes, segs []float64, e float64) []psSums {
+	nh := len(nodes.count)
+	out := make([]psSums, nh)
+	total := 0.0
+	for _, k := range nodes.count {
+		total += float64(k)
+	}
+	if net.groupLinks == nil {
+		for h, k := range nodes.count {
+			x := &out[h]
+			for g, kg := range nodes.count {
+				peers := float64(kg)
+				if g == h {
+					peers--
+				}
+				if peers <= 0 {
+					continue
+				}
+				lo, li := net.link(h, g), net.link(g, h)
+				x.pushSend += peers * (segs[g]*lo.Alpha + nodes.shard[g]*e*lo.Beta)
+				x.pushRecv += peers * nodes.shard[h] * e * li.Beta
+				x.pushMsgs += float64(k) * peers * segs[g]
+				x.pullSend += peers * (segs[h]*lo.Alpha + nodes.shard[h]*e*lo.Beta)
+				x.pullRecv += peers * nodes.shard[g] * e * li.Beta
+			}
+			x.pullMsgs = float64(k) * (total - 1) * segs[h]
+		}
+		return out
+	}
+	kOf := net.byGroup(func(h int) float64 { return float64(nodes.count[h]) })
+	segsOf := net.byGroup(func(h int) float64 { return float64(nodes.count[h]) * segs[h] })
+	shardOf := net.byGroup(func(h int) float64 { return float64(nodes.count[h]) * nodes.shard[h] })
+	allSegs := 0.0
+	for _, v := range segsOf {
+		allSegs += v
+	}
+	for h, kh := range nodes.count {
+		a, k := net.groupOf[h], float64(kh)
+		x := &out[h]
+		var sa, sb, ka, kb, rb, rs float64 // sums of α and β over the other nodes
+		for b := range kOf {
+			lo, li := net.groupLinks[a][b], net.groupLinks[b][a]
+			sa += segsOf[b] * lo.Alpha
+			sb += shardOf[b] * lo.Beta
+			ka += kOf[b] * lo.Alpha
+			kb += kOf[b] * lo.Beta
+			rb += kOf[b] * li.Beta
+			rs += shardOf[b] * li.Beta
+		}
+		// The sums above counted host h's own nodes as if across the group's links; they
+		// are k-1 peers across the host's local link.
+		own, loc := net.groupLinks[a][a], net.link(h, h)
+		sh := nodes.shard[h]
+		sa += -k*segs[h]*own.Alpha + (k-1)*segs[h]*loc.Alpha
+		sb += -k*sh*own.Beta + (k-1)*sh*loc.Beta
+		ka += -k*own.Alpha + (k-1)*loc.Alpha
+		kb += -k*own.Beta + (k-1)*loc.Beta
+		rb += -k*own.Beta + (k-1)*loc.Beta
+		rs += -k*sh*own.Beta + (k-1)*sh*loc.Beta
+		x.pushSend = sa + sb*e
+		x.pushRecv = sh * e * rb
+		x.pushMsgs = k * (allSegs - segs[h])
+		x.pullSend = segs[h]*ka + sh*e*kb
+		x.pullRecv = e * rs
+		x.pullMsgs = k * (total - 1) * segs[h]
+	}
+	return out
 }

@@ -94,3 +94,97 @@ func TestClosedFormPlanMatchesTheReplay(t *testing.T) {
 	}
 	t.Logf("worst: auto's choice replays %.3f× the replay's best; the closed forms' alone %.3f×", worst, worstClosed)
 }
+
+// twoRackTiers is the benchmark's network: hosts of 8 ranks in two racks, the planner tests'
+// link speeds (an uplink 10× thinner than the access links).
+func twoRackTiers(p int) topology.Tiers {
+	return topology.Tiers{Hosts: p / 8, RanksPerHost: 8, Groups: 2,
+		Local:  topology.Link{Alpha: testAlpha, Beta: testBetaLocal},
+		Access: topology.Link{Alpha: testAlpha, Beta: testBetaHost},
+		Uplink: topology.Link{Alpha: testAlpha, Beta: testBetaRack}}
+}
+
+// BenchmarkPlan is the time auto takes to decide one call shape (a 64 MiB float32 allreduce)
+// on a two-rack network of p ranks: per op, one decision with an empty cache. The /setup
+// variants add what a new matrix costs once (the layout and the planner's network).
+func BenchmarkPlan(b *testing.B) {
+	for _, p := range []int{64, 256, 1024, 4096, 8192} {
+		hm, err := twoRackTiers(p).HostMatrix()
+		if err != nil {
+			b.Fatal(err)
+		}
+		call := newBuilder(p, 0, 64<<20/4, 4, DefaultSegmentBytes)
+		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
+			a := newHostAuto(hm)
+			a.decide(kindAllReduce, call)
+			b.ResetTimer()
+			for range b.N {
+				clear(a.choice)
+				a.decide(kindAllReduce, call)
+			}
+		})
+		b.Run(fmt.Sprintf("p=%d/setup", p), func(b *testing.B) {
+			for range b.N {
+				newHostAuto(hm).decide(kindAllReduce, call)
+			}
+		})
+	}
+}
+
+// TestPlanGroupSumsMatchTheHostSums: on a two-tier network the parameter server's per-host
+// sums taken over groups equal the sums over every host pair.
+func TestPlanGroupSumsMatchTheHostSums(t *testing.T) {
+	for _, host := range [][]int{denseHosts([]int{0, 0, 0, 1, 2, 2, 3, 3, 3, 3, 4, 5}), {0, 1, 2, 3}} {
+		m := rackMatrix(host, twoRacks(host), nil)
+		net := hostPlanNet(newLayout(m))
+		if net.groupLinks == nil {
+			t.Fatalf("hosts %v: a two-rack matrix has no group links", host)
+		}
+		ps := configure(algConfig{base: "ps"}, paramServer{}, newLayout(m), 0).(paramServer)
+		nodes := placedPSNodes(net, ps, 1<<20)
+		segs := make([]float64, len(nodes.count))
+		for h := range segs {
+			segs[h] = float64(h%3 + 1)
+		}
+		byGroup := psHostSums(net, nodes, segs, 4)
+		flat := *net
+		flat.groupLinks = nil
+		byHost := psHostSums(&flat, nodes, segs, 4)
+		for h := range byHost {
+			g, w := byGroup[h], byHost[h]
+			for i, pair := range [][2]float64{{g.pushSend, w.pushSend}, {g.pushRecv, w.pushRecv}, {g.pushMsgs, w.pushMsgs},
+				{g.pullSend, w.pullSend}, {g.pullRecv, w.pullRecv}, {g.pullMsgs, w.pullMsgs}} {
+				if math.Abs(pair[0]-pair[1]) > 1e-9*math.Max(1, math.Abs(pair[1])) {
+					t.Errorf("hosts %v, host %d, sum %d: over groups %g, over hosts %g", host, h, i, pair[0], pair[1])
+				}
+			}
+		}
+	}
+}
+
+// TestPlanIsTheSameOnEveryRank: at thousands of ranks every rank decides every call shape the
+// same, from its own copy of the network's description.
+func TestPlanIsTheSameOnEveryRank(t *testing.T) {
+	const p = 2048
+	for _, kind := range []collKind{kindAllReduce, kindReduceScatter, kindAllGather} {
+		for _, bytes := range []int{4 << 10, 1 << 20, 64 << 20} {
+			var first autoChoice
+			for _, r := range []int{0, 1, p/2 + 3, p - 1} {
+				hm, err := twoRackTiers(p).HostMatrix()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := newHostAuto(hm).decide(kind, newBuilder(p, r, bytes/4, 4, DefaultSegmentBytes))
+				if r == 0 {
+					first = got
+					if math.IsInf(got.predicted, 0) || got.predicted <= 0 {
+						t.Fatalf("%v %d B: rank 0 chose %s predicted %g s", kind, bytes, got.name, got.predicted)
+					}
+				} else if got.name != first.name || got.predicted != first.predicted {
+					t.Fatalf("%v %d B: rank %d chose %s (%g s), rank 0 %s (%g s)", kind, bytes, r, got.name, got.predicted, first.name, first.predicted)
+				}
+			}
+			t.Logf("p=%d %v %d B: %s, predicted %.4g s", p, kind, bytes, first.name, first.predicted)
+		}
+	}
+}
