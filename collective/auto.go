@@ -38,6 +38,8 @@ type auto struct {
 	pnet *planNet  // the closed forms' network (plan.go), built when they first need it
 	// cands are the candidates of each collective kind, configured once per matrix.
 	cands map[collKind][]autoCandidate
+	// buckets are the decisions shared by every size of a bucket (plan.go's fromBucket).
+	buckets map[bucketKey]string
 	// mu guards choice: the call that has the communicator's turn decides, and
 	// Comm.AllReduceChoice may ask at any time from another goroutine.
 	mu     sync.Mutex
@@ -74,7 +76,7 @@ type autoCandidate struct {
 }
 
 func newAuto(opts Options) *auto {
-	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice), replayRanks: planReplayRanks}
+	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice), buckets: make(map[bucketKey]string), replayRanks: planReplayRanks}
 	if opts.Links != nil {
 		a.lay = newLayout(opts.Links)
 	}
@@ -97,6 +99,7 @@ func (a *auto) setMatrix(m *topology.Matrix) {
 	defer a.mu.Unlock()
 	a.lay = newLayout(m)
 	a.net, a.pnet, a.cands = nil, nil, nil
+	clear(a.buckets)
 	clear(a.choice)
 }
 
@@ -179,6 +182,16 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 	if c, ok := a.choice[key]; ok {
 		return c
 	}
+	best := a.fromBucket(kind, b)
+	if len(a.choice) >= maxCachedSchedules {
+		clear(a.choice)
+	}
+	a.choice[key] = best
+	return best
+}
+
+// choose prices every candidate of b's call and picks one. The caller holds a.mu.
+func (a *auto) choose(kind collKind, b *builder) autoChoice {
 	cands := a.candidates(kind)
 	priced := a.price(kind, b, cands)
 	times := priced.times
@@ -200,12 +213,7 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 			pick, msgs = i, n
 		}
 	}
-	best := autoChoice{name: cands[pick].name, alg: cands[pick].alg, predicted: times[pick]}
-	if len(a.choice) >= maxCachedSchedules {
-		clear(a.choice)
-	}
-	a.choice[key] = best
-	return best
+	return autoChoice{name: cands[pick].name, alg: cands[pick].alg, predicted: times[pick]}
 }
 
 // autoTieMargin is how much slower than the fastest candidate a simpler one may be predicted

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/hetsync/hetsync/collective/topology"
@@ -271,4 +272,47 @@ func newHostAuto(hm *topology.HostMatrix) *auto {
 	a := newAuto(Options{})
 	a.lay = newHostLayout(hm)
 	return a
+}
+
+// bucketKey is a size bucket of one call shape: sizes of [2^k, 2^(k+1)) elements.
+type bucketKey struct {
+	kind              collKind
+	p, k, elem, segsz int
+}
+
+// fromBucket is the decision for b's call. Where auto prices from the closed forms alone,
+// a size shares the decision of its bucket, sizes of [2^k, 2^(k+1)) elements, when both ends
+// of the bucket choose the same candidate: every candidate's cost is affine in the size
+// between them (α terms fixed, β terms proportional, at a fixed segment size, give or take a
+// segment's rounding), so the difference of two candidates cannot change sign inside the
+// bucket when it has the same sign at both ends. The size's own prediction is then that one
+// candidate's; the first size of a bucket prices both ends, the others one candidate. Where
+// the ends differ, or auto replays, every size is decided on its own. The caller holds a.mu.
+func (a *auto) fromBucket(kind collKind, b *builder) autoChoice {
+	if b.n < 2 || a.replays(b.p) || b.p <= planShortlistRanks {
+		return a.choose(kind, b)
+	}
+	k := bits.Len(uint(b.n)) - 1
+	key := bucketKey{kind: kind, p: b.p, k: k, elem: b.elemSize, segsz: b.seg * b.elemSize}
+	name, ok := a.buckets[key]
+	if !ok {
+		lo, hi := *b, *b
+		lo.n, hi.n = 1<<k, 1<<(k+1)-1
+		if l, h := a.choose(kind, &lo), a.choose(kind, &hi); l.name == h.name {
+			name = l.name
+		}
+		if len(a.buckets) >= maxCachedSchedules {
+			clear(a.buckets)
+		}
+		a.buckets[key] = name
+	}
+	if name == "" {
+		return a.choose(kind, b)
+	}
+	for _, c := range a.candidates(kind) {
+		if c.name == name {
+			return autoChoice{name: c.name, alg: c.alg, predicted: a.price(kind, b, []autoCandidate{c}).times[0]}
+		}
+	}
+	return a.choose(kind, b)
 }

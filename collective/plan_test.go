@@ -188,3 +188,38 @@ func TestPlanIsTheSameOnEveryRank(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanBucketsAgreeWithEverySize: where a size takes its bucket's decision, that is the
+// decision the size would get on its own, at every size from 1 KiB to 256 MiB in steps of
+// an eighth of a power of two.
+func TestPlanBucketsAgreeWithEverySize(t *testing.T) {
+	const p = 1024
+	hm, err := twoRackTiers(p).HostMatrix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := 0
+	for _, kind := range []collKind{kindAllReduce, kindReduceScatter, kindAllGather} {
+		bucketed, alone := newHostAuto(hm), newHostAuto(hm)
+		for k := 8; k < 26; k++ {
+			for j := range 8 {
+				n := 1<<k + j<<(k-3)
+				b := newBuilder(p, 0, n, 4, DefaultSegmentBytes)
+				got := bucketed.decide(kind, b)
+				want := alone.choose(kind, b)
+				if got.name != want.name || got.predicted != want.predicted {
+					t.Errorf("%v, %d elements: the bucket gave %s (%g s), alone %s (%g s)", kind, n, got.name, got.predicted, want.name, want.predicted)
+				}
+			}
+		}
+		for _, name := range bucketed.buckets {
+			if name != "" {
+				shared++
+			}
+		}
+	}
+	if shared == 0 {
+		t.Errorf("no bucket shared its decision")
+	}
+	t.Logf("%d buckets shared their decision", shared)
+}
