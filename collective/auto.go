@@ -39,7 +39,7 @@ type auto struct {
 	// cands are the candidates of each collective kind, configured once per matrix.
 	cands map[collKind][]autoCandidate
 	// buckets are the decisions shared by every size of a bucket (plan.go's fromBucket).
-	buckets map[bucketKey]string
+	buckets map[bucketKey]bucket
 	// mu guards choice: the call that has the communicator's turn decides, and
 	// Comm.AllReduceChoice may ask at any time from another goroutine.
 	mu     sync.Mutex
@@ -76,7 +76,7 @@ type autoCandidate struct {
 }
 
 func newAuto(opts Options) *auto {
-	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice), buckets: make(map[bucketKey]string), replayRanks: planReplayRanks}
+	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice), buckets: make(map[bucketKey]bucket), replayRanks: planReplayRanks}
 	if opts.Links != nil {
 		a.lay = newLayout(opts.Links)
 	}

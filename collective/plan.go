@@ -286,33 +286,46 @@ type bucketKey struct {
 // between them (α terms fixed, β terms proportional, at a fixed segment size, give or take a
 // segment's rounding), so the difference of two candidates cannot change sign inside the
 // bucket when it has the same sign at both ends. The size's own prediction is then that one
-// candidate's; the first size of a bucket prices both ends, the others one candidate. Where
-// the ends differ, or auto replays, every size is decided on its own. The caller holds a.mu.
+// candidate's. The first size of a bucket is decided on its own; the second prices the
+// bucket's ends; the others price one candidate. Where the ends differ, or auto replays, every
+// size is decided on its own. The caller holds a.mu.
 func (a *auto) fromBucket(kind collKind, b *builder) autoChoice {
 	if b.n < 2 || a.replays(b.p) || b.p <= planShortlistRanks {
 		return a.choose(kind, b)
 	}
 	k := bits.Len(uint(b.n)) - 1
 	key := bucketKey{kind: kind, p: b.p, k: k, elem: b.elemSize, segsz: b.seg * b.elemSize}
-	name, ok := a.buckets[key]
-	if !ok {
-		lo, hi := *b, *b
-		lo.n, hi.n = 1<<k, 1<<(k+1)-1
-		if l, h := a.choose(kind, &lo), a.choose(kind, &hi); l.name == h.name {
-			name = l.name
-		}
+	bk, ok := a.buckets[key]
+	switch {
+	case !ok:
 		if len(a.buckets) >= maxCachedSchedules {
 			clear(a.buckets)
 		}
-		a.buckets[key] = name
+		a.buckets[key] = bucket{}
+		return a.choose(kind, b)
+	case !bk.ends:
+		lo, hi := *b, *b
+		lo.n, hi.n = 1<<k, 1<<(k+1)-1
+		bk.ends = true
+		if l, h := a.choose(kind, &lo), a.choose(kind, &hi); l.name == h.name {
+			bk.name = l.name
+		}
+		a.buckets[key] = bk
 	}
-	if name == "" {
+	if bk.name == "" {
 		return a.choose(kind, b)
 	}
 	for _, c := range a.candidates(kind) {
-		if c.name == name {
+		if c.name == bk.name {
 			return autoChoice{name: c.name, alg: c.alg, predicted: a.price(kind, b, []autoCandidate{c}).times[0]}
 		}
 	}
 	return a.choose(kind, b)
+}
+
+// bucket is what auto knows of a size bucket: whether its ends are priced, and the candidate
+// both chose ("" when they differ).
+type bucket struct {
+	ends bool
+	name string
 }

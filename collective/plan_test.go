@@ -105,8 +105,9 @@ func twoRackTiers(p int) topology.Tiers {
 }
 
 // BenchmarkPlan is the time auto takes to decide one call shape (a 64 MiB float32 allreduce)
-// on a two-rack network of p ranks: per op, one decision with an empty cache. The /setup
-// variants add what a new matrix costs once (the layout and the planner's network).
+// on a two-rack network of p ranks: per op, one decision with empty caches. The /bucket
+// variants decide a size whose bucket is decided already (fromBucket), the /setup variants
+// add what a new matrix costs once (the layout and the planner's network).
 func BenchmarkPlan(b *testing.B) {
 	for _, p := range []int{64, 256, 1024, 4096, 8192} {
 		hm, err := twoRackTiers(p).HostMatrix()
@@ -115,6 +116,16 @@ func BenchmarkPlan(b *testing.B) {
 		}
 		call := newBuilder(p, 0, 64<<20/4, 4, DefaultSegmentBytes)
 		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
+			a := newHostAuto(hm)
+			a.decide(kindAllReduce, call)
+			b.ResetTimer()
+			for range b.N {
+				clear(a.choice)
+				clear(a.buckets)
+				a.decide(kindAllReduce, call)
+			}
+		})
+		b.Run(fmt.Sprintf("p=%d/bucket", p), func(b *testing.B) {
 			a := newHostAuto(hm)
 			a.decide(kindAllReduce, call)
 			b.ResetTimer()
@@ -212,8 +223,8 @@ func TestPlanBucketsAgreeWithEverySize(t *testing.T) {
 				}
 			}
 		}
-		for _, name := range bucketed.buckets {
-			if name != "" {
+		for _, bk := range bucketed.buckets {
+			if bk.name != "" {
 				shared++
 			}
 		}
@@ -222,4 +233,24 @@ func TestPlanBucketsAgreeWithEverySize(t *testing.T) {
 		t.Errorf("no bucket shared its decision")
 	}
 	t.Logf("%d buckets shared their decision", shared)
+}
+
+// BenchmarkPlanReplay is the reference BenchmarkPlan measures against: the same decision by
+// the full replay of every candidate (what auto does up to planReplayRanks).
+func BenchmarkPlanReplay(b *testing.B) {
+	for _, p := range []int{16, 64, 256} {
+		hm, err := twoRackTiers(p).HostMatrix()
+		if err != nil {
+			b.Fatal(err)
+		}
+		call := newBuilder(p, 0, 64<<20/4, 4, DefaultSegmentBytes)
+		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
+			a := newHostAuto(hm)
+			a.replayRanks = p
+			for range b.N {
+				clear(a.choice)
+				a.decide(kindAllReduce, call)
+			}
+		})
+	}
 }
