@@ -193,7 +193,11 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 // choose prices every candidate of b's call and picks one. The caller holds a.mu.
 func (a *auto) choose(kind collKind, b *builder) autoChoice {
 	cands := a.candidates(kind)
-	priced := a.price(kind, b, cands)
+	return pickFrom(cands, a.price(kind, b, cands))
+}
+
+// pickFrom picks among priced candidates.
+func pickFrom(cands []autoCandidate, priced pricing) autoChoice {
 	times := priced.times
 	fastest := math.Inf(1)
 	for _, t := range times {

@@ -59,7 +59,7 @@ func Plan(hm *topology.HostMatrix, collective string, sizes []int, segmentBytes 
 		b := newBuilder(hm.P, 0, bytes/4, 4, segmentBytes)
 		cands := a.candidates(kind)
 		priced := a.price(kind, b, cands)
-		choice := a.choose(kind, b)
+		choice := pickFrom(cands, priced)
 		pl := Planned{Collective: collective, Bytes: bytes, Algorithm: choice.name, Predicted: seconds(choice.predicted)}
 		for i, c := range cands {
 			t := priced.times[i]
