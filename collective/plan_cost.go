@@ -2,6 +2,7 @@ package collective
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/hetsync/hetsync/collective/topology"
 )
@@ -403,9 +404,9 @@ func butterflyCost(c *coster, kind collKind, order []int, n int, doubling bool) 
 	}
 }
 
-// binaryBlocksCost is binary-blocks' phases: every block's halving at once, the chain up,
-// the chain down and every block's doubling; reduce-scatter and allgather end (begin) with the
-// move between the largest block's units and the Partition blocks.
+// binaryBlocksCost is binary-blocks' phases: every block's halving at once with the chain up,
+// every block's doubling with the chain down; reduce-scatter and allgather end (begin) with
+// the move between the largest block's units and the Partition blocks.
 func binaryBlocksCost(c *coster, kind collKind, order []int, n int) {
 	q := len(order)
 	if q < 2 {
@@ -425,32 +426,34 @@ func binaryBlocksCost(c *coster, kind collKind, order []int, n int) {
 		}
 	}
 	b0 := sizes[0]
-	halving := func() {
-		for t := 1; t < b0; t *= 2 {
+	// halving prices every block's halving at once (or, mirrored, its doubling), with each
+	// smaller block's chain hop to the next larger block (or, mirrored, back) in the phase
+	// right after that block's own halving: the small blocks finish first and hand their
+	// partials up while the larger ones still halve.
+	halving := func(up bool) {
+		for t, step := 1, 0; t < b0; t, step = 2*t, step+1 {
 			for i, s := range sizes {
 				if m := s / (2 * t); m >= 1 {
 					for j := range s {
 						c.msg(order[offsets[i]+j], order[offsets[i]+(j^m)], n/(2*t))
 					}
 				}
-			}
-			c.end(1)
-		}
-	}
-	chain := func(up bool) {
-		for i := 1; i < len(sizes); i++ {
-			ratio := sizes[i-1] / sizes[i]
-			for j := range sizes[i] {
-				for k := j * ratio; k < (j+1)*ratio; k++ {
-					if up {
-						c.msg(order[offsets[i]+j], order[offsets[i-1]+k], n/sizes[i-1])
-					} else {
-						c.msg(order[offsets[i-1]+k], order[offsets[i]+j], n/sizes[i-1])
+				if i == 0 || bits.Len(uint(s))-1 != step {
+					continue
+				}
+				ratio := sizes[i-1] / s
+				for j := range s {
+					for k := j * ratio; k < (j+1)*ratio; k++ {
+						if up {
+							c.msg(order[offsets[i]+j], order[offsets[i-1]+k], n/sizes[i-1])
+						} else {
+							c.msg(order[offsets[i-1]+k], order[offsets[i]+j], n/sizes[i-1])
+						}
 					}
 				}
 			}
+			c.end(1)
 		}
-		c.end(1)
 	}
 	// spread moves the largest block's units (n/b0 each) to or from the q Partition blocks.
 	spread := func(toBlocks bool) {
@@ -473,17 +476,13 @@ func binaryBlocksCost(c *coster, kind collKind, order []int, n int) {
 	}
 	switch kind {
 	case kindAllReduce:
-		halving()
-		chain(true)
-		chain(false)
-		halving()
+		halving(true)
+		halving(false)
 	case kindReduceScatter:
-		halving()
-		chain(true)
+		halving(true)
 		spread(true)
 	case kindAllGather:
 		spread(false)
-		chain(false)
-		halving()
+		halving(false)
 	}
 }

@@ -254,3 +254,22 @@ func BenchmarkPlanReplay(b *testing.B) {
 		})
 	}
 }
+
+// TestUniformPlanMatchesTheReplay: without a link matrix, above the full replay's rank count,
+// auto's choice for every collective, replayed in full, is within 5 % of the replay's best.
+func TestUniformPlanMatchesTheReplay(t *testing.T) {
+	for _, p := range []int{9, 12, 16, 24, 33} {
+		for _, bytes := range []int{4 << 10, 1 << 20, 64 << 20} {
+			for _, kind := range []collKind{kindAllReduce, kindReduceScatter, kindAllGather} {
+				b := newBuilder(p, 0, bytes/4, 4, DefaultSegmentBytes)
+				a := newAuto(Options{})
+				got := a.decide(kind, b)
+				ref := replayTimes(t, a, kind, b)
+				i := slices.IndexFunc(a.candidates(kind), func(c autoCandidate) bool { return c.name == got.name })
+				if best := slices.Min(ref); ref[i] > 1.05*best {
+					t.Errorf("p=%d %v %d B: auto chose %s, replayed %.4g s, %.3f× the replay's best %.4g s", p, kind, bytes, got.name, ref[i], ref[i]/best, best)
+				}
+			}
+		}
+	}
+}
