@@ -113,10 +113,11 @@
 //   - a schedule is a sequence of phases, each a set of messages that start together; a phase
 //     lasts as long as its busiest message, rank (its sends in turn, its receives in turn) or
 //     shared NIC or uplink. A ring is one phase repeated 2(p-1) times; a butterfly or
-//     recursive doubling lg p phases of p messages; binary-blocks its blocks' halvings, its
-//     chain and its doublings. Phases in a row overlap in the replay (segments are forwarded
-//     as they arrive), so a run of phases is bounded by the lesser of their sum and the busiest
-//     resource over the run plus one segment per phase, and by their sum;
+//     recursive doubling lg p phases of p messages; binary-blocks its blocks' halvings and
+//     doublings, each block's chain hop beside the larger blocks' steps. Phases in a row
+//     overlap in the replay (segments are forwarded as they arrive), so a run of phases is
+//     bounded below by the lesser of their sum and the busiest resource over the run plus one
+//     segment per phase, and above by their sum;
 //   - a hierarchy is priced in parts: its local reduce-scatter and allgather host by host, its
 //     inter-host part with hosts as nodes, each carrying ⌈m/k⌉ lanes in turn and its NIC all m;
 //     the parameter server's p·k flows from per-host (on a two-tier network, per-group) sums;
