@@ -20,9 +20,9 @@ type Planned struct {
 }
 
 // PlannedCandidate is one configuration's predicted time. Priced is false for a candidate
-// the planner left out: at up to planShortlistRanks ranks, one whose lower bound is above
-// another's upper bound (it cannot be the fastest, and is not replayed); at any size, a
-// parameter server's reduce-scatter or allgather above the replayed sizes (not priced).
+// the planner left out: from 9 to 64 ranks, one whose lower bound is well above another's
+// upper bound (it cannot be the fastest, and is not replayed); above the jobs auto replays in
+// full, a parameter server's reduce-scatter or allgather (not priced).
 type PlannedCandidate struct {
 	Algorithm string
 	Predicted time.Duration
