@@ -273,3 +273,43 @@ func TestUniformPlanMatchesTheReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestClosedFormsAloneAtScale: above the shortlist's rank count auto decides from the closed
+// forms alone. At 128 and 256 ranks on two racks, its choice replayed in full is within 5 % of
+// every candidate the bounds leave plausible (lower bound within 1.5× of the choice's upper
+// bound), and its prediction within 10 % of its replay.
+func TestClosedFormsAloneAtScale(t *testing.T) {
+	for _, p := range []int{128, 256} {
+		hm, err := twoRackTiers(p).HostMatrix()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bytes := range []int{64 << 10, 16 << 20} {
+			b := newBuilder(p, 0, bytes/4, 4, DefaultSegmentBytes)
+			a := newHostAuto(hm)
+			got := a.decide(kindAllReduce, b)
+			cands := a.candidates(kindAllReduce)
+			lo, hi, _ := a.closedForms(kindAllReduce, b, cands)
+			i := slices.IndexFunc(cands, func(c autoCandidate) bool { return c.name == got.name })
+			replayed := func(j int) float64 {
+				tj, err := simulateKind(cands[j].alg, kindAllReduce, p, b.n, 4, DefaultSegmentBytes, a.model())
+				if err != nil {
+					t.Fatalf("replaying %s: %v", cands[j].name, err)
+				}
+				return tj
+			}
+			mine := replayed(i)
+			if r := got.predicted / mine; r > 1.1 || r < 1/1.1 {
+				t.Errorf("p=%d %d B: %s predicted %.4g s, replays %.4g s", p, bytes, got.name, got.predicted, mine)
+			}
+			for j, c := range cands {
+				if j == i || lo[j] > 1.5*hi[i] {
+					continue
+				}
+				if tj := replayed(j); mine > 1.05*tj {
+					t.Errorf("p=%d %d B: %s replays %.4g s, %s %.4g s", p, bytes, got.name, mine, c.name, tj)
+				}
+			}
+		}
+	}
+}
