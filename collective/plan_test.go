@@ -38,6 +38,15 @@ func planCases(ps []int, perHost int) []planCase {
 	return out
 }
 
+// skipUnderRace skips a planner test that only computes (one goroutine, nothing shared) for
+// seconds: the race detector has nothing to find in it and multiplies its time. make test runs
+// it in its pass without -race.
+func skipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("pure computation, seconds long: runs in the pass without -race")
+	}
+}
+
 // replayTimes is the replay's time of every candidate: the reference.
 func replayTimes(t *testing.T, a *auto, kind collKind, b *builder) []float64 {
 	t.Helper()
@@ -57,6 +66,7 @@ func replayTimes(t *testing.T, a *auto, kind collKind, b *builder) []float64 {
 // on the planner tests' matrices, replayed in full, is within 5 % of the fastest candidate the
 // replay finds.
 func TestClosedFormPlanMatchesTheReplay(t *testing.T) {
+	skipUnderRace(t)
 	cases := append(planCases([]int{5, 6, 9, 12, 16}, 3), planCases([]int{24, 32}, 8)...)
 	if !testing.Short() {
 		cases = append(cases, planCases([]int{64}, 8)[:2]...)
@@ -178,6 +188,7 @@ func TestPlanGroupSumsMatchTheHostSums(t *testing.T) {
 // TestPlanIsTheSameOnEveryRank: at thousands of ranks every rank decides every call shape the
 // same, from its own copy of the network's description.
 func TestPlanIsTheSameOnEveryRank(t *testing.T) {
+	skipUnderRace(t)
 	const p = 2048
 	for _, kind := range []collKind{kindAllReduce, kindReduceScatter, kindAllGather} {
 		for _, bytes := range []int{4 << 10, 1 << 20, 64 << 20} {
@@ -206,6 +217,7 @@ func TestPlanIsTheSameOnEveryRank(t *testing.T) {
 // decision the size would get on its own, at every size from 1 KiB to 256 MiB in steps of
 // an eighth of a power of two.
 func TestPlanBucketsAgreeWithEverySize(t *testing.T) {
+	skipUnderRace(t)
 	const p = 1024
 	hm, err := twoRackTiers(p).HostMatrix()
 	if err != nil {
@@ -281,6 +293,7 @@ func TestUniformPlanMatchesTheReplay(t *testing.T) {
 // every candidate the bounds leave plausible (lower bound within 1.5× of the choice's upper
 // bound), and its prediction within 10 % of its replay.
 func TestClosedFormsAloneAtScale(t *testing.T) {
+	skipUnderRace(t)
 	for _, p := range []int{128, 256} {
 		hm, err := twoRackTiers(p).HostMatrix()
 		if err != nil {
