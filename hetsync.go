@@ -44,13 +44,16 @@ func (c *Comm) LocalSize() int { return c.localSize }
 // Settings are the algorithm and transport this rank runs with.
 func (c *Comm) Settings() Settings { return c.settings }
 
-// Close releases what c owns. The job's Comm owns the endpoint: closing it leaves the job,
-// after which every call on it, or on a sub-communicator made from it, that reaches another
-// rank fails. A sub-communicator owns no connection (it shares the job's endpoint), so its
-// Close leaves the job's endpoint and every other communicator open. Calling Close again
-// returns the first call's result.
+// Close releases what c owns; every later call on c fails at once with an error wrapping
+// ErrClosed. The job's Comm owns the endpoint: closing it leaves the job, after which every
+// call on a sub-communicator made from it that reaches another rank fails too. A
+// sub-communicator owns no connection (it shares the job's endpoint), so its Close leaves the
+// job's endpoint and every other communicator open. Calling Close again returns the first
+// call's result.
 func (c *Comm) Close() error {
 	c.closeOnce.Do(func() {
+		// First, so that a call racing with the close fails as one on a closed Comm.
+		_ = c.Comm.Close()
 		if err := c.Endpoint().Close(); err != nil {
 			c.closeErr = fmt.Errorf("rank %d: closing the endpoint: %w", c.Rank(), err)
 		}

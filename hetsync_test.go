@@ -366,3 +366,39 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// TestFirstCollectiveMismatchAfterInit: three ranks of one host over shared memory (the arena
+// path) join, and rank 0's first collective differs from the others'. Init succeeds on every
+// rank, and every rank's error is that collective's, naming both calls, never Init's barrier.
+// A few jobs: the rank that is still waking from Init's barrier when the others mismatch is up
+// to the scheduler.
+func TestFirstCollectiveMismatchAfterInit(t *testing.T) {
+	const p = 3
+	for range 4 {
+		initJob(t, p, shmEnv(t, p), func(ctx context.Context, c *hetsync.Comm) error {
+			x := hetsync.F32(make([]float32, 64))
+			var err error
+			if c.Rank() == 0 {
+				err = c.AllReduce(ctx, x, hetsync.Sum)
+			} else {
+				err = c.Broadcast(ctx, x, 0)
+			}
+			if err == nil || !strings.Contains(err.Error(), "AllReduce(float, 64, sum)") ||
+				!strings.Contains(err.Error(), "Broadcast(float, 64, root 0)") {
+				return fmt.Errorf("rank %d: first collective: %v, want the mismatch of AllReduce and Broadcast", c.Rank(), err)
+			}
+			return nil
+		})
+	}
+}
+
+// shmEnv is the environment of rank r of a p-rank job that hetsync's launcher starts on one
+// host, over shared memory without security: the arena path.
+func shmEnv(t *testing.T, p int) func(r int) map[string]string {
+	port := freePort(t)
+	return func(r int) map[string]string {
+		m := launchers[0].env(r, p, port)
+		m["HETSYNC_SECURITY"], m["HETSYNC_DATA_PATH"] = "none", "shm"
+		return m
+	}
+}

@@ -210,7 +210,7 @@ func TestHungPeerUnderLaunch(t *testing.T) {
 			waitFor(t, hungBound, fmt.Sprintf("the job to name rank %d", tc.victim), out, func() bool { return namesRank(out.String(), tc.victim, tc.sig) })
 			select {
 			case at := <-exited:
-				// The launcher stops the frozen rank too: SIGTERM, then SIGKILL after --grace.
+				// The launcher stops the frozen rank too: SIGTERM and SIGCONT (SIGKILL after --grace).
 				if took := at.Sub(signalled); took > hungBound+2*time.Second {
 					t.Errorf("the launcher exited %v after rank %d got %v, bound %v and the grace", took, tc.victim, tc.sig, hungBound)
 				}

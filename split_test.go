@@ -2,8 +2,10 @@ package hetsync_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hetsync/hetsync"
@@ -174,5 +176,60 @@ func TestSplitAcrossHosts(t *testing.T) {
 			return err
 		}
 		return sumCheck(ctx, c, 3)
+	})
+}
+
+// TestUseAfterClose: a sub-communicator and the job's Comm (on the arena path: three ranks of
+// one host over shared memory) fail every call after their Close with an error that wraps
+// hetsync.ErrClosed and says the Comm is closed, rather than working on (a sub-communicator)
+// or speaking of the arena and closed connections (the job's Comm); closing a
+// sub-communicator leaves the job's Comm working.
+func TestUseAfterClose(t *testing.T) {
+	const p = 3
+	initJob(t, p, shmEnv(t, p), func(ctx context.Context, c *hetsync.Comm) error {
+		r := c.Rank()
+		closed := func(what string, err error) error {
+			if !errors.Is(err, hetsync.ErrClosed) || !strings.Contains(err.Error(), "Comm is closed") ||
+				strings.Contains(err.Error(), "arena") || strings.Contains(err.Error(), "network connection") {
+				return fmt.Errorf("rank %d: %s after Close: %v, want an error wrapping hetsync.ErrClosed", r, what, err)
+			}
+			return nil
+		}
+		sub, err := c.Split(ctx, r%2, r)
+		if err != nil {
+			return err
+		}
+		if err := sumCheck(ctx, sub, 5); err != nil {
+			return err
+		}
+		if err := sub.Close(); err != nil {
+			return err
+		}
+		if err := closed("a sub-communicator's allreduce", sub.AllReduce(ctx, hetsync.F64(make([]float64, 5)), hetsync.Sum)); err != nil {
+			return err
+		}
+		if err := sumCheck(ctx, c, 5); err != nil {
+			return fmt.Errorf("the job's Comm after a sub-communicator's Close: %w", err)
+		}
+		if err := c.Close(); err != nil {
+			return err
+		}
+		x := hetsync.F64(make([]float64, 5))
+		_, splitErr := c.Split(ctx, 0, r)
+		for _, call := range []struct {
+			what string
+			err  error
+		}{
+			{"allreduce", c.AllReduce(ctx, x, hetsync.Sum)},
+			{"barrier", c.Barrier(ctx)},
+			{"send", c.Send(ctx, (r+1)%p, x)},
+			{"recv", c.Recv(ctx, (r+1)%p, x)},
+			{"split", splitErr},
+		} {
+			if err := closed("the job's "+call.what, call.err); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }

@@ -12,6 +12,10 @@ type (
 	DType = collective.DType
 )
 
+// ErrClosed is what every call on a Comm fails with (wrapped with the rank and the call) once
+// its Close was called: errors.Is(err, hetsync.ErrClosed).
+var ErrClosed = collective.ErrClosed
+
 // Reductions.
 const (
 	Sum  = collective.Sum

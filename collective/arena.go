@@ -235,7 +235,15 @@ func (c *Comm) arenaGivenUp(seq uint64) error {
 		return fmt.Errorf("a rank gave up on the job's arena calls before call #%d and left no record of itself", seq)
 	}
 	if ac.abort[1].Load() == arenaMismatch {
-		if r := ac.disagreeing(ac.header(ac.rank), true); r >= 0 {
+		// A rank in this rank's call with another signature is the mismatch; a rank whose
+		// header differs otherwise may only not have published the call yet (still waking
+		// from the last barrier), so it is named only when no rank of the first kind is.
+		mine := ac.header(ac.rank)
+		r := ac.disagreeing(mine, false)
+		if r < 0 {
+			r = ac.disagreeing(mine, true)
+		}
+		if r >= 0 {
 			return ac.mismatchErr(r)
 		}
 		return fmt.Errorf("rank %d found the ranks in different collectives at call #%d", who, ac.abort[2].Load())
@@ -280,15 +288,17 @@ func (c *Comm) arenaBarrier(ctx context.Context, seq uint64, check bool, last fu
 	if ac.timed {
 		ac.blocked += time.Since(slept)
 	}
-	// A wait fails once any rank is gone, and the last rank to arrive at a call's last
-	// barrier returns from the call, and may close its endpoint, as soon as it has released
-	// the others: a failed wait that finds the generation raised (without the give-up bit)
-	// saw the barrier complete, and the call goes on.
+	// A raised generation means the barrier completed, whatever happened after: a wait fails
+	// once any rank is gone, and the last rank to arrive at a call's last barrier returns from
+	// the call, and may close its endpoint, as soon as it has released the others; and the
+	// ranks released first may already be in their next call and have given up on it (a
+	// mismatch) before this rank looks. That give-up belongs to the next call, which finds it
+	// when it starts. Only a give-up at this barrier's own generation ends it.
 	switch now := ac.gen.Load(); {
-	case now == g:
-		return err
+	case now&^arenaAbortBit != g:
+		return nil
 	case now&arenaAbortBit != 0:
 		return c.arenaGivenUp(seq)
 	}
-	return nil
+	return err
 }

@@ -317,6 +317,81 @@ func TestArenaMismatch(t *testing.T) {
 	}
 }
 
+// heldArena holds up a rank in its first wait: it says when the rank is waiting and, once the
+// wait is over, keeps the rank from looking at the arena until released, as a rank that the
+// scheduler leaves asleep after the others woke it.
+type heldArena struct {
+	transport.Arena
+	waiting, release chan struct{}
+	once             atomic.Bool
+}
+
+func (a *heldArena) Wait(ctx context.Context, off int, old uint32) error {
+	first := a.once.CompareAndSwap(false, true)
+	if first {
+		close(a.waiting)
+	}
+	err := a.Arena.Wait(ctx, off, old)
+	if first {
+		<-a.release
+	}
+	return err
+}
+
+// TestArenaMismatchAfterABarrier: the ranks pass a barrier (Init's) and then call different
+// collectives, while one rank, between the two others, still sleeps in the barrier after it
+// was released. That rank's barrier succeeds, and its next call fails with the mismatch of
+// call #1, as the others' do, each naming both calls of #1: not an error of the barrier (#0),
+// nor the late rank's barrier as the other call.
+func TestArenaMismatchAfterABarrier(t *testing.T) {
+	const p, late = 3, 1
+	j := newArenaJob(t, p, (p+4)<<20)
+	held := &heldArena{Arena: j.comms[late].arena.a, waiting: make(chan struct{}), release: make(chan struct{})}
+	j.comms[late].arena.a = held
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	first := func(c *Comm) error {
+		if c.Rank() == 0 {
+			return c.AllReduce(ctx, F32(make([]float32, 16)), Sum)
+		}
+		return c.Broadcast(ctx, F32(make([]float32, 16)), 0)
+	}
+	var barrierErr, lateErr error
+	others := make(chan []error)
+	go func() {
+		<-held.waiting
+		errs := make([]error, p)
+		j.run(func(c *Comm) error {
+			if c.Rank() != late {
+				if err := c.Barrier(ctx); err != nil {
+					errs[c.Rank()] = fmt.Errorf("barrier: %w", err)
+				} else {
+					errs[c.Rank()] = first(c)
+				}
+			}
+			return nil
+		})
+		close(held.release)
+		others <- errs
+	}()
+	if barrierErr = j.comms[late].Barrier(ctx); barrierErr == nil {
+		lateErr = first(j.comms[late])
+	}
+	errs := <-others
+	if barrierErr != nil {
+		t.Fatalf("rank %d: the barrier failed: %v", late, barrierErr)
+	}
+	errs[late] = lateErr
+	for r, err := range errs {
+		var mm *transport.MismatchError
+		if !errors.As(err, &mm) && !isAbort(err) {
+			t.Errorf("rank %d: err = %v, want the first collective's mismatch or its peer's abort", r, err)
+		} else if !strings.Contains(err.Error(), "AllReduce(float, 16, sum)") || !strings.Contains(err.Error(), "Broadcast(float, 16, root 0)") {
+			t.Errorf("rank %d: err = %v, want one naming the two calls #1", r, err)
+		}
+	}
+}
+
 // TestArenaRankGone: a rank that closes its endpoint instead of joining a call makes every
 // other rank's call fail, naming it, in the one-phase and the chunked form.
 func TestArenaRankGone(t *testing.T) {

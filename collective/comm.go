@@ -155,9 +155,12 @@ type Comm struct {
 	replan  *replanner // nil when the Comm does not re-plan
 	arena   *arenaColl // the job's arena (arena.go); nil when auto cannot use one
 
+	closed atomic.Bool // Close was called: every later call fails with ErrClosed
+
 	turns turns
 	// Everything below belongs to the call that has the turn (see turns).
 	broken             error
+	cur                callDesc     // the running call, to name it in a mismatch
 	dctx               deadlineCtx  // context of calls made with one that never ends
 	recvPeer, sendPeer atomic.Int32 // peers the call is receiving from and sending to, -1 if none
 	cache              map[schedKey]*schedule
@@ -174,6 +177,20 @@ type Comm struct {
 	// point-to-point messages, in order per peer and direction (see p2p.go)
 	p2pMu            sync.Mutex
 	p2pSend, p2pRecv []p2pLane
+}
+
+// ErrClosed is what every call on a Comm fails with, wrapped with the rank and the call, once
+// Close was called on it (errors.Is(err, ErrClosed)).
+var ErrClosed = errors.New("the Comm is closed")
+
+// Close makes every later call on c, collective or point-to-point, fail at once with an error
+// wrapping ErrClosed; a collective call after it also tells the peers that this rank is not
+// coming, as any failure does. A call running when c closes that then fails says ErrClosed
+// first. Close closes no endpoint: c's creator owns it (see New). It returns nil, also when
+// called again.
+func (c *Comm) Close() error {
+	c.closed.Store(true)
+	return nil
 }
 
 // New builds a communicator over ep. Every rank of ep belongs to it; Split makes smaller ones.
@@ -341,6 +358,9 @@ func (c *Comm) Recv(ctx context.Context, from int, buf Buffer) error {
 }
 
 func (c *Comm) checkPeer(what string, peer int, buf Buffer) error {
+	if c.closed.Load() {
+		return fmt.Errorf("%s: %s with rank %d: %w", c.who, what, peer, ErrClosed)
+	}
 	if peer < 0 || peer >= c.Size() || peer == c.Rank() {
 		return fmt.Errorf("%s: %s: peer rank %d is out of range [0, %d) or this rank itself", c.who, what, peer, c.Size())
 	}
@@ -388,29 +408,43 @@ func (c *Comm) codecFor(dt DType) transport.Codec {
 
 // signature hashes what every rank must agree on (FNV-1a, no allocation).
 func (c *Comm) signature(kind collKind, dt DType, op ReduceOp, n, root int) uint32 {
-	h := uint32(2166136261)
-	mix := func(b byte) { h = (h ^ uint32(b)) * 16777619 }
-	mix(byte(kind))
-	for i := 0; i < len(c.algName); i++ {
-		mix(c.algName[i])
+	// A rank whose peers are not all on shared memory plans on another model and may choose
+	// another algorithm: its calls must fail as different collectives, not mix.
+	a, ok := c.alg.(*auto)
+	return sigPrefix(kind, c.algName, ok && a.sharedMemory()).args(dt, op, n, root)
+}
+
+// sigHash is an op signature being hashed: FNV-1a's state.
+type sigHash uint32
+
+func (h sigHash) mix(b byte) sigHash { return (h ^ sigHash(b)) * 16777619 }
+
+// sigPrefix hashes what a signature starts with: the collective, the algorithm's name and
+// whether auto plans for shared memory.
+func sigPrefix(kind collKind, alg string, shm bool) sigHash {
+	h := sigHash(2166136261).mix(byte(kind))
+	for i := 0; i < len(alg); i++ {
+		h = h.mix(alg[i])
 	}
-	if a, ok := c.alg.(*auto); ok && a.sharedMemory() {
-		// A rank whose peers are not all on shared memory plans on another model and may
-		// choose another algorithm: its calls must fail as different collectives, not mix.
-		mix('s')
-	}
-	mix(byte(dt))
-	mix(byte(op))
-	for i := 0; i < 64; i += 8 {
-		mix(byte(uint64(n) >> i))
-	}
-	for i := 0; i < 64; i += 8 {
-		mix(byte(uint64(root) >> i))
-	}
-	if h == abortOp {
-		h++
+	if shm {
+		h = h.mix('s')
 	}
 	return h
+}
+
+// args ends the signature with the call's arguments.
+func (h sigHash) args(dt DType, op ReduceOp, n, root int) uint32 {
+	h = h.mix(byte(dt)).mix(byte(op))
+	for i := 0; i < 64; i += 8 {
+		h = h.mix(byte(uint64(n) >> i))
+	}
+	for i := 0; i < 64; i += 8 {
+		h = h.mix(byte(uint64(root) >> i))
+	}
+	if uint32(h) == abortOp {
+		h++
+	}
+	return uint32(h)
 }
 
 // schedule returns the cached schedule for a call, building it on first use.
@@ -515,6 +549,15 @@ func (c *Comm) run(ctx context.Context, kind collKind, buf, aux Buffer, op Reduc
 func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int) (err error) {
 	c.callStarted(seq, kind)
 	defer func() { c.callEnded(seq, kind, len(buf.Bytes), err) }()
+	if c.closed.Load() {
+		err = fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, ErrClosed)
+		if c.broken == nil {
+			// The peers expect this rank in collective seq: tell them it is not coming.
+			c.broken = err
+			c.abort(seq, err)
+		}
+		return err
+	}
 	if c.broken != nil {
 		return fmt.Errorf("%s: %v #%d (%s): communicator unusable after an earlier failure: %w",
 			c.who, kind, seq, c.algName, c.broken)
@@ -526,6 +569,7 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 		c.abort(seq, err)
 		return err
 	}
+	c.cur = callDesc{kind: kind, dt: buf.DType, op: op, n: buf.Len(), root: root}
 	ctx, release, limit := c.limit(ctx)
 	defer release()
 	c.recvPeer.Store(-1)
@@ -537,6 +581,11 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 		err = c.execSchedule(ctx, seq, kind, buf, aux, op, root, limit)
 	}
 	if err != nil {
+		if c.closed.Load() {
+			// Closed while the call ran: what failed (a closed connection, the arena) is
+			// a consequence; say the cause first.
+			err = fmt.Errorf("%w during the call: %w", ErrClosed, err)
+		}
 		c.broken = err
 		c.abort(seq, err)
 		return err

@@ -147,11 +147,20 @@
 // message of another call fails with a *transport.MismatchError wrapped as
 // "rank r: allreduce #seq (ring): ...", then sends an abort frame to every peer, so that peers
 // blocked on it fail too, with a *PeerAbortedError naming the rank that gave up, instead of
-// hanging. A rank whose part of a call is only sends (a
-// broadcast root) may return before a peer notices a mismatch; it gets the abort at its next
-// call. After any failure the Comm is unusable (every later call says so): the ranks no longer
-// agree on which messages are in flight. Every call honours its context. On error the contents
-// of the buffers are undefined.
+// hanging. The error names both calls as the program wrote them ("rank 1 called
+// AllReduce(float, 1024, sum) where rank 0 called Broadcast(float, 1024, root 0)"): the peer's
+// is found by hashing the calls this Comm could make that are close to this rank's (every
+// collective, dtype, reduction and root with its count, or its call with any count up to
+// 2^20); one of another algorithm or communicator is given as its signature. Calls that wait
+// on each other before either receives a message of the other (two different roots of a
+// broadcast) are not found out: they end at the time limit. A rank whose part of a call is
+// only sends (a broadcast root) may return before a peer notices a mismatch; it gets the abort
+// at its next call. After any failure the Comm is unusable (every later call says so): the ranks no longer
+// agree on which messages are in flight. Every call honours its context: one cancelled while
+// the call runs fails it with an error that wraps context.Canceled, and that too is a failure
+// that leaves the Comm unusable on every rank. A context cancelled after its call returned does
+// nothing, so a program may create and cancel a context per call. On error the contents of the
+// buffers are undefined.
 //
 // Avg is Sum followed by a division by p on the rank that holds the result: multiplication by
 // 1/p for floats, Go's truncating integer division for integers. Every element is reduced on

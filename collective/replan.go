@@ -170,6 +170,10 @@ type replanner struct {
 	judges    map[schedKey]*callJudge
 	flags     []float64 // the vote: [asks, longest streak]
 	flagSched *schedule
+	// measure measures the links when the ranks voted for it: topology.Measure, which every
+	// rank runs together. Tests whose shaped links promise a matrix replace it, so that what a
+	// re-measure reads does not depend on how busy the machine running them is.
+	measure func(context.Context, transport.Endpoint) (*topology.Matrix, error)
 
 	mu      sync.Mutex
 	history []Replan
@@ -192,6 +196,9 @@ func newReplanner(opts Options, alg algorithm, p, rank int) *replanner {
 		judges:    make(map[schedKey]*callJudge),
 		flags:     make([]float64, 2),
 		flagSched: buildSchedule(recursiveDoubling{}, kindAllReduce, p, rank, 2, 0, Float64.Size(), opts.SegmentBytes),
+		measure: func(ctx context.Context, ep transport.Endpoint) (*topology.Matrix, error) {
+			return topology.Measure(ctx, ep, replanMeasure())
+		},
 	}
 }
 
@@ -281,7 +288,7 @@ func (c *Comm) vote(ctx context.Context, seq uint64, key schedKey, j *callJudge)
 		return nil
 	}
 	began := time.Now()
-	measured, err := topology.Measure(ctx, c.ep, replanMeasure())
+	measured, err := r.measure(ctx, c.ep)
 	if err != nil {
 		return fmt.Errorf("measuring the links: %w", err)
 	}

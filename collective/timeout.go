@@ -80,6 +80,9 @@ func noCancel() {}
 // callErr is the error of failed call seq: a *TimeoutError when its time ran out.
 func (c *Comm) callErr(ctx context.Context, kind collKind, seq uint64, limit time.Duration, err error) error {
 	if !timedOut(ctx, err) {
+		if s := c.mismatchSentence(err, c.cur); s != "" {
+			return fmt.Errorf("%s: %v #%d (%s): %s: %w", c.who, kind, seq, c.algName, s, err)
+		}
 		return fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
 	}
 	var waiting []string
@@ -180,7 +183,7 @@ func (d *deadlineCtx) arm(parent context.Context, t time.Duration) {
 	}
 	if parent.Done() != nil && parent != d.watched {
 		d.unwatch()
-		d.watched, d.stopWatch = parent, context.AfterFunc(parent, d.parentEnded)
+		d.watched, d.stopWatch = parent, context.AfterFunc(parent, func() { d.parentEnded(parent) })
 	}
 	if err := parent.Err(); err != nil {
 		// Ended while no call was running: parentEnded let it pass.
@@ -237,12 +240,16 @@ func (d *deadlineCtx) expire() {
 	}
 }
 
-// parentEnded is called when the watched context ends: it ends the running call.
-func (d *deadlineCtx) parentEnded() {
+// parentEnded is called when the watched context parent has ended: it ends the running call
+// if the call runs under parent. The function runs on a goroutine of its own, which may take
+// mu only after the call of parent returned and a later call armed d with another context (a
+// program that cancels each call's context once the call returned): that call is left alone,
+// since ending it would end it with no error, parent being no longer what d watches.
+func (d *deadlineCtx) parentEnded(parent context.Context) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.armed && d.err == nil && d.watched != nil && d.parent == d.watched {
-		d.err = d.watched.Err()
+	if d.armed && d.err == nil && d.watched == parent && d.parent == parent {
+		d.err = parent.Err()
 		close(d.done)
 	}
 }

@@ -50,17 +50,9 @@ var adoptSources = [...]adoptSource{
 // no rendezvous, the error says what is missing. readFile is os.ReadFile in a real rank.
 func AdoptRankEnv(getenv func(string) string, readFile func(string) ([]byte, error)) (RankEnv, bool, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
-	secret, secretFrom := get(EnvSecret), EnvSecret
-	if secret == "" && get(EnvSecretFile) != "" {
-		path := get(EnvSecretFile)
-		b, err := readFile(path)
-		if err != nil {
-			return RankEnv{}, true, fmt.Errorf("%s: %w", EnvSecretFile, err)
-		}
-		secret, secretFrom = strings.TrimSpace(string(b)), EnvSecretFile+" "+path
-		if secret == "" {
-			return RankEnv{}, true, fmt.Errorf("%s %s: the file is empty", EnvSecretFile, path)
-		}
+	secret, secretFrom, err := jobSecret(get, readFile)
+	if err != nil {
+		return RankEnv{}, true, err
 	}
 	var src *adoptSource
 	for i := range adoptSources {
@@ -125,6 +117,30 @@ func AdoptRankEnv(getenv func(string) string, readFile func(string) ([]byte, err
 		return RankEnv{}, true, err
 	}
 	return e, true, nil
+}
+
+// jobSecret is the job secret from HETSYNC_JOB_SECRET or the file HETSYNC_JOB_SECRET_FILE
+// names, and where it came from (for errors); "" when neither is set. Both set with different
+// secrets is an error naming both: which one the job meant cannot be guessed, and ranks that
+// guessed differently would fail to join with a less helpful message.
+func jobSecret(get func(string) string, readFile func(string) ([]byte, error)) (secret, from string, err error) {
+	secret, path := get(EnvSecret), get(EnvSecretFile)
+	if path == "" {
+		return secret, EnvSecret, nil
+	}
+	b, err := readFile(path)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", EnvSecretFile, err)
+	}
+	fromFile := strings.TrimSpace(string(b))
+	from = EnvSecretFile + " " + path
+	if fromFile == "" {
+		return "", "", fmt.Errorf("%s: the file is empty", from)
+	}
+	if secret != "" && !strings.EqualFold(secret, fromFile) {
+		return "", "", fmt.Errorf("%s and %s are both set and hold different secrets: set only one", EnvSecret, from)
+	}
+	return fromFile, from, nil
 }
 
 // adoptNames rewrites RankEnv.Validate's message to the variable names the launcher set.

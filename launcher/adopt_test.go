@@ -74,6 +74,8 @@ func TestAdoptRankEnv(t *testing.T) {
 		{"openmpi with secret file", ompi, RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "10.0.0.1:29400", Secret: "abcdabcdabcdabcdabcdabcdabcdabcd"}, true, ""},
 		{"openmpi inside a slurm allocation", with(ompi, "SLURM_PROCID", "0", "SLURM_NTASKS", "1", "SLURM_LOCALID", "0"),
 			RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "10.0.0.1:29400", Secret: "abcdabcdabcdabcdabcdabcdabcdabcd"}, true, ""},
+		{"openmpi secret file and another secret", with(ompi, EnvSecret, secret), RankEnv{}, true,
+			"HETSYNC_JOB_SECRET and HETSYNC_JOB_SECRET_FILE " + secretFile + " are both set and hold different secrets"},
 		{"openmpi secret file missing", with(ompi, EnvSecretFile, "/nonexistent/secret"), RankEnv{}, true, "HETSYNC_JOB_SECRET_FILE: open /nonexistent/secret"},
 		{"openmpi secret file empty", with(ompi, EnvSecretFile, emptyFile), RankEnv{}, true, "HETSYNC_JOB_SECRET_FILE " + emptyFile + ": the file is empty"},
 		{"openmpi secret file of one byte", with(ompi, EnvSecretFile, shortFile), RankEnv{}, true, "HETSYNC_JOB_SECRET_FILE " + shortFile + ": too short (2 hex digits)"},

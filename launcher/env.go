@@ -71,7 +71,7 @@ func (e RankEnv) Validate() error {
 		return fmt.Errorf("%s=%q: port %q is not a number in [1, 65535]", EnvRendezvous, e.Rendezvous, port)
 	}
 	if e.Secret == "" {
-		return fmt.Errorf("%s is empty: the launcher must give every rank the job secret", EnvSecret)
+		return fmt.Errorf("%s is empty (and %s unset): the launcher must give every rank the job secret", EnvSecret, EnvSecretFile)
 	}
 	return CheckSecret(EnvSecret, e.Secret)
 }
@@ -152,7 +152,18 @@ func RankEnvFromEnviron(getenv func(string) string) (RankEnv, bool, error) {
 	if e.Rendezvous == "" {
 		return RankEnv{}, true, fmt.Errorf("%s is set but %s is missing", EnvRank, EnvRendezvous)
 	}
-	e.Secret = strings.TrimSpace(getenv(EnvSecret))
+	secret, from, err := jobSecret(func(k string) string { return strings.TrimSpace(getenv(k)) }, os.ReadFile)
+	if err != nil {
+		return RankEnv{}, true, err
+	}
+	e.Secret = secret
+	if secret != "" {
+		// Before Validate, which names HETSYNC_JOB_SECRET: a bad secret read from a file is
+		// reported with the file's name.
+		if err := CheckSecret(from, secret); err != nil {
+			return RankEnv{}, true, err
+		}
+	}
 	if err := e.Validate(); err != nil {
 		return RankEnv{}, true, err
 	}

@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,21 @@ func TestRankEnvFromEnviron(t *testing.T) {
 		m[k] = v
 		return m
 	}
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fileSecret := "ffeeddccbbaa99887766554433221100"
+	secretFile, sameFile, badFile := file("secret", fileSecret+"\n"), file("same", good[EnvSecret]+"\n"), file("bad", "xyz")
+	withFile := func(path string, secret string) map[string]string {
+		m := with(EnvSecretFile, path)
+		m[EnvSecret] = secret
+		return m
+	}
 	tests := []struct {
 		name    string
 		env     map[string]string
@@ -26,6 +43,13 @@ func TestRankEnvFromEnviron(t *testing.T) {
 		under   bool
 		errWant string // substring of the error; "" = no error
 	}{
+		{"secret file", withFile(secretFile, ""), RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "127.0.0.1:29400", Secret: fileSecret}, true, ""},
+		{"secret file and the same secret", withFile(sameFile, good[EnvSecret]),
+			RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "127.0.0.1:29400", Secret: good[EnvSecret]}, true, ""},
+		{"secret file and another secret", withFile(secretFile, good[EnvSecret]), RankEnv{}, true,
+			"HETSYNC_JOB_SECRET and HETSYNC_JOB_SECRET_FILE " + secretFile + " are both set and hold different secrets"},
+		{"secret file missing", withFile(filepath.Join(dir, "none"), ""), RankEnv{}, true, "HETSYNC_JOB_SECRET_FILE: open " + dir},
+		{"secret file not hex", withFile(badFile, ""), RankEnv{}, true, "HETSYNC_JOB_SECRET_FILE " + badFile + ": not a hex string"},
 		{"not under a launcher", map[string]string{}, RankEnv{}, false, ""},
 		{"good", good, RankEnv{Rank: 2, Size: 4, LocalRank: 0, LocalSize: 2, Rendezvous: "127.0.0.1:29400", Secret: "00112233445566778899aabbccddeeff"}, true, ""},
 		{"rank not a number", with(EnvRank, "two"), RankEnv{}, true, `HETSYNC_RANK="two": not an integer`},

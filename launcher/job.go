@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,8 +42,11 @@ type Job struct {
 	// Secret is the job secret (hex); empty generates 32 random bytes.
 	Secret string
 	// Grace is how long ranks get between SIGTERM and SIGKILL when the job is stopped; 0 means
-	// 3 s.
+	// DefaultGrace, unless KillAtOnce.
 	Grace time.Duration
+	// KillAtOnce stops ranks with SIGKILL straight away, without SIGTERM and a grace period
+	// (launch --grace 0). Grace must then be 0.
+	KillAtOnce bool
 	// Spawner starts the processes; nil means LocalSpawner{}.
 	Spawner Spawner
 
@@ -78,6 +82,9 @@ func (j *Job) Validate() error {
 	if j.Grace < 0 {
 		return fmt.Errorf("grace period %v is negative", j.Grace)
 	}
+	if j.KillAtOnce && j.Grace != 0 {
+		return fmt.Errorf("grace period %v given with KillAtOnce (no grace): choose one", j.Grace)
+	}
 	if j.Secret != "" {
 		if err := CheckSecret("job secret", j.Secret); err != nil {
 			return err
@@ -98,7 +105,12 @@ func (j *Job) Validate() error {
 	return j.validatePlacement()
 }
 
-// RankFailure is the error of a job in which a rank failed: the first rank to fail, and how.
+// DefaultGrace is how long ranks get between SIGTERM and SIGKILL when Job.Grace is 0.
+const DefaultGrace = 3 * time.Second
+
+// RankFailure is the error of a job in which a rank failed: the first rank to fail, and how,
+// and what the launcher saw of the other ranks that may be the cause: the first rank to fail
+// is often the first to notice that a peer left or froze.
 type RankFailure struct {
 	Rank int
 	// Host is the rank's host in a multi-host job, else empty.
@@ -106,9 +118,48 @@ type RankFailure struct {
 	Exit Exit
 	// Stopped is how many other ranks were still running and had to be stopped.
 	Stopped int
+	// Left are the ranks that had exited with status 0 before Rank failed, while others were
+	// still in the job, in the order they exited.
+	Left []Departure
+	// Frozen are the ranks found stopped (SIGSTOP, a tracer) when Rank failed: they run no
+	// code, so their peers hear nothing from them. Only ranks on this machine are checked.
+	Frozen []int
+	// Started is when the job started.
+	Started time.Time
+}
+
+// Departure is a rank that exited with status 0 while other ranks were still running.
+type Departure struct {
+	Rank int
+	// Host is the rank's host in a multi-host job, else empty.
+	Host string
+	At   time.Time
 }
 
 func (f *RankFailure) Error() string {
+	return f.cause() + f.failed()
+}
+
+// cause is what the launcher saw of the other ranks before Rank failed ("" when nothing), as
+// a prefix of the failure.
+func (f *RankFailure) cause() string {
+	var b strings.Builder
+	if len(f.Frozen) > 0 {
+		fmt.Fprintf(&b, "rank(s) %s stopped (SIGSTOP or a tracer), so their peers hear nothing from them; ", joinInts(f.Frozen))
+	}
+	for _, d := range f.Left {
+		on := ""
+		if d.Host != "" {
+			on = " on host " + d.Host
+		}
+		fmt.Fprintf(&b, "rank %d%s exited with status 0 at %s (%v into the job) while the other ranks were still in it; ",
+			d.Rank, on, d.At.Format("15:04:05.000"), d.At.Sub(f.Started).Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+// failed is the first failure itself.
+func (f *RankFailure) failed() string {
 	s := fmt.Sprintf("rank %d failed first: %v", f.Rank, f.Exit)
 	if f.Host != "" {
 		s = fmt.Sprintf("rank %d on host %s failed first: %v", f.Rank, f.Host, f.Exit)
@@ -139,6 +190,15 @@ type TimedOut struct {
 	// machine).
 	Running []int
 	Hosts   []string
+}
+
+// joinInts formats ranks for messages: "1, 3".
+func joinInts(rs []int) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = strconv.Itoa(r)
+	}
+	return strings.Join(s, ", ")
 }
 
 func (e *TimedOut) Error() string {
@@ -201,9 +261,10 @@ func (j *Job) Run(ctx context.Context) error {
 	if err := j.Validate(); err != nil {
 		return err
 	}
+	started := time.Now()
 	grace := j.Grace
 	if grace == 0 {
-		grace = 3 * time.Second
+		grace = DefaultGrace
 	}
 	spawner := j.Spawner
 	if spawner == nil {
@@ -284,7 +345,13 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		procs[r] = p
 		running++
-		go func(r int, p Process) { done <- exitReport{r, p.Wait()} }(r, p)
+		go func(r int, p Process) {
+			e := p.Wait()
+			if e.At.IsZero() {
+				e.At = time.Now()
+			}
+			done <- exitReport{r, e}
+		}(r, p)
 	}
 
 	var killTimer <-chan time.Time
@@ -294,6 +361,10 @@ func (j *Job) Run(ctx context.Context) error {
 			return 0
 		}
 		stopping = true
+		if j.KillAtOnce {
+			stopAll(Process.Kill)
+			return running
+		}
 		stopAll(Process.Terminate)
 		killTimer = time.After(grace)
 		return running
@@ -311,17 +382,27 @@ func (j *Job) Run(ctx context.Context) error {
 		defer t.Stop()
 		timeoutC = t.C
 	}
+	// left are the ranks that exited with status 0 while others still ran: not a failure by
+	// itself, but the likely cause of one that follows (their peers fail waiting for them).
+	var left []Departure
 	for running > 0 {
 		select {
 		case rep := <-done:
 			running--
 			procs[rep.rank] = nil
+			if rep.exit.Success() {
+				// A report may arrive after the failure it caused: its time decides.
+				if f, ok := failure.(*RankFailure); (failure == nil && running > 0) || (ok && rep.exit.At.Before(f.Exit.At)) {
+					left = append(left, Departure{Rank: rep.rank, Host: j.hostName(rep.rank), At: rep.exit.At})
+				}
+			}
 			if !rep.exit.Success() && failure == nil {
-				f := &RankFailure{Rank: rep.rank, Host: j.hostName(rep.rank), Exit: rep.exit, Stopped: running}
+				f := &RankFailure{Rank: rep.rank, Host: j.hostName(rep.rank), Exit: rep.exit, Stopped: running,
+					Left: slices.Clone(left), Frozen: frozen(procs), Started: started}
 				failure = f
 				if running > 0 {
-					fmt.Fprintf(logw, "hetsync launch: rank %d%s failed: %v; stopping the other %d rank(s)\n",
-						rep.rank, j.onHost(rep.rank), rep.exit, running)
+					fmt.Fprintf(logw, "hetsync launch: %srank %d%s failed: %v; stopping the other %d rank(s)\n",
+						f.cause(), rep.rank, j.onHost(rep.rank), rep.exit, running)
 				}
 				stop()
 			}
@@ -357,11 +438,26 @@ func (j *Job) Run(ctx context.Context) error {
 	for _, w := range writers {
 		w.Flush()
 	}
+	if f, ok := failure.(*RankFailure); ok {
+		slices.SortFunc(left, func(a, b Departure) int { return a.At.Compare(b.At) })
+		f.Left = left
+	}
 	if failure == nil && len(writers) < 2*j.NP {
 		// Cancelled before every rank was started.
 		failure = &Interrupted{Cause: context.Cause(ctx)}
 	}
 	return failure
+}
+
+// frozen are the ranks among procs (nil: ended) found stopped.
+func frozen(procs []Process) []int {
+	var out []int
+	for r, p := range procs {
+		if f, ok := p.(Freezable); ok && f.Stopped() {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // ExitCode is the status a launcher process should exit with after Run returned err: 0 for nil,

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hetsync/hetsync/internal/procstat"
 )
 
 // LocalSpawner starts ranks as child processes of this one, each in its own process group, so
@@ -84,6 +86,12 @@ type localProc struct {
 }
 
 func (p *localProc) Wait() Exit {
+	e := p.wait()
+	e.At = time.Now()
+	return e
+}
+
+func (p *localProc) wait() Exit {
 	err := p.cmd.Wait()
 	// Whatever the rank left behind in its process group (background children) goes with it:
 	// a job leaves no orphans. The group id cannot have been reused while members remain.
@@ -109,5 +117,19 @@ func (p *localProc) signal(sig syscall.Signal) error {
 	return err
 }
 
-func (p *localProc) Terminate() error { return p.signal(syscall.SIGTERM) }
-func (p *localProc) Kill() error      { return p.signal(syscall.SIGKILL) }
+// Terminate sends SIGTERM, then SIGCONT: a stopped process (SIGSTOP, Ctrl-Z) cannot act on
+// SIGTERM until it is continued, and would otherwise sit out the whole grace period only to
+// be killed. To a running process SIGCONT means nothing.
+func (p *localProc) Terminate() error {
+	if err := p.signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	return p.signal(syscall.SIGCONT)
+}
+
+// Stopped says whether the rank's process is stopped (launcher.Freezable).
+func (p *localProc) Stopped() bool {
+	st, _, err := procstat.Read(p.cmd.Process.Pid)
+	return err == nil && procstat.Stopped(st)
+}
+func (p *localProc) Kill() error { return p.signal(syscall.SIGKILL) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"syscall"
+	"time"
 )
 
 // ProcSpec is everything a Spawner needs to start one rank.
@@ -33,10 +34,18 @@ type Process interface {
 	// how it ended. It is called exactly once.
 	Wait() Exit
 	// Terminate asks the process and everything it started to stop (SIGTERM to its process
-	// group). It is safe to call after the process has exited.
+	// group, and SIGCONT, so that a stopped process can act on it). It is safe to call after
+	// the process has exited.
 	Terminate() error
 	// Kill stops the process and everything it started at once (SIGKILL to its process group).
 	Kill() error
+}
+
+// Freezable is implemented by processes whose state the launcher can read (ranks on this
+// machine; ranks on other hosts do not implement it). Stopped says whether the process is
+// stopped (SIGSTOP, Ctrl-Z, a tracer): it runs no code, so its peers hear nothing from it.
+type Freezable interface {
+	Stopped() bool
 }
 
 // Exit says how a rank process ended.
@@ -47,6 +56,9 @@ type Exit struct {
 	Signal syscall.Signal
 	// Err is set when the process's state could not be determined (e.g. waiting failed).
 	Err error
+	// At is when the launcher learnt that the process ended (zero: Job.Run stamps it when
+	// Wait returns).
+	At time.Time
 }
 
 // Success reports whether the process exited with status 0.

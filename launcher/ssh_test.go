@@ -116,7 +116,7 @@ func TestSSHFirstFailureStopsEveryHost(t *testing.T) {
 			if !errors.As(err, &f) {
 				t.Fatalf("got %v, want a RankFailure\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 			}
-			if f.Rank != 3 || f.Host != "127.0.0.2" || f.Exit != tc.want {
+			if f.Rank != 3 || f.Host != "127.0.0.2" || withoutTime(f.Exit) != tc.want {
 				t.Errorf("got %+v, want rank 3 on 127.0.0.2 with %v", f, tc.want)
 			}
 			if !strings.Contains(err.Error(), "rank 3 on host 127.0.0.2 failed first") {

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -97,7 +98,9 @@ func LivenessOf(ep Endpoint) (Liveness, bool) {
 }
 
 // UnresponsiveError says that a peer stopped sending heartbeats on the control path: the
-// process is frozen (SIGSTOP, a paused VM, a host that stopped scheduling it) or dead.
+// process is frozen (SIGSTOP, a paused VM, a host that stopped scheduling it) or dead, or,
+// for a peer on another host, the network between the two hosts is down. Silence alone
+// cannot tell these apart; for a peer on this rank's host the kernel can (State).
 type UnresponsiveError struct {
 	Rank, Peer int
 	// Silent is how long the peer had been silent.
@@ -110,6 +113,9 @@ type UnresponsiveError struct {
 	// State is what the kernel says of a silent peer on this rank's host ("stopped (SIGSTOP
 	// or a tracer)", "exited"), "" for a peer on another host.
 	State string
+	// LinkDown says that the peer's process was seen running (on this kernel, in another
+	// network namespace) while silent: the network between the two hosts is down.
+	LinkDown bool
 }
 
 func (e *UnresponsiveError) Error() string {
@@ -117,12 +123,31 @@ func (e *UnresponsiveError) Error() string {
 	if from == "" {
 		from = "HETSYNC_PEER_TIMEOUT"
 	}
+	if e.LinkDown {
+		return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): unreachable: its process is %s "+
+			"(on this machine, in another network namespace), so the network between the hosts is down",
+			e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, from, e.State)
+	}
 	if e.State != "" {
 		return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): its process is %s",
 			e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, from, e.State)
 	}
-	return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): the process is frozen or dead",
+	return fmt.Sprintf("rank %d: rank %d is unresponsive: no heartbeat for %v (limit %v, %s): unreachable from this host: "+
+		"its process is frozen or dead, or the network between the hosts is down (a link, a switch, a firewall)",
 		e.Rank, e.Peer, e.Silent.Round(time.Millisecond), e.Limit, from)
+}
+
+// PeerExitedError says that a peer's process exited while this rank was still in the job with
+// it, without closing its endpoint (it returned from main without Close, called os.Exit, or
+// crashed without a signal this rank could see). Only a peer on this rank's host can be known
+// to have exited; one on another host that leaves this way falls silent (UnresponsiveError).
+type PeerExitedError struct {
+	Rank, Peer int
+}
+
+func (e *PeerExitedError) Error() string {
+	return fmt.Sprintf("rank %d: rank %d exited while this rank was still in the job: its process is gone and it never closed its endpoint",
+		e.Rank, e.Peer)
 }
 
 // PeerFailer is implemented by endpoints that can fail a peer from outside the data path: its
@@ -133,12 +158,18 @@ type PeerFailer interface {
 
 // FailPeer fails every pending and later Recv from peer with err (messages already queued
 // stay deliverable) and closes the connection, so that a Send blocked on it returns and the
-// peer, should it wake, sees the link gone.
+// peer, should it wake, sees the link gone. A connection that had merely ended cleanly takes
+// err as its error: err says why it ended (the peer exited), which the end itself does not.
 func (e *streamEndpoint) FailPeer(peer int, err error) {
 	if peer < 0 || peer >= e.size || peer == e.rank {
 		return
 	}
 	p := e.peers[peer]
+	p.mu.Lock()
+	if errors.Is(p.err, errClosedByPeer) {
+		p.err = nil
+	}
+	p.mu.Unlock()
 	p.fail(err)
 	p.conn.Close()
 }

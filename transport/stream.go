@@ -1012,11 +1012,15 @@ func (p *streamPeer) fail(err error) {
 	}
 }
 
+// errClosedByPeer is a stream that ended cleanly: the peer closed it, or its process ended.
+// Why is the liveness layer's to say (FailPeer), when it knows.
+var errClosedByPeer = errors.New("connection closed by the peer")
+
 func (p *streamPeer) readErr(err error, what string) error {
 	e := p.ep
 	switch {
 	case errors.Is(err, io.EOF):
-		err = fmt.Errorf("connection closed by the peer (%s)", what)
+		err = fmt.Errorf("%w (%s)", errClosedByPeer, what)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		err = fmt.Errorf("stream truncated in the middle of a frame (%s): %w", what, io.ErrUnexpectedEOF)
 	}

@@ -156,6 +156,12 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	if o.Format, err = bench.ParseFormat(c.String("format")); err != nil {
 		return o, fmt.Errorf("--format: %v", err)
 	}
+	// Rank 0 may run on another host, whose own writing is the one that counts there.
+	if o.JSONPath != "" && !hostsGiven(c) {
+		if err := checkOutputFile(o.JSONPath); err != nil {
+			return o, fmt.Errorf("-J %s: %w", o.JSONPath, err)
+		}
+	}
 	if err := o.netOptions.validate(); err != nil {
 		return o, err
 	}
@@ -234,34 +240,35 @@ func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "bench",
 		OnUsageError: onUsageError,
-		Usage:        "measure collectives (nccl-tests conventions: sizes -b -e -f, iterations -w -n -c)",
+		Usage:        "measure collectives (nccl-tests conventions: -b -e -f, -w -n -c)",
 		Description: "Without a launcher around it, bench starts --np ranks of itself on this machine and rank 0\n" +
 			"prints the table. Under a launcher (HETSYNC_RANK set) it runs as one rank. --transport mem runs\n" +
 			"all ranks as goroutines of one process. -b, -e and -f also read MIN_BYTES, MAX_BYTES and STEP,\n" +
 			"and --target-sec reads TARGET_SEC (the environment of shared/peers/run_all.sh).",
-		Flags: slices.Concat([]cli.Flag{
-			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
-			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all; with a link matrix (--plan-links) also configurations (hier-NAME, NAME/ORDER) or configs (auto and every configuration)"},
+		// -n is nccl-tests' iteration count here, so --np has no -n alias as in launch and train.
+		Flags: slices.Concat(inCategory(catBenchmark,
+			&cli.IntFlag{Name: "np", Category: catJob, DefaultText: "the launcher's world size", Usage: "number of ranks (required without a launcher)"},
+			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all; with --plan-links also configurations (hier-NAME, NAME/ORDER) or configs"},
 			&cli.StringFlag{Name: "op", Value: "allreduce", Usage: strings.Join(bench.OpNames(), ", ")},
 			&cli.StringFlag{Name: "b", Value: "4K", EnvVars: []string{"MIN_BYTES"}, Usage: "smallest size"},
 			&cli.StringFlag{Name: "e", Value: "64M", EnvVars: []string{"MAX_BYTES"}, Usage: "largest size"},
 			&cli.IntFlag{Name: "f", Value: 4, EnvVars: []string{"STEP"}, Usage: "size step factor"},
 			&cli.IntFlag{Name: "n", Value: 20, Usage: "timed iterations per size (without --target-sec)"},
-			&cli.DurationFlag{Name: "settle", Value: 300 * time.Millisecond, Usage: "run the first size untimed this long before anything is timed: a fresh job's first calls are slower (0 = no settling)"},
-			&cli.Float64Flag{Name: "target-sec", EnvVars: []string{"TARGET_SEC"}, Usage: "size each timed loop to about this many seconds (at least 2 calls, a tenth more to warm up), as the peers' harness does for Open MPI and Gloo (0 = -n calls)"},
+			&cli.DurationFlag{Name: "settle", Value: 300 * time.Millisecond, Usage: "run the first size untimed this long before anything is timed (0 = no settling)"},
+			&cli.Float64Flag{Name: "target-sec", EnvVars: []string{"TARGET_SEC"}, DefaultText: "-n calls", Usage: "size each timed loop to about this many seconds (at least 2 calls)"},
 			&cli.IntFlag{Name: "w", Value: 5, Usage: "warm-up iterations per size"},
 			&cli.IntFlag{Name: "c", Value: 1, Usage: "checked iterations per size (0 = no check)"},
-			&cli.IntFlag{Name: "attribute", Value: 3, Usage: "untimed iterations per size, after the checked ones, that measure the arrival skew and the late rank (skew, late columns; 0 = none)"},
+			&cli.IntFlag{Name: "attribute", Value: 3, Usage: "untimed iterations per size that measure the arrival skew and the late rank (0 = none)"},
 			&cli.StringFlag{Name: "o", Value: "sum", Usage: "reduction: sum, avg, min, max, prod"},
 			&cli.IntFlag{Name: "r", Value: 0, Usage: "broadcast root"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (nccl-tests table) or tsv (shared/peers columns); with --links, text or json"},
 			&cli.StringFlag{Name: "J", Usage: "also write the results as JSON to this file"},
 			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
-			&cli.IntFlag{Name: "servers", Usage: "ps: number of server ranks (0 = every rank)"},
-			&cli.StringFlag{Name: "segment", Value: "0", Usage: "pipelining segment size (0 = the algorithm's default)"},
-			&cli.StringFlag{Name: "metrics-addr", Usage: "rank 0 serves the results, each size as soon as it is measured, as Prometheus metrics at http://HOST:PORT/metrics (port 0 picks a free port, printed at the start)"},
+			&cli.IntFlag{Name: "servers", DefaultText: "every rank", Usage: "ps: number of server ranks"},
+			&cli.StringFlag{Name: "segment", Value: "0", DefaultText: "the algorithm's", Usage: "pipelining segment size"},
+			&cli.StringFlag{Name: "metrics-addr", Category: catOutput, Usage: "rank 0 serves each size's results as Prometheus metrics at http://HOST:PORT/metrics (port 0: a free port)"},
 			replanFlag(),
-		}, netFlags(benchPoll), jobFlags(true), linksFlags()),
+		), netFlags(benchPoll), jobFlags(true), inCategory(catBenchmark, linksFlags()...)),
 		Action: func(c *cli.Context) error {
 			if c.Bool("links") {
 				return benchLinks(c)

@@ -21,7 +21,7 @@ import (
 // linksFlags are bench's flags for measuring the links instead of the collectives.
 func linksFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "links", Usage: "measure the links instead: every host pair's latency and bandwidth, both directions (--format text, or json: the matrix --plan-links FILE reads)"},
+		&cli.BoolFlag{Name: "links", Usage: "measure every host pair's latency and bandwidth instead (--format json: the matrix --plan-links reads)"},
 	}
 }
 

@@ -23,9 +23,8 @@ const configsKeyword = "configs"
 // planLinksFlag is --plan-links of bench, train and launch (exported to the ranks as
 // HETSYNC_LINKS, read by hetsync.Init).
 func planLinksFlag() cli.Flag {
-	return &cli.StringFlag{Name: "plan-links", Usage: "where the link matrix that auto, ring order, ps placement and the hier- configurations plan from comes from: " +
-		"off; measure (every host pair's latency and bandwidth, when the job forms); or a matrix file (JSON, as bench --links --format json or scripts/netns-topo.sh links prints it), " +
-		"the same file on every host (default: measure when the ranks are on more than one host, else off)"}
+	return &cli.StringFlag{Name: "plan-links", DefaultText: "measure on more than one host, else off",
+		Usage: "the link matrix that auto, ring order and ps placement plan from: off, measure, or a matrix FILE (bench --links --format json)"}
 }
 
 // linksFile is --plan-links when it names a matrix file, else "".
@@ -118,9 +117,8 @@ func (o benchOptions) withJobLinks(m *topology.Matrix) (benchOptions, error) {
 
 // replanFlag is bench's --replan.
 func replanFlag() cli.Flag {
-	return &cli.StringFlag{Name: "replan", Usage: "how auto follows links that change under the job: off; on; or threshold=X,calls=N,every=N " +
-		"(measure the links again and re-plan when calls take more than 1+X times their predicted time, or less than 1/(1+X), calls=N in a row, the ranks voting every N judged calls; default: " + collective.EnvReplan + ", else " +
-		collective.ReplanOptions{}.String() + ")"}
+	return &cli.StringFlag{Name: "replan", DefaultText: "$" + collective.EnvReplan + ", else " + collective.ReplanOptions{}.String(),
+		Usage: "how auto follows links that change under the job: off, on, or threshold=X,calls=N,every=N"}
 }
 
 // replanFrom reads --replan, else HETSYNC_REPLAN.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 )
@@ -42,15 +43,69 @@ func checkHostHolds(np int, perRank, avail uint64, where string) error {
 // checkLocalRanks refuses np ranks, each holding workingSet bytes besides its floor, that this
 // host's memory cannot hold: goroutines of this process with --transport mem, processes
 // otherwise (none on this host when -H or --hostfile places them).
+//
+// The process's own limits count too (ulimit -v and -d, RLIMIT_AS and RLIMIT_DATA): every
+// --transport mem rank lives in this process's address space, so its headroom under them
+// bounds np; a rank process inherits them, so each must hold one rank.
 func checkLocalRanks(c *cli.Context, np int, transport string, workingSet uint64) error {
+	limit := processLimits()
 	switch {
 	case transport == "mem":
-		return checkHostHolds(np, memRankBytes+workingSet, availableMemory(), "this process (--transport mem)")
+		avail, where := availableMemory(), "this process (--transport mem)"
+		if limit.headroom > 0 && (avail == 0 || limit.headroom < avail) {
+			avail, where = limit.headroom, where+" under its "+limit.name
+		}
+		return checkHostHolds(np, memRankBytes+workingSet, avail, where)
 	case hostsGiven(c):
 		return nil
 	}
+	if perRank := processRankBytes + workingSet; np > 0 && limit.size > 0 && limit.size < perRank {
+		return fmt.Errorf("--np %d: each rank process would run under this process's %s of %s, and a rank needs about %s",
+			np, limit.name, humanBytes(limit.size), humanBytes(perRank))
+	}
 	return checkHostHolds(np, processRankBytes+workingSet, availableMemory(), "this host")
 }
+
+// memoryLimit is the tighter of this process's RLIMIT_AS and RLIMIT_DATA.
+type memoryLimit struct {
+	name string // the limit, as a user sets it ("ulimit -v" …)
+	// size is the limit; headroom is what this process has left under it (0: no limit).
+	size, headroom uint64
+}
+
+// processLimits reads RLIMIT_AS and RLIMIT_DATA and what this process already uses of each
+// (VmSize, VmData of /proc/self/status), and returns the one that leaves less.
+func processLimits() memoryLimit {
+	var best memoryLimit
+	for _, l := range []struct {
+		resource int
+		name     string
+		usage    string
+	}{
+		{syscall.RLIMIT_AS, "address-space limit (ulimit -v)", "VmSize:"},
+		{syscall.RLIMIT_DATA, "data-size limit (ulimit -d)", "VmData:"},
+	} {
+		var rl syscall.Rlimit
+		if err := syscall.Getrlimit(l.resource, &rl); err != nil || rl.Cur == rlimInfinity {
+			continue
+		}
+		used := procStatusBytes("/proc/self/status", l.usage)
+		headroom := uint64(1) // a limit already reached: nothing is left, but it is a limit
+		if rl.Cur > used {
+			headroom = rl.Cur - used
+		}
+		if best.size == 0 || headroom < best.headroom {
+			best = memoryLimit{name: l.name, size: rl.Cur, headroom: headroom}
+		}
+	}
+	return best
+}
+
+// rlimInfinity is RLIM_INFINITY as syscall.Rlimit holds it.
+const rlimInfinity = ^uint64(0)
+
+// memAvailable reads MemAvailable (kB) from a meminfo file; 0 if absent.
+func memAvailable(path string) uint64 { return procStatusBytes(path, "MemAvailable:") }
 
 // availableMemory is the memory this host can still give to a job: MemAvailable, or what the
 // process's cgroup still allows when that is less; 0 when neither can be read.
@@ -62,8 +117,9 @@ func availableMemory() uint64 {
 	return avail
 }
 
-// memAvailable reads MemAvailable (kB) from a meminfo file; 0 if absent.
-func memAvailable(path string) uint64 {
+// procStatusBytes reads the field key ("MemAvailable:", a value in kB) of a /proc file in
+// the format of meminfo or a process's status; 0 if absent.
+func procStatusBytes(path, key string) uint64 {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
@@ -71,7 +127,7 @@ func memAvailable(path string) uint64 {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == "MemAvailable:" {
+		if len(f) >= 2 && f[0] == key {
 			kb, err := strconv.ParseUint(f[1], 10, 64)
 			if err != nil {
 				return 0

@@ -4,8 +4,13 @@
 //	hetsync bench  -np N --collective ring ...  the collective micro-benchmark (nccl-tests style)
 //	hetsync train  -np N --sync esync ...       train on Fashion-MNIST with a synchronization strategy
 //	hetsync experiment FILE.yaml                run a set of trainings one after another, then report
-//	hetsync report RUN_DIR... --out DIR         tables and figures comparing finished runs
+//	hetsync report RUN_DIR... [--out DIR]       tables and figures comparing finished runs
 //	hetsync version
+//
+// `hetsync COMMAND --help` lists the command's flags by category (job, training, strategy,
+// heterogeneity, output, transport, hosts), each with its one default, wrapped to the
+// terminal's width (help.go); docs/using.md explains the flags whose help is only a line.
+// -n is -np, as in mpirun (bench keeps nccl-tests' -n, the iteration count).
 //
 // Every subcommand validates its flags up front and names the offending flag in its error.
 // Exit status: 0 on success; a launched job that failed exits with the first failed rank's
@@ -16,5 +21,6 @@
 // need: launching is package launcher, forming a rank's job is hetsync.Init and
 // hetsync.InitLocal (the same calls a user's program makes), measuring is package
 // collective/bench, training is package trainer (and trainer/experiment, trainer/report). It
-// never keeps global state.
+// keeps no global state; the one global it sets is urfave/cli's help printer, once, when
+// the first app is built (newApp), because urfave/cli v2 has no per-app printer.
 package main

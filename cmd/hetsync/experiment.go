@@ -41,7 +41,7 @@ func experimentCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "experiment",
 		OnUsageError: onUsageError,
-		Usage:        "run a set of training configurations from a YAML file, then report on them",
+		Usage:        "run the training runs of a YAML file, then report on them",
 		ArgsUsage:    "FILE.yaml",
 		Description: "experiment runs `hetsync train` once per entry of the file's runs list, one after another,\n" +
 			"with the file's common flags (same data, seed and heterogeneity) and the run's own flags\n" +
@@ -49,10 +49,10 @@ func experimentCommand() *cli.Command {
 			"writes the report over the finished runs into OUT/report. A failed or timed-out run is reported\n" +
 			"and the rest go on; the exit status is non-zero if any failed. See trainer/experiment for the\n" +
 			"file format.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Usage: "experiment directory (default runs/experiment-NAME-TIME)"},
+		Flags: inCategory(catOutput,
+			&cli.StringFlag{Name: "out", DefaultText: "runs/experiment-NAME-TIME", Usage: "experiment directory"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the command lines and do nothing"},
-		},
+		),
 		Action: func(c *cli.Context) error {
 			args, err := trailingFlags(c, "experiment", "out", "dry-run")
 			if err != nil {

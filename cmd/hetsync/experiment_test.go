@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,7 +133,6 @@ func TestExperimentCommandLine(t *testing.T) {
 			[]string{"# [1/1] a (timeout 10m0s)\n", " train --np=2 --slowdown=1,3 --sync=esync --local-lr=0.01 --out=/x/a\n", "# then: ", " report /x/a --out=/x/report\n"}},
 		{"unknown key", []string{"experiment", bad, "--dry-run"}, 2, []string{bad + ":6", `unknown key "local_lr"`, "did you mean local-lr"}},
 		{"no file", []string{"experiment"}, 2, []string{"exactly one experiment file"}},
-		{"report without out", []string{"report", dir}, 2, []string{"--out is required"}},
 		{"report bad flag", []string{"report", dir, "--bogus"}, 2, []string{"--bogus"}},
 		{"report not a run", []string{"report", dir, "--out", filepath.Join(dir, "r")}, 1, []string{"config.json"}},
 	}
@@ -177,4 +177,48 @@ func TestShippedExperimentsParse(t *testing.T) {
 	for f := range want {
 		t.Errorf("experiments/%s is missing", f)
 	}
+}
+
+// Files and standard input a user names are read up to a bound: a device, an endless pipe or
+// a config.json linked to /dev/zero is an error naming the file and the limit, not a process
+// that runs out of memory.
+func TestUnboundedInputsRefused(t *testing.T) {
+	run := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(run, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run, "metrics.jsonl"), []byte(`{"rank":0,"round":0,"time_s":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args  []string
+		stdin bool // an endless stream of lines
+		want  string
+	}{
+		{[]string{"experiment", "/dev/zero"}, false, "/dev/zero is larger than 1048576 bytes"},
+		{[]string{"experiment", "/dev/stdin"}, true, "/dev/stdin is larger than 1048576 bytes"},
+		{[]string{"report", "--out", filepath.Join(t.TempDir(), "rep"), run}, false, filepath.Join(run, "config.json") + " is larger than 16777216 bytes"},
+	} {
+		cmd := exec.Command(hetsyncBinary(t), tc.args...)
+		if tc.stdin {
+			cmd.Stdin = endless{}
+		}
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "goroutine") {
+			t.Errorf("%v: exit %d; want an error saying %q:\n%.2000s", tc.args, code, tc.want, out)
+		}
+	}
+}
+
+// endless is standard input that never ends: "a: b" lines without end.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = "a: b\n"[i%5]
+	}
+	return len(p), nil
 }

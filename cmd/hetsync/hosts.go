@@ -32,29 +32,30 @@ func (e *envVars) String() string {
 // SSH, environment forwarding, output and the job's time limit. rendezvous adds
 // --rendezvous (launch has its own).
 func jobFlags(rendezvous bool) []cli.Flag {
-	flags := []cli.Flag{
-		&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Usage: "hosts and their slots, host1:2,host2:2 (a host without :N has 1 slot; \"localhost\" starts ranks here without SSH)"},
+	// Usage lines stay short; docs/multihost.md explains the hosts and SSH flags.
+	flags := inCategory(catHosts,
+		&cli.StringFlag{Name: "hosts", Aliases: []string{"H"}, Usage: "hosts and their slots, host1:2,host2:2 (no :N: 1 slot; \"localhost\" starts ranks here without SSH)"},
 		&cli.StringFlag{Name: "hostfile", Usage: "file of hosts, one a line: \"host slots=N\" (Open MPI) or \"host:N\"; # comments"},
 		&cli.BoolFlag{Name: "oversubscribe", Usage: "allow more ranks than slots"},
-		&cli.StringFlag{Name: "ssh-user", Usage: "SSH login user (default: the current user; user@host in -H overrides)"},
-		&cli.IntFlag{Name: "ssh-port", Value: 22, Usage: "SSH port of every host (default: the host's Port in the ssh config, else 22)"},
-		&cli.StringFlag{Name: "ssh-config", Aliases: []string{"F"}, EnvVars: []string{"HETSYNC_SSH_CONFIG"}, Usage: "ssh_config file for Host aliases, HostName, User, Port, IdentityFile, ProxyJump (default ~/.ssh/config and /etc/ssh/ssh_config; \"none\" for none)"},
-		&cli.StringSliceFlag{Name: "ssh-identity", Aliases: []string{"i"}, Usage: "private key file to log in with (repeatable; default ~/.ssh/id_ed25519, id_ecdsa, id_rsa)"},
+		&cli.StringFlag{Name: "ssh-user", DefaultText: "the current user; user@host in -H overrides", Usage: "SSH login user"},
+		&cli.IntFlag{Name: "ssh-port", Value: 22, DefaultText: "the host's Port in the ssh config, else 22", Usage: "SSH port of every host"},
+		&cli.StringFlag{Name: "ssh-config", Aliases: []string{"F"}, EnvVars: []string{"HETSYNC_SSH_CONFIG"}, DefaultText: "~/.ssh/config and /etc/ssh/ssh_config", Usage: "ssh_config file for Host aliases, HostName, User, Port, IdentityFile, ProxyJump (\"none\" for none)"},
+		&cli.StringSliceFlag{Name: "ssh-identity", Aliases: []string{"i"}, DefaultText: "~/.ssh/id_ed25519, id_ecdsa, id_rsa", Usage: "private key file to log in with (repeatable)"},
 		&cli.BoolFlag{Name: "ssh-no-agent", Usage: "do not offer the keys of ssh-agent (SSH_AUTH_SOCK)"},
-		&cli.StringSliceFlag{Name: "ssh-known-hosts", Usage: "known_hosts file to check host keys against (repeatable; default ~/.ssh/known_hosts, /etc/ssh/ssh_known_hosts)"},
+		&cli.StringSliceFlag{Name: "ssh-known-hosts", DefaultText: "~/.ssh/known_hosts, /etc/ssh/ssh_known_hosts", Usage: "known_hosts file to check host keys against (repeatable)"},
 		&cli.BoolFlag{Name: "ssh-insecure-skip-hostkey", Usage: "accept any host key (INSECURE: only on a trusted test network)"},
 		&cli.DurationFlag{Name: "ssh-timeout", Value: 10 * time.Second, Usage: "SSH connection timeout"},
-		&cli.StringFlag{Name: "remote-bin", Usage: "the program's path on remote hosts (default: the same as here)"},
-		&cli.StringFlag{Name: "remote-hetsync", Usage: "hetsync's path on remote hosts, which runs their ranks (default: --remote-bin for bench and train, else this executable's path)"},
-		&cli.StringFlag{Name: "remote-dir", Usage: "working directory on remote hosts (default: this directory when it exists there, else the login directory)"},
-		&cli.GenericFlag{Name: "x", Value: &envVars{}, Usage: "pass VAR (or set VAR=value) to every rank, remote ones included (repeatable)"},
-		&cli.StringFlag{Name: "iface", Usage: "network interface whose address ranks advertise (default: the one that routes to rank 0)"},
-		&cli.StringFlag{Name: "output-dir", Usage: "also write each rank's output to DIR/rank.N.log"},
-		&cli.BoolFlag{Name: "timestamp-output", Usage: "start every output line with the time"},
-		&cli.DurationFlag{Name: "timeout", Usage: "stop the job when it runs longer than this (0 = no limit)"},
-	}
+		&cli.StringFlag{Name: "remote-bin", DefaultText: "the same as here", Usage: "the program's path on remote hosts"},
+		&cli.StringFlag{Name: "remote-hetsync", DefaultText: "--remote-bin for bench and train, else this executable's path", Usage: "hetsync's path on remote hosts, which runs their ranks"},
+		&cli.StringFlag{Name: "remote-dir", DefaultText: "this directory when it exists there, else the login directory", Usage: "working directory on remote hosts"},
+		&cli.GenericFlag{Name: "x", Value: &envVars{}, Category: catJob, Usage: "pass `VAR` (or set VAR=value) to every rank, remote ones included (repeatable)"},
+		&cli.StringFlag{Name: "iface", Category: catTransport, DefaultText: "the one that routes to rank 0", Usage: "network interface whose address ranks advertise"},
+		&cli.StringFlag{Name: "output-dir", Category: catOutput, Usage: "also write each rank's output to `DIR`/rank.N.log"},
+		&cli.BoolFlag{Name: "timestamp-output", Category: catOutput, Usage: "start every output line with the time"},
+		&cli.DurationFlag{Name: "timeout", Category: catJob, DefaultText: "no limit", Usage: "stop the job when it runs longer than this"},
+	)
 	if rendezvous {
-		flags = append(flags, &cli.StringFlag{Name: "rendezvous", Usage: "host:port for rank 0's rendezvous (default: a free port on rank 0's host)"})
+		flags = append(flags, &cli.StringFlag{Name: "rendezvous", Category: catJob, DefaultText: "a free port on rank 0's host", Usage: "host:port for rank 0's rendezvous"})
 	}
 	return flags
 }

@@ -18,7 +18,7 @@ func launchCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "launch",
 		OnUsageError: onUsageError,
-		Usage:        "start N ranks of a command on this machine and supervise them",
+		Usage:        "start N ranks of a command, here or over SSH, and supervise them",
 		ArgsUsage:    "[--] COMMAND [ARGS...]",
 		Description: "Every rank gets HETSYNC_RANK, HETSYNC_WORLD_SIZE, HETSYNC_LOCAL_RANK, HETSYNC_LOCAL_SIZE,\n" +
 			"HETSYNC_RENDEZVOUS, HETSYNC_JOB_SECRET, RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT and the\n" +
@@ -27,14 +27,14 @@ func launchCommand() *cli.Command {
 			"\"[rank] \". When a rank fails, the others are stopped and hetsync exits with its status; with\n" +
 			"--max-restarts K the whole job is then started again, up to K times, each rank seeing\n" +
 			"HETSYNC_RESTART_COUNT (0 on the first attempt), as torchrun's TORCHELASTIC_RESTART_COUNT.",
-		Flags: slices.Concat([]cli.Flag{
-			&cli.IntFlag{Name: "np", Usage: "number of ranks (required without -H/--hostfile; with them, default: every slot)"},
-			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping ranks"},
-			&cli.StringFlag{Name: "rendezvous", Usage: "host:port for rank 0's rendezvous (default: a free port on rank 0's host)"},
-			&cli.StringFlag{Name: "collective", Usage: "allreduce algorithm of the ranks' hetsync.Init: " + strings.Join(collective.Algorithms(), ", ") + " (default: the program's)"},
+		Flags: slices.Concat(inCategory(catJob,
+			&cli.IntFlag{Name: "np", Aliases: []string{"n"}, DefaultText: "every slot of -H/--hostfile", Usage: "number of ranks (required without -H/--hostfile)"},
+			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping ranks; 0 kills them at once"},
+			&cli.StringFlag{Name: "rendezvous", DefaultText: "a free port on rank 0's host", Usage: "host:port for rank 0's rendezvous"},
+			&cli.StringFlag{Name: "collective", Category: catTransport, DefaultText: "the program's", Usage: "allreduce algorithm of the ranks' hetsync.Init: " + strings.Join(collective.Algorithms(), ", ")},
 			minNPFlag(),
-			&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, stop the job and start all its ranks again, up to `K` times (HETSYNC_RESTART_COUNT tells the program which attempt it is)"},
-		}, settingsFlags(), jobFlags(false)),
+			&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, start all the job's ranks again, up to `K` times (each rank sees its attempt in HETSYNC_RESTART_COUNT)"},
+		), settingsFlags(), jobFlags(false)),
 		Action: func(c *cli.Context) error {
 			if c.Int("np") < 1 && !(hostsGiven(c) && c.Int("np") == 0) {
 				return usagef("--np %d: need at least 1 rank", c.Int("np"))
@@ -66,7 +66,7 @@ func launchCommand() *cli.Command {
 			job := &launcher.Job{
 				NP: c.Int("np"), Command: c.Args().Slice(), Env: append(os.Environ(), watchOptionsFrom(c).environ()...),
 				Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter,
-				Grace: c.Duration("grace"), Rendezvous: c.String("rendezvous"), Settings: settings,
+				Grace: c.Duration("grace"), KillAtOnce: c.Duration("grace") == 0, Rendezvous: c.String("rendezvous"), Settings: settings,
 			}
 			return launcher.Restarts{Max: c.Int("max-restarts"), Log: c.App.ErrWriter}.Run(c.Context, func(_ context.Context, restart int) error {
 				attempt := *job

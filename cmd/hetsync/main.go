@@ -61,9 +61,12 @@ func printError(w io.Writer, err error) {
 	}
 }
 
-func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	return usageError{explainUsageError(c, err)}
+}
 
 func newApp(stdout, stderr io.Writer) *cli.App {
+	installHelpPrinter()
 	return &cli.App{
 		Name:            "hetsync",
 		Usage:           "collective communication and training on heterogeneous clusters",

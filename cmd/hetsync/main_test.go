@@ -370,6 +370,15 @@ func TestTimeoutExits124(t *testing.T) {
 	}
 }
 
+// --grace 0 kills the ranks at once: a rank that ignores SIGTERM does not hold the launcher
+// for the default grace period.
+func TestLaunchGraceZeroKillsAtOnce(t *testing.T) {
+	code, _, stderr := runBinary(t, "launch", "-np", "2", "--grace", "0", "--timeout", "1s", "--", "sh", "-c", `trap "" TERM; sleep 600`)
+	if code != 124 || strings.Contains(stderr, "after SIGTERM") {
+		t.Errorf("exit status %d, want 124 and no SIGTERM grace:\n%s", code, stderr)
+	}
+}
+
 func TestLaunchSIGTERMStopsEveryRank(t *testing.T) {
 	cmd := exec.Command(hetsyncBinary(t), "launch", "-np", "3", "--grace", "1s", "--", "sh", "-c", `echo "pid $$"; exec sleep 600`)
 	stdout, err := cmd.StdoutPipe()

@@ -3,12 +3,14 @@ package main
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hetsync/hetsync/kernels/cuda"
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // Bad command lines found by probing the command: each fails up front, before any rank
@@ -164,14 +166,16 @@ func TestPrepareRunDir(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := prepareRunDir(tc.path)
+			lock, err := prepareRunDir(tc.path)
+			lock.Close()
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("prepareRunDir(%s): %v", tc.path, err)
 			case tc.want == "":
+				// Only the job's lock is left.
 				ents, err := os.ReadDir(tc.path)
-				if err != nil || len(ents) != 0 {
-					t.Errorf("%s after the check: %v, %d entries left", tc.path, err, len(ents))
+				if err != nil || len(ents) != 1 || ents[0].Name() != metrics.LockFile {
+					t.Errorf("%s after the check: %v, entries %v left; want only %s", tc.path, err, ents, metrics.LockFile)
 				}
 			case err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--out "+tc.path):
 				t.Errorf("prepareRunDir(%s) = %v, want an error naming --out and %q", tc.path, err, tc.want)
@@ -248,5 +252,34 @@ func TestBusyRendezvousPort(t *testing.T) {
 		if strings.Contains(stderr, internal) {
 			t.Errorf("stderr has libp2p's internal log (%q):\n%s", internal, stderr)
 		}
+	}
+}
+
+// A -np that this process's own memory limits (ulimit -v, ulimit -d) cannot hold is refused
+// before any rank starts, naming the limit, rather than crashing out of memory half-started.
+func TestNPUnderProcessLimits(t *testing.T) {
+	for _, limit := range []string{"-v", "-d"} {
+		cmd := exec.Command("sh", "-c", `ulimit `+limit+` 3000000 && exec "$0" bench --transport mem -np 5000 -b 4K -e 4K -n 1 -w 0`, hetsyncBinary(t))
+		out, err := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "--np 5000") || !strings.Contains(string(out), "(ulimit "+limit+")") {
+			t.Errorf("ulimit %s 3000000: exit %d (%v); want exit 2 and an error naming --np 5000 and the limit:\n%.2000s", limit, code, err, out)
+		}
+	}
+}
+
+// bench -J is checked before the benchmark runs, not after it has thrown the results away.
+func TestBenchJSONPathCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ path, want string }{
+		{dir, "-J " + dir + ": is a directory"},
+		{filepath.Join(dir, "no", "such", "dir", "r.json"), "-J " + filepath.Join(dir, "no", "such", "dir", "r.json") + ": cannot create it"},
+	} {
+		code, _, stderr := runCLI(t, "bench", "-np", "2", "-b", "4K", "-e", "4K", "-n", "1", "-J", tc.path)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("-J %s: exit %d, stderr %q; want exit 2 and %q", tc.path, code, stderr, tc.want)
+		}
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Errorf("the checks left %v (%v) in %s", ents, err, dir)
 	}
 }

@@ -49,18 +49,18 @@ type netOptions struct {
 
 // netFlags are the flags read into netOptions; poll is --poll's default.
 func netFlags(poll time.Duration) []cli.Flag {
-	return append([]cli.Flag{
+	// Usage lines stay short; docs/using.md ("Command-line flags") explains the longer ones.
+	return inCategory(catTransport, append([]cli.Flag{
 		&cli.StringFlag{Name: "transport", Value: "p2p", Usage: "p2p (libp2p, one process per rank) or mem (goroutines)"},
-		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: strings.Join(hetsync.DataPaths(), ", ") + ". auto: shm on one host; across hosts tls, or tcp with --security none. tls: TLS 1.3 over direct TCP, ranks proven by their keys; stream: libp2p; tcp: plaintext; shm: shared memory; cma: shm whose large messages the receiver copies straight from the sender's memory; unix, shm and cma need all ranks on one host"},
+		&cli.StringFlag{Name: "data-path", Value: "auto", Usage: strings.Join(hetsync.DataPaths(), ", ") + " (auto: shm on one host; across hosts tls, or tcp with --security none)"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "tls or none"},
-		&cli.StringFlag{Name: "arena", Value: "on", Usage: "on or off: memory that every rank of a one-host job maps (data paths auto, shm and cma), which collectives may use instead of messages"},
+		&cli.StringFlag{Name: "arena", Value: "on", Usage: "on or off: memory that every rank of a one-host job maps, which collectives may use instead of messages"},
 		&cli.DurationFlag{Name: "join-timeout", Value: 60 * time.Second, Usage: "how long ranks wait for each other"},
-		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls its connection (tcp, unix, shm, cma), and a rank at the one-host arena's barrier its word, before it sleeps: wakes a thread less per small message, spends up to this much CPU per wait (0 = never poll)"},
-		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame (off: TLS protects the stream path, tcp and unix are for trusted networks)"},
-		&cli.StringFlag{Name: "sched", Usage: "scheduling policy of every rank's threads: " + strings.Join(schedpolicy.Names(), ", ") +
-			". batch (Linux's SCHED_BATCH) lets a rank copying or reducing run on when a peer wakes up: faster when the job's own ranks outnumber the cores, slower for small messages when other work shares the cores; inherit (default) keeps the policy the rank was started with. Ranks under a real-time or idle policy keep it"},
+		&cli.DurationFlag{Name: "poll", Value: poll, Usage: "how long a waiting receiver polls before it sleeps (0 = never poll)"},
+		&cli.BoolFlag{Name: "checksum", Usage: "add a CRC-32C of every payload to its frame"},
+		&cli.StringFlag{Name: "sched", DefaultText: "inherit", Usage: "scheduling policy of every rank's threads: " + strings.Join(schedpolicy.Names(), ", ") + " (batch: Linux's SCHED_BATCH)"},
 		planLinksFlag(),
-	}, watchFlags()...)
+	}, watchFlags()...)...)
 }
 
 // netOptionsFrom reads the flags; a flag not given on the command line takes the job's setting

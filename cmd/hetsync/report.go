@@ -1,13 +1,21 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hetsync/hetsync/trainer/metrics"
 	"github.com/hetsync/hetsync/trainer/report"
 )
+
+// reportDefaultOut is report's --out when none is given: beside the runs train writes, named
+// after the time like them (metrics.RunPath), so that a report never overwrites another.
+const reportDefaultOut = "runs/report-TIME"
 
 func reportCommand() *cli.Command {
 	return &cli.Command{
@@ -24,10 +32,10 @@ func reportCommand() *cli.Command {
 			"that ended early (Ctrl-C, a failed rank, --timeout) is reported from what it measured, and\n" +
 			"says so. The default baseline of each scenario (model, ranks, seed, shard, heterogeneity) is\n" +
 			"its first ssgd run; --baseline NAME compares every run with the run directory named NAME.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Usage: "output directory (required)"},
-			&cli.StringFlag{Name: "baseline", Usage: "run name (directory base name) that speedups are against (default: ssgd per scenario)"},
-		},
+		Flags: inCategory(catOutput,
+			&cli.StringFlag{Name: "out", DefaultText: reportDefaultOut, Usage: "output directory"},
+			&cli.StringFlag{Name: "baseline", DefaultText: "the first ssgd run of each scenario", Usage: "run name (directory base name) that speedups are against"},
+		),
 		Action: func(c *cli.Context) error {
 			dirs, err := trailingFlags(c, "report", "out", "baseline")
 			if err != nil {
@@ -36,9 +44,14 @@ func reportCommand() *cli.Command {
 			if len(dirs) == 0 {
 				return usagef("report: give one or more run directories")
 			}
+			for _, d := range dirs {
+				if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+					return usagef("report: %s is not a run directory (%v)", d, orNotADir(err))
+				}
+			}
 			out := c.String("out")
 			if out == "" {
-				return usagef("report: --out is required")
+				out = metrics.RunPath("runs", "report", time.Now())
 			}
 			rep, err := report.Write(out, dirs, c.String("baseline"))
 			if err != nil {
@@ -49,4 +62,12 @@ func reportCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// orNotADir is err, or for a path that exists but is no directory, an error saying so.
+func orNotADir(err error) error {
+	if err == nil {
+		return errors.New("not a directory")
+	}
+	return err
 }

@@ -91,12 +91,6 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if cfg.Options, err = strategyOptions(c, reg, cfg.Strategy); err != nil {
 		return o, err
 	}
-	if cfg.Collective == "" {
-		// ring, unless the strategy cannot run over it (the parameter-server strategies)
-		if cfg.Collective, err = reg.DefaultCollective(cfg.Strategy, "ring"); err != nil {
-			return o, err
-		}
-	}
 	if err := applyHeteroFlags(c, &cfg); err != nil {
 		return o, err
 	}
@@ -183,9 +177,9 @@ func trainCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "train",
 		OnUsageError: onUsageError,
-		Usage:        "train a model on Fashion-MNIST with a synchronization strategy over N ranks",
-		Description: "Without a launcher around it, train starts --np ranks of itself on this machine (the same\n" +
-			"supervision as hetsync launch) and shows rank 0's progress; under a launcher (HETSYNC_RANK set)\n" +
+		Usage:        "train a model on Fashion-MNIST with a synchronization strategy",
+		Description: "Without a launcher around it, train starts --np ranks of itself on this machine, or over SSH\n" +
+			"on the hosts of -H/--hostfile (the same supervision as hetsync launch) and shows rank 0's progress; under a launcher (HETSYNC_RANK set)\n" +
 			"it runs as one rank. Rank 0 decides when to stop (--target-acc, --epochs, --max-time,\n" +
 			"--max-rounds; without any bound, 3 epochs) and every rank stops after the same agreed round.\n" +
 			"Rank 0 gathers every rank's metrics and writes --out: config.json, metrics.jsonl, eval.jsonl,\n" +
@@ -193,32 +187,35 @@ func trainCommand() *cli.Command {
 			"--checkpoint-every writes a checkpoint into the run directory; --resume RUN_DIR continues it with\n" +
 			"no round lost or repeated; --max-restarts K starts a job whose rank failed again from its last\n" +
 			"checkpoint, up to K times (each rank sees HETSYNC_RESTART_COUNT).",
-		Flags: slices.Concat([]cli.Flag{
-			&cli.IntFlag{Name: "np", Usage: "number of ranks (default: the launcher's world size)"},
-			&cli.StringFlag{Name: "sync", Value: "ssgd", Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
-			&cli.StringFlag{Name: "collective", Usage: "what the rounds run over: " + strings.Join(collective.Algorithms(), ", ") + " (ps: the parameter server; default ring, or ps for a strategy that runs only over it)"},
+		// Usage lines stay short; docs/using.md ("Command-line flags") explains the longer ones.
+		Flags: slices.Concat(inCategory(catTraining,
+			&cli.IntFlag{Name: "np", Aliases: []string{"n"}, Category: catJob, DefaultText: "the launcher's world size", Usage: "number of ranks (required without a launcher)"},
+			&cli.StringFlag{Name: "sync", Value: "ssgd", Category: catStrategy, Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
+			&cli.StringFlag{Name: "collective", Category: catStrategy, DefaultText: trainer.DefaultCollective + ", or ps for a strategy that runs only over it",
+				Usage: "what the rounds run over: " + strings.Join(collective.Algorithms(), ", ") + " (ps: the parameter server)"},
 			&cli.StringFlag{Name: "model", Value: "mlp", Usage: "mlp or cnn"},
 			&cli.IntFlag{Name: "batch", Value: 64, Usage: "per-rank mini-batch size"},
-			&cli.Float64Flag{Name: "lr", Usage: "learning rate (default 0.05 for mean gradients, 0.05/batch for sum)"},
+			&cli.Float64Flag{Name: "lr", DefaultText: fmt.Sprintf("%g; %g/batch with --grad-reduction sum", trainer.DefaultLR("mean", 1), trainer.DefaultLR("sum", 1)), Usage: "learning rate"},
 			&cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "workers' SGD momentum (asgd's server rule is plain SGD)"},
 			&cli.Float64Flag{Name: "weight-decay", Usage: "workers' SGD weight decay"},
 			&cli.StringFlag{Name: "grad-reduction", Value: "mean", Usage: "a rank's gradient over its batch: mean or sum (ESync's convention)"},
 			&cli.StringFlag{Name: "shard", Value: "iid", Usage: "training-set split: iid, by-class, by-class-shuffled"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the model initialisation and batch order"},
 			&cli.Float64Flag{Name: "target-acc", Usage: "stop when rank 0's evaluation reaches this test accuracy"},
-			&cli.Float64Flag{Name: "epochs", Usage: "stop after this many epochs over the whole training set"},
+			&cli.Float64Flag{Name: "epochs", DefaultText: "3 when no other bound is given", Usage: "stop after this many epochs over the whole training set"},
 			&cli.DurationFlag{Name: "max-time", Usage: "stop after this much training time"},
 			&cli.IntFlag{Name: "max-rounds", Usage: "stop after this many rounds"},
 			&cli.StringFlag{Name: "eval-every", Value: "20", Usage: "evaluate every N rounds (20) or every duration (5s)"},
-			&cli.StringFlag{Name: "slowdown", Usage: "per-rank slowdown factors, e.g. 1,1,2,4"},
-			&cli.StringFlag{Name: "step-sleep", Usage: "per-rank sleep per step in ms, e.g. 0,0,10,20"},
-			&cli.StringFlag{Name: "slowdown-base", Value: "step", Usage: "what --slowdown multiplies: step (each step's own compute time: sleep (f−1)× it) or a fixed time per step of a factor-1 device, tfast (measured as for --hetero-profile, or --hetero-tfast) or a duration (3ms): a rank then sleeps until its step took f× it, so its speed does not depend on how busy the host's other ranks keep the cores"},
-			&cli.StringFlag{Name: "out", Usage: "run directory (default runs/SYNC-COLLECTIVE-TIME)"},
-			&cli.StringFlag{Name: "data", Usage: "Fashion-MNIST directory (default: $HETSYNC_DATA, the Debian package, the cache, download)"},
-			&cli.IntFlag{Name: "threads", Usage: "kernel threads per rank (0 = cores / ranks on this host)"},
-			&cli.StringFlag{Name: "metrics-addr", Usage: "serve live Prometheus metrics of each rank at http://HOST:PORT/metrics (rank r of a host on PORT+r; --transport mem serves every rank on PORT; port 0 picks free ports, printed at the start)"},
-			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "compute device: cpu, cuda:N, or one per rank (cuda:0,cpu,cpu,cpu); cuda needs a binary from `make cuda`"},
-		}, resumeFlags(), heteroFlags(), netFlags(0), strategyFlags(trainer.Builtin()), jobFlags(true)),
+			&cli.StringFlag{Name: "slowdown", Category: catHetero, Usage: "per-rank slowdown factors, e.g. 1,1,2,4"},
+			&cli.StringFlag{Name: "step-sleep", Category: catHetero, Usage: "per-rank sleep per step in ms, e.g. 0,0,10,20"},
+			&cli.StringFlag{Name: "slowdown-base", Value: "step", Category: catHetero, Usage: "what --slowdown multiplies: step (each step's own compute time), tfast or a duration (3ms): the time of a factor-1 step, which a rank then pads its step to"},
+			&cli.StringFlag{Name: "out", Category: catOutput, DefaultText: "runs/SYNC-COLLECTIVE-TIME", Usage: "run directory"},
+			&cli.StringFlag{Name: "data", DefaultText: "$HETSYNC_DATA, the Debian package, the cache, else a download", Usage: "Fashion-MNIST directory"},
+			&cli.IntFlag{Name: "threads", DefaultText: "cores / ranks on this host", Usage: "kernel threads per rank"},
+			&cli.StringFlag{Name: "metrics-addr", Category: catOutput, Usage: "serve each rank's live Prometheus metrics at http://HOST:PORT/metrics (rank r of a host on PORT+r; port 0 picks free ports)"},
+			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "compute device: cpu, cuda:N, or one per rank (cuda:0,cpu,cpu,cpu); cuda needs a CUDA build (make cuda)"},
+		), inCategory(catTraining, resumeFlags()...), inCategory(catHetero, heteroFlags()...), netFlags(0),
+			inCategory(catStrategy, strategyFlags(trainer.Builtin())...), jobFlags(true)),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("train: unexpected arguments %q", c.Args().Slice())
@@ -235,9 +232,11 @@ func trainCommand() *cli.Command {
 				if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
 					return usageError{err}
 				}
-				if err := o.prepareRunDir(); err != nil {
+				lock, err := o.prepareRunDir(o.record(o.NP))
+				if err != nil {
 					return usageError{err}
 				}
+				defer lock.Close()
 				return trainMem(c.Context, o, c.App.Writer)
 			}
 			env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
@@ -277,10 +276,13 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 			}
 		}
 		if c.Rank() == 0 {
-			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.recordOf(c), out, errOut
-			if err := o.prepareRunDir(); err != nil {
+			rec := o.recordOf(c)
+			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), rec, out, errOut
+			lock, err := o.prepareRunDir(rec)
+			if err != nil {
 				return fmt.Errorf("rank 0: %w", err)
 			}
+			defer lock.Close()
 		}
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
@@ -359,9 +361,13 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 		if err := o.Watch.checkTimelineFiles(o.NP, os.Getenv); err != nil {
 			return usageError{err}
 		}
-		if err := o.prepareRunDir(); err != nil {
+		// Held until the job, its restarts and closeFailedRun are done: rank 0, a child of
+		// this process, finds it held by its parent and goes on.
+		lock, err := o.prepareRunDir(o.record(o.NP))
+		if err != nil {
 			return usageError{err}
 		}
+		defer lock.Close()
 	}
 	err := runTrainJob(c, o, extra)
 	if err != nil && local {
@@ -406,11 +412,27 @@ func sayEnding(errOut io.Writer, dir string) {
 	}
 }
 
-// prepareRunDir checks --out before the first step (prepareRunDir), or, for a resumed run,
-// the run directory it continues (checkResumeDir).
-func (o trainOptions) prepareRunDir() error {
-	if o.Resume != "" {
-		return checkResumeDir(o.Resume)
+// prepareRunDir checks and locks --out before the first step (prepareRunDir), or, for a
+// resumed run, the run directory it continues, whose config.json then records rec, what the
+// resumed run uses (recordResume).
+func (o trainOptions) prepareRunDir(rec trainLaunch) (*runLock, error) {
+	if o.Resume == "" {
+		return prepareRunDir(o.outDir())
 	}
-	return prepareRunDir(o.outDir())
+	if err := trainer.HasCheckpoint(o.Resume); err != nil {
+		return nil, fmt.Errorf("--resume %s: %w", o.Resume, err)
+	}
+	lock, err := lockRunDir("--resume", o.Resume)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWritable(o.Resume); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("--resume %s: %w", o.Resume, err)
+	}
+	if err := recordResume(o.Resume, rec, lock != nil); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return lock, nil
 }

@@ -120,7 +120,8 @@ func trainConfigJSON(t *testing.T, data, out string, args []string) []byte {
 }
 
 // TestTrainRecordsWhatRan checks that config.json records the collective a strategy runs over
-// (its default when none is given) and summary.json what the rounds actually ran over.
+// (its default when none is given: the library's, auto, or ps for a strategy that runs only
+// over it) and summary.json what the rounds actually ran over.
 func TestTrainRecordsWhatRan(t *testing.T) {
 	dir := t.TempDir()
 	data := tinyDataDir(t, dir, 200, 50)
@@ -129,12 +130,13 @@ func TestTrainRecordsWhatRan(t *testing.T) {
 		args       []string
 		asked, ran string
 	}{
-		{"ssgd-default", []string{"--sync", "ssgd"}, "ring", "ring"},
+		{"ssgd-default", []string{"--sync", "ssgd"}, trainer.DefaultCollective, "recursive-doubling"},
+		{"ssgd-ring", []string{"--sync", "ssgd", "--collective", "ring"}, "ring", "ring"},
 		{"asgd-default", []string{"--sync", "asgd"}, "ps", trainer.ParameterServer},
 		{"wbsp-butterfly", []string{"--sync", "wbsp", "--collective", "butterfly"}, "butterfly", "butterfly"},
 		{"wbsp-ps", []string{"--sync", "wbsp", "--collective", "ps"}, "ps", trainer.ParameterServer},
 		{"wbsp-opt-auto", []string{"--sync", "wbsp-opt", "--collective", "auto"}, "auto", "recursive-doubling"},
-		{"local", []string{"--sync", "local"}, "ring", "none"},
+		{"local", []string{"--sync", "local"}, trainer.DefaultCollective, "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(dir, tc.name)

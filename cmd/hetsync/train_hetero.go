@@ -23,8 +23,8 @@ const envHeteroTFast = "HETSYNC_HETERO_TFAST"
 func heteroFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "hetero-profile", Usage: "WBSP heterogeneity h1, h2 or h3: odd ranks sleep 5, 10 or 15× t_fast per step (sets --step-sleep)"},
-		&cli.DurationFlag{Name: "hetero-tfast", EnvVars: []string{envHeteroTFast}, Usage: "t_fast of --hetero-profile (default: measured once on this machine: the median forward/backward time of --model at --batch)"},
-		&cli.StringFlag{Name: "stragglers", Usage: `transient stragglers: "ranks=1,2;delay=30ms;at=20s,60s;for=10s[;mode=network|compute]" or preset:s1, preset:s2`},
+		&cli.DurationFlag{Name: "hetero-tfast", EnvVars: []string{envHeteroTFast}, DefaultText: "measured here: the median step time of --model at --batch", Usage: "t_fast of --hetero-profile and --slowdown-base tfast"},
+		&cli.StringFlag{Name: "stragglers", Usage: "transient stragglers: `SPEC` is ranks=1,2;delay=30ms;at=20s,60s;for=10s (and ;mode=network or compute) or preset:s1, preset:s2"},
 	}
 }
 

@@ -31,9 +31,9 @@ type resumeOptions struct {
 
 func resumeFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "checkpoint-every", Usage: "write a checkpoint (model, momentum, strategy state, data position, round) into the run directory every N rounds (50) or every duration (30s): one file by rank 0 (ssgd) or one part per rank (esync, wbsp over an allreduce)"},
-		&cli.StringFlag{Name: "resume", Usage: "continue the run in `RUN_DIR` from its checkpoint, with no round lost or repeated (give the flags of the run it continues; the run directory stays RUN_DIR)"},
-		&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, stop the job and start it again from the run's last checkpoint, up to `K` times (needs --checkpoint-every)"},
+		&cli.StringFlag{Name: "checkpoint-every", Usage: "write a checkpoint into the run directory every N rounds (50) or every duration (30s)"},
+		&cli.StringFlag{Name: "resume", Usage: "continue the run in `RUN_DIR` from its checkpoint, with no round lost or repeated (give the flags of the run it continues; those that define the run must match config.json)"},
+		&cli.IntFlag{Name: "max-restarts", Category: catJob, Usage: "when a rank fails, start the job again from the run's last checkpoint, up to `K` times (needs --checkpoint-every)"},
 		minNPFlag(),
 		&cli.StringFlag{Name: "fail-at-round", Hidden: true, Usage: "fault injection for tests: RANK:ROUND makes rank RANK kill itself (SIGKILL) after round ROUND (0-based) of the job's first attempt"},
 	}
@@ -102,7 +102,7 @@ func resumeOptionsFrom(c *cli.Context, o *trainOptions) (resumeOptions, error) {
 
 // minNPFlag is --min-np of launch and train.
 func minNPFlag() cli.Flag {
-	return &cli.IntFlag{Name: "min-np", Usage: "start (and restart) the job on the hosts that answer, with fewer ranks than --np when they hold fewer, but at least `M` (torchrun's --nnodes MIN:MAX); needs -H or --hostfile"}
+	return &cli.IntFlag{Name: "min-np", Category: catJob, Usage: "start (and restart) on the hosts that answer with at least `M` ranks, fewer than --np (torchrun's --nnodes MIN:MAX; needs -H or --hostfile)"}
 }
 
 // checkMinNP checks --min-np against a job of np ranks (0: every slot of the hosts).
@@ -129,10 +129,13 @@ func (o trainOptions) worldAllowed(size int) bool {
 func (r resumeOptions) checkpoints() bool { return r.CheckpointEvery != trainer.EvalEvery{} }
 
 // checkResumeDir checks, before any rank starts, that dir holds a checkpoint this hetsync
-// reads and that the run's results can be written there.
+// reads, that no other job holds it, and that the run's results can be written there.
 func checkResumeDir(dir string) error {
 	if err := trainer.HasCheckpoint(dir); err != nil {
 		return fmt.Errorf("--resume %s: %w", dir, err)
+	}
+	if err := checkNotHeld("--resume", dir); err != nil {
+		return err
 	}
 	if err := checkWritable(dir); err != nil {
 		return fmt.Errorf("--resume %s: %w", dir, err)

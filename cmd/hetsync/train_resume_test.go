@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -254,5 +255,78 @@ func TestResumeFlagErrors(t *testing.T) {
 		if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", args, code, stderr, tc.want)
 		}
+	}
+}
+
+// TestResumeKeepsTheRun: a --resume that changes what defines the run (--lr, --batch,
+// --sync, --seed, --model) or asks for fewer rounds than its checkpoint has done is refused
+// before any rank starts (exit 2), naming the flag and both values, and leaves the run as it
+// was; one that changes what may change (the stop rule, the number of ssgd ranks) trains, and
+// config.json then records what it used, which `report` reads.
+func TestResumeKeepsTheRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	common := []string{"train", "--sync", "ssgd", "--collective", "ring", "--eval-every", "1000"}
+	if data := os.Getenv("HETSYNC_DATA"); data != "" {
+		common = append(common, "--data", data)
+	}
+	train := func(extra ...string) (int, string) {
+		code, out, stderr := runBinary(t, append(common[:len(common):len(common)], extra...)...)
+		return code, out + stderr
+	}
+	if code, out := train("-np", "2", "--max-rounds", "6", "--checkpoint-every", "3", "--out", dir); code != 0 {
+		t.Fatalf("the first run: exit %d\n%s", code, out)
+	}
+	ck, err := trainer.ReadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	config := func() string { return read(metrics.ConfigFile) }
+	before, summary := config(), read(metrics.SummaryFile)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lr", "0.5"}, "--lr 0.5: the run in " + dir + " was trained with --lr 0.05"},
+		{[]string{"--batch", "32"}, "--batch 32: the run in " + dir + " was trained with --batch 64"},
+		{[]string{"--sync", "esync"}, "--sync esync: the run in " + dir + " was trained with --sync ssgd"},
+		{[]string{"--seed", "2"}, "--seed 2: the run in " + dir + " was trained with --seed 1"},
+		{[]string{"--model", "cnn"}, "--model cnn: the run in " + dir + " was trained with --model mlp"},
+		{[]string{"--max-rounds", fmt.Sprint(ck.Round)}, fmt.Sprintf("--max-rounds %d: the checkpoint in %s is after round %d", ck.Round, dir, ck.Round)},
+	} {
+		code, out := train(append([]string{"-np", "2", "--max-rounds", "9", "--resume", dir}, tc.args...)...)
+		if code != 2 || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: exit %d; want exit 2 and %q:\n%s", tc.args, code, tc.want, out)
+		}
+	}
+	if after := config(); after != before {
+		t.Fatalf("refused resumes changed config.json:\n%s\nwas:\n%s", after, before)
+	}
+	if after := read(metrics.SummaryFile); after != summary {
+		t.Fatalf("refused resumes changed summary.json:\n%s\nwas:\n%s", after, summary)
+	}
+	if code, out := train("-np", "3", "--max-rounds", "9", "--resume", dir); code != 0 {
+		t.Fatalf("resume on 3 ranks: exit %d\n%s", code, out)
+	}
+	var rec struct {
+		Ranks     int           `json:"ranks"`
+		MaxRounds int           `json:"max_rounds"`
+		Resumed   []resumeEntry `json:"resumed"`
+	}
+	if err := json.Unmarshal([]byte(config()), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Ranks != 3 || rec.MaxRounds != 9 || len(rec.Resumed) != 1 || rec.Resumed[0].Round != ck.Round ||
+		!slices.Contains(rec.Resumed[0].Changed, "max_rounds: 6 -> 9") || !slices.Contains(rec.Resumed[0].Changed, "ranks: 2 -> 3") {
+		t.Fatalf("config.json after the resume records %+v; want 3 ranks, 9 rounds, one resume after round %d that changed both:\n%s", rec, ck.Round, config())
+	}
+	if code, out, stderr := runBinary(t, "report", "--out", filepath.Join(t.TempDir(), "report"), dir); code != 0 {
+		t.Fatalf("report of the resumed run: exit %d\n%s%s", code, out, stderr)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hetsync/hetsync"
 	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/transport/p2p"
 )
 
 // watchOptions are what the ranks report about themselves while they run. A flag not given
@@ -24,10 +25,12 @@ type watchOptions struct {
 // watchFlags are the flags read into watchOptions.
 func watchFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.DurationFlag{Name: "peer-timeout", Usage: "fail a peer that sends no heartbeat for this long: every rank's pending call fails naming it (" + hetsync.EnvPeerTimeout + "; default 8s, negative: no heartbeats)"},
-		&cli.DurationFlag{Name: "stall", Usage: "once a call has waited this long, log the peers it waits for and what they last did (" + hetsync.EnvStall + "; default 5s, negative: never)"},
-		&cli.StringFlag{Name: "timeline", Usage: "write each rank's calls, messages and waits as Chrome trace events (open in ui.perfetto.dev or chrome://tracing) to FILE with the rank inserted before the extension: trace.json gives trace.rank0.json, ... (" + hetsync.EnvTimeline + ")"},
-		&cli.StringFlag{Name: "log-level", Usage: "debug (adds each pair's data path, codec and latency), info or warn (" + hetsync.EnvLog + ")"},
+		&cli.DurationFlag{Name: "peer-timeout", Category: catTransport, DefaultText: "$" + hetsync.EnvPeerTimeout + ", else " + p2p.DefaultPeerTimeout.String(),
+			Usage: "fail a peer that sends no heartbeat for this long, naming it in every rank's pending call (negative: no heartbeats)"},
+		&cli.DurationFlag{Name: "stall", Category: catTransport, DefaultText: "$" + hetsync.EnvStall + ", else " + collective.DefaultStallAfter.String(),
+			Usage: "once a call has waited this long, log the peers it waits for and what they last did (negative: never)"},
+		&cli.StringFlag{Name: "timeline", Category: catOutput, Usage: "write each rank's calls, messages and waits as Chrome trace events to `FILE`, the rank before its extension: trace.json gives trace.rank0.json, ... ($" + hetsync.EnvTimeline + ")"},
+		&cli.StringFlag{Name: "log-level", Category: catOutput, Usage: "debug (adds each pair's data path, codec and latency), info or warn ($" + hetsync.EnvLog + ")"},
 	}
 }
 

@@ -16,7 +16,7 @@
 //	  target-acc: 0.80
 //	  max-time: 90s
 //	runs:
-//	  - name: ssgd              # required, distinct, [A-Za-z0-9._-]+; the run's directory
+//	  - name: ssgd              # required, distinct, [A-Za-z0-9._-]{1,128}; the run's directory
 //	    sync: ssgd
 //	  - name: esync
 //	    sync: esync
@@ -27,7 +27,8 @@
 // the command line `hetsync train --key=value …` — so every flag a strategy adds works here
 // without a change to this package. When the caller gives the train command's flags (Flags),
 // an unknown key or a value of the wrong type is an error naming the file, line and key;
-// out is always refused (the runner sets it).
+// out is always refused (the runner sets it), and so is resume (each run is a new run in
+// OUT/NAME; `hetsync train --resume OUT/NAME` continues one).
 //
 // # Running
 //
@@ -35,6 +36,8 @@
 // running hetsync binary), its output going to OUT/logs/NAME.log. A run that fails or
 // passes its timeout is reported and the experiment goes on; at the end the report over the
 // runs that finished is written to OUT/report/, and the experiment fails if any run did.
+// An interrupted experiment (Ctrl-C) stops the run in progress and starts no other: those
+// are listed as not started, not as failed.
 //
 // With launch, each run executes `LAUNCH... EXE train … --out=OUT/NAME` instead: the launch
 // command starts the run's ranks where the file wants them (scripts/netns-ranks.sh starts

@@ -48,13 +48,24 @@ type RunResult struct {
 	Args     []string
 	Duration time.Duration
 	Err      error // nil when the run finished
+	// NotStarted is set for a run the experiment was interrupted before: it did not fail.
+	NotStarted bool
 }
 
-// Failed lists the runs that did not finish.
+// Failed lists the runs that started and did not finish.
 func (r Result) Failed() []string {
+	return r.names(func(rr RunResult) bool { return rr.Err != nil && !rr.NotStarted })
+}
+
+// NotStarted lists the runs an interrupt kept from starting.
+func (r Result) NotStarted() []string {
+	return r.names(func(rr RunResult) bool { return rr.NotStarted })
+}
+
+func (r Result) names(keep func(RunResult) bool) []string {
 	var names []string
 	for _, rr := range r.Runs {
-		if rr.Err != nil {
+		if keep(rr) {
 			names = append(names, rr.Name)
 		}
 	}
@@ -117,7 +128,7 @@ func (rn *Runner) Run(ctx context.Context, spec *Spec) (Result, error) {
 	for i, r := range spec.Runs {
 		if err := ctx.Err(); err != nil {
 			fmt.Fprintf(progress, "[%d/%d] %s: not started: %v\n", i+1, len(spec.Runs), r.Name, err)
-			res.Runs = append(res.Runs, RunResult{Name: r.Name, Err: fmt.Errorf("not started: %w", err)})
+			res.Runs = append(res.Runs, RunResult{Name: r.Name, Err: fmt.Errorf("not started: %w", err), NotStarted: true})
 			continue
 		}
 		rr := RunResult{Name: r.Name, Dir: filepath.Join(rn.Out, r.Name), Log: filepath.Join(logs, r.Name+".log")}
@@ -163,6 +174,9 @@ func (rn *Runner) Run(ctx context.Context, spec *Spec) (Result, error) {
 	}
 	if failed := res.Failed(); len(failed) > 0 {
 		errs = append(errs, fmt.Errorf("experiment %s: %d of %d runs failed: %s (logs in %s)", spec.File, len(failed), len(spec.Runs), strings.Join(failed, ", "), logs))
+	}
+	if skipped := res.NotStarted(); len(skipped) > 0 {
+		errs = append(errs, fmt.Errorf("experiment %s: interrupted before %d of %d runs started: %s", spec.File, len(skipped), len(spec.Runs), strings.Join(skipped, ", ")))
 	}
 	return res, errors.Join(errs...)
 }
@@ -227,9 +241,24 @@ func brief(dir string) string {
 	return out
 }
 
-// logTail returns the last n lines of the log, indented.
+// logTail returns the last n lines of the log, indented: read from its last 64 KiB, as a
+// run's log may be long.
 func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 64 << 10
+	if end, err := f.Seek(0, io.SeekEnd); err == nil && end > tail {
+		_, err = f.Seek(end-tail, io.SeekStart)
+	} else {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return ""
+	}
+	b, err := io.ReadAll(io.LimitReader(f, tail))
 	if err != nil {
 		return ""
 	}

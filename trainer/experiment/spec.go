@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // DefaultTimeout is a run's limit when the file gives none.
@@ -85,8 +86,14 @@ func (k FlagKind) check(value string) bool {
 
 // reservedKeys are flags the runner sets itself.
 var reservedKeys = map[string]string{
-	"out": "the runner puts each run in OUT/NAME",
+	"out":    "the runner puts each run in OUT/NAME",
+	"resume": "each run of an experiment is a new run in OUT/NAME; continue one with hetsync train --resume OUT/NAME",
 }
+
+// maxRunName bounds a run's name, which names the directory OUT/NAME and the log
+// OUT/logs/NAME.log: a name a file system refuses (over 255 bytes) would fail only when the
+// run starts.
+const maxRunName = 128
 
 var runName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
@@ -99,9 +106,13 @@ var reservedRunNames = map[string]string{
 	"logs":   "where the runner writes the runs' output",
 }
 
+// MaxFileBytes bounds an experiment file: a few kilobytes of YAML in practice, and the path
+// may be a device or an endless stdin.
+const MaxFileBytes = 1 << 20
+
 // Load reads and parses an experiment file; see Parse.
 func Load(file string, flags map[string]FlagKind) (*Spec, error) {
-	data, err := os.ReadFile(file)
+	data, err := metrics.ReadFileLimit(file, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
@@ -308,6 +319,9 @@ func (p *parser) run(n *yaml.Node) (RunSpec, error) {
 			r.Name, err = p.scalar(key, v)
 			if err == nil && !runName.MatchString(r.Name) {
 				err = p.errorf(v, "run name %q may hold only letters, digits, '.', '_' and '-' (it names a directory)", r.Name)
+			}
+			if err == nil && len(r.Name) > maxRunName {
+				err = p.errorf(v, "run name of %d characters: at most %d (it names a directory and a log file)", len(r.Name), maxRunName)
 			}
 			if what, reserved := reservedRunNames[r.Name]; err == nil && reserved {
 				err = p.errorf(v, "run name %q is reserved: OUT/%s is %s", r.Name, r.Name, what)

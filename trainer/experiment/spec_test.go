@@ -90,6 +90,8 @@ func TestParseErrors(t *testing.T) {
 		{"list for int", "common:\n  np: [1, 2]\nruns:\n  - name: a\n", []string{"bad.yaml:2", `"np" must be an integer, not a list`}},
 		{"empty value", "common:\n  sync:\nruns:\n  - name: a\n", []string{"bad.yaml:2", `"sync" must be a string, not empty`}},
 		{"common not a mapping", "common: [np]\nruns:\n  - name: a\n", []string{"bad.yaml:1", "common must be a mapping"}},
+		{"resume reserved", "runs:\n  - name: a\n    resume: runs/x\n", []string{"bad.yaml:3", `"resume" cannot be set here`, "hetsync train --resume"}},
+		{"run name too long", "runs:\n  - name: " + strings.Repeat("n", 300) + "\n", []string{"bad.yaml:2", "run name of 300 characters: at most 128"}},
 		{"out reserved", "common:\n  out: x\nruns:\n  - name: a\n", []string{"bad.yaml:2", `"out" cannot be set here`}},
 		{"no runs", "common:\n  np: 2\n", []string{"bad.yaml", "no runs"}},
 		{"runs not a list", "runs:\n  name: a\n", []string{"bad.yaml:2", "runs must be a list"}},
@@ -226,6 +228,8 @@ func TestShellQuote(t *testing.T) {
 	}
 }
 
+// An experiment interrupted before its runs start says so; a run it never started is not a
+// failed one.
 func TestRunnerInterrupted(t *testing.T) {
 	s, err := Parse("x.yaml", []byte("runs:\n  - name: a\n  - name: b\n"), nil)
 	if err != nil {
@@ -236,7 +240,8 @@ func TestRunnerInterrupted(t *testing.T) {
 	var out bytes.Buffer
 	rn := &Runner{Exe: "/nonexistent/hetsync", Out: filepath.Join(t.TempDir(), "exp"), Progress: &out}
 	res, err := rn.Run(ctx, s)
-	if err == nil || !strings.Contains(err.Error(), "2 of 2 runs failed") || len(res.Runs) != 2 {
+	if err == nil || !strings.Contains(err.Error(), "interrupted before 2 of 2 runs started: a, b") || strings.Contains(err.Error(), "failed") ||
+		len(res.Runs) != 2 || len(res.Failed()) != 0 {
 		t.Errorf("err = %v, result %+v", err, res)
 	}
 	if !strings.Contains(out.String(), "[2/2] b: not started: context canceled") {

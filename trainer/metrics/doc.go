@@ -15,11 +15,14 @@
 //	                 with "ended_early": {"reason", "round"} for a run stopped before its end
 //	  logs/rank-N.log
 //	  ranks/rank-N.jsonl  each rank's own records, one line written per round as it ends
+//	  run.lock       the pid of the job that owns the directory: hetsync train holds an
+//	                 flock(2) on it for the job's life, so a second job is refused
 //
 // config.json, eval.jsonl and ranks/ are written as the job runs, so a job that is
 // interrupted, times out or loses a rank leaves what it measured; metrics.jsonl is written at
 // the end from the records rank 0 gathered over the runtime (ranks on other hosts keep their
-// ranks/ file on their own host). LoadRun reads ranks/ when metrics.jsonl is empty.
+// ranks/ file on their own host). LoadRun reads ranks/ when metrics.jsonl is empty, and
+// refuses a file that records one rank's round twice.
 //
 // # metrics.jsonl (RoundRecord)
 //

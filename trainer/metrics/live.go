@@ -64,10 +64,19 @@ type EarlyEnd struct {
 	Reason string `json:"reason"`
 	// Round is the highest round any rank recorded, -1 when none did.
 	Round int `json:"round"`
+	// InProgress is set when the run has not ended at all: a job still holds its run
+	// directory (LockHolder), and Reason names it. Its numbers are those of a run so far.
+	InProgress bool `json:"in_progress,omitempty"`
 }
 
 // String is "ended early at round R (reason)".
 func (e EarlyEnd) String() string {
+	if e.InProgress {
+		if e.Round < 0 {
+			return "is still running, before any round (" + e.Reason + ")"
+		}
+		return fmt.Sprintf("is still running, at round %d (%s)", e.Round, e.Reason)
+	}
 	if e.Round < 0 {
 		return "ended early before any round (" + e.Reason + ")"
 	}
@@ -110,7 +119,7 @@ func EndEarly(dir, reason string) (Summary, error) {
 // ReadSummary reads dir/summary.json.
 func ReadSummary(dir string) (Summary, error) {
 	path := filepath.Join(dir, SummaryFile)
-	b, err := os.ReadFile(path)
+	b, err := ReadFileLimit(path, MaxConfigBytes)
 	if err != nil {
 		return Summary{}, fmt.Errorf("metrics: %w", err)
 	}
@@ -123,7 +132,8 @@ func ReadSummary(dir string) (Summary, error) {
 
 // Ending says how the run in dir ended: its summary.json's EndedEarly when it has one, and
 // an EarlyEnd with NoSummaryReason when it has neither summary.json nor gathered records in
-// metrics.jsonl (what a job killed with its launcher leaves); otherwise nil, a run that ran
+// metrics.jsonl (what a job killed with its launcher leaves), or with InProgress set when a
+// job still holds the directory (it is training into it now); otherwise nil, a run that ran
 // to its end. rounds are the run's records, for the round of the last case. A summary.json
 // that does not parse says nothing: the records, not it, are what a run measured.
 func Ending(dir string, rounds []RoundRecord) *EarlyEnd {
@@ -132,6 +142,13 @@ func Ending(dir string, rounds []RoundRecord) *EarlyEnd {
 		return s.EndedEarly
 	}
 	if fi, serr := os.Stat(filepath.Join(dir, MetricsFile)); errors.Is(err, os.ErrNotExist) && (serr != nil || fi.Size() == 0) {
+		if pid, held := LockHolder(dir); held {
+			job := "a job"
+			if pid > 0 {
+				job = fmt.Sprintf("the job of pid %d", pid)
+			}
+			return &EarlyEnd{Reason: "no summary.json yet: " + job + " still holds the run directory", Round: lastRound(rounds), InProgress: true}
+		}
 		return &EarlyEnd{Reason: NoSummaryReason, Round: lastRound(rounds)}
 	}
 	return nil
@@ -188,6 +205,9 @@ func readRankFiles(dir string) ([]RoundRecord, error) {
 		}
 		recs, err := readRounds(f, path, true)
 		f.Close()
+		if err == nil {
+			err = checkOnce(path, recs)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -97,6 +97,7 @@ func TestRankFilesErrors(t *testing.T) {
 	}{
 		{"other rank", "rank-1.jsonl", `{"rank":2,"round":0}` + "\n", "rank-1.jsonl holds a record of rank 2"},
 		{"bad middle line", "rank-0.jsonl", "xx\n" + `{"rank":0,"round":0}` + "\n", "rank-0.jsonl:1"},
+		{"a round twice", "rank-1.jsonl", `{"rank":1,"round":0}` + "\n" + `{"rank":1,"round":1}` + "\n" + `{"rank":1,"round":0}` + "\n", "rank-1.jsonl records rank 1's round 0 more than once"},
 		{"nothing", "", "", "neither"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

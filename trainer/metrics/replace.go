@@ -44,3 +44,22 @@ func ReplaceFile(path string, write func(io.Writer) error) error {
 	}
 	return nil
 }
+
+// ReadFileLimit reads the file at path, or fails, naming it and the limit, when it holds more
+// than limit bytes: a user-given path may be a device, a pipe or a link to one (/dev/zero,
+// /dev/stdin) that never ends, which os.ReadFile would read until memory runs out.
+func ReadFileLimit(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes, the most read from such a file (is it a device or an endless pipe?)", path, limit)
+	}
+	return b, nil
+}

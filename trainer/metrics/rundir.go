@@ -19,7 +19,15 @@ const (
 	LogsDir     = "logs"
 	// RanksDir holds each rank's own records, appended as the job runs (rank-N.jsonl).
 	RanksDir = "ranks"
+	// LockFile is the lock of the job that owns the run directory (hetsync train holds an
+	// flock on it for the job's life); it holds that job's pid.
+	LockFile = "run.lock"
 )
+
+// MaxConfigBytes bounds what is read of a run's config.json or summary.json: each is a few
+// kilobytes, and a run directory is user input (a file linked to a device must not take all
+// memory).
+const MaxConfigBytes = 16 << 20
 
 // RunPath returns root/name-YYYYMMDD-HHMMSS (UTC), the default place of a new run.
 func RunPath(root, name string, start time.Time) string {
@@ -34,6 +42,7 @@ func RunPath(root, name string, start time.Time) string {
 //	summary.json   Summarize's result, written by Finish (or EndEarly)
 //	logs/          per-rank output (rank-N.log)
 //	ranks/         each rank's records as it measured them (rank-N.jsonl, OpenRankRecords)
+//	run.lock       the pid of the job that owns the directory (LockFile)
 type RunDir struct {
 	Path    string
 	metrics *os.File
@@ -162,13 +171,29 @@ func WriteSummary(dir string, s Summary) error {
 	return nil
 }
 
+// checkOnce refuses a file that records one rank's round twice: two jobs that wrote into one
+// run directory (two resumes of one run) leave such a file, and summed, its throughput would
+// be doubled and its ratios meaningless. A resumed run drops the rounds after its checkpoint
+// before it trains them again, so a run of one job at a time never has one.
+func checkOnce(path string, rounds []RoundRecord) error {
+	seen := make(map[[2]int]struct{}, len(rounds))
+	for _, r := range rounds {
+		k := [2]int{r.Rank, r.Round}
+		if _, dup := seen[k]; dup {
+			return fmt.Errorf("metrics: %s records rank %d's round %d more than once: two jobs wrote into this run directory", path, r.Rank, r.Round)
+		}
+		seen[k] = struct{}{}
+	}
+	return nil
+}
+
 // LoadRun reads config.json, metrics.jsonl and eval.jsonl of a run directory. A missing
 // eval.jsonl reads as no evaluations; a metrics.jsonl that is missing or empty (a job that
 // ended before rank 0 gathered the ranks' records) reads the ranks' own files under ranks/
 // instead; a missing config.json is an error, and so is a run with neither.
 func LoadRun(dir string) (config json.RawMessage, rounds []RoundRecord, evals []EvalRecord, err error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
-	config, err = os.ReadFile(cfgPath)
+	config, err = ReadFileLimit(cfgPath, MaxConfigBytes)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -181,6 +206,9 @@ func LoadRun(dir string) (config json.RawMessage, rounds []RoundRecord, evals []
 	case err == nil:
 		rounds, err = ReadRounds(mf, mPath)
 		mf.Close()
+		if err == nil {
+			err = checkOnce(mPath, rounds)
+		}
 		if err != nil {
 			return nil, nil, nil, err
 		}

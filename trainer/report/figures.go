@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -49,8 +50,8 @@ func writeFigures(out string, runs []Run, rep *Report) ([]string, error) {
 				b.err[s] = append(b.err[s], e)
 			}
 		}
-		p, err := b.plot()
-		return figure{draw: func(dc draw.Canvas) { p.Draw(dc) }}, err
+		_, drawOn, err := b.plot()
+		return figure{draw: drawOn}, err
 	}
 	ranks := 0
 	for _, r := range rep.Rows {
@@ -180,6 +181,9 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 			title += " (" + p.shard + ")"
 		}
 		var series []Series
+		var strategies []string      // each series' strategy, for its legend entry
+		seriesOf := map[string]int{} // a run's series
+
 		var hlines []HLine
 		targets := map[float64]bool{}
 		repeats := map[string][]Run{} // the panel's runs by configuration less the seed
@@ -195,7 +199,9 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 			if group := repeats[r.seedKey]; len(group) > 1 {
 				if group[0].Name == r.Name {
 					series = append(series, acrossSeeds(group))
+					strategies = append(strategies, r.Setup.Strategy)
 				}
+				seriesOf[r.Name] = len(series) - 1
 			} else {
 				s := Series{Name: r.Name}
 				for _, e := range sortedEvals(r.Evals) {
@@ -203,13 +209,17 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 					s.Y = append(s.Y, e.Accuracy)
 				}
 				series = append(series, s)
+				strategies = append(strategies, r.Setup.Strategy)
+				seriesOf[r.Name] = len(series) - 1
 			}
 			if r.Setup.TargetAcc > 0 && !targets[r.Setup.TargetAcc] {
 				targets[r.Setup.TargetAcc] = true
 				hlines = append(hlines, HLine{Y: r.Setup.TargetAcc, Label: "target " + strconv.FormatFloat(r.Setup.TargetAcc, 'f', -1, 64)})
 			}
 		}
-		// The baseline's tail accuracy minus a point, when the figure's runs share one baseline.
+		nameByStrategy(series, strategies)
+		// The baseline's tail accuracy minus a point, when the figure's runs share one
+		// baseline, named as the baseline's curve is.
 		var bases []string
 		for i, row := range rep.Rows {
 			if in(runs[i]) && row.BaselineRun != "" && !slices.Contains(bases, row.BaselineRun) {
@@ -219,11 +229,16 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 		if len(bases) == 1 {
 			for _, row := range rep.Rows {
 				if row.Name == bases[0] {
-					hlines = append(hlines, HLine{Y: row.TailAcc - BaselineSlack, Label: row.Name + " tail−0.01"})
+					name := row.Name
+					if i, ok := seriesOf[row.Name]; ok {
+						name = series[i].Name
+					}
+					hlines = append(hlines, HLine{Y: row.TailAcc - BaselineSlack, Label: name + " tail−0.01"})
 				}
 			}
 		}
-		plt, err := lineChart(title, "training time (s)", "test accuracy", series, hlines, 0, 1)
+		ymin, ymax, _ := yRange(series, hlines, 0, 1)
+		plt, err := lineChart(title, "training time (s)", "test accuracy", series, hlines, ymin, ymax)
 		if err != nil {
 			return nil, err
 		}
@@ -234,6 +249,29 @@ func accuracyFigures(runs []Run, rep *Report) ([]figure, error) {
 		figs = append(figs, single(name, plt))
 	}
 	return figs, nil
+}
+
+// nameByStrategy names each series of a figure after its strategy, which is what a reader
+// compares (a run's name is often its directory's, "ssgd-ring-20250101-120000"): the
+// strategy alone where it is the only series of that strategy, else with the series' own
+// name after it. A series without a known strategy keeps its name.
+func nameByStrategy(series []Series, strategies []string) {
+	count := map[string]int{}
+	for _, s := range strategies {
+		count[s]++
+	}
+	for i := range series {
+		st := strategies[i]
+		switch {
+		case st == "" || series[i].Name == st:
+		case count[st] == 1 && strings.HasSuffix(series[i].Name, " seeds)"):
+			series[i].Name = st + series[i].Name[strings.LastIndex(series[i].Name, " ("):]
+		case count[st] == 1:
+			series[i].Name = st
+		default:
+			series[i].Name = st + ": " + series[i].Name
+		}
+	}
 }
 
 // acrossSeeds is one curve for runs that repeat a configuration with other seeds: its k-th

@@ -1,7 +1,9 @@
 package report
 
 import (
+	"encoding/xml"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -52,13 +54,14 @@ func TestFiguresOfSeedsAndLateRanks(t *testing.T) {
 			for _, name := range []string{"throughput.png", "made_others_wait.png"} {
 				checkFigure(t, out, name, FigureHeight)
 			}
-			for _, name := range []string{"throughput.svg", "accuracy_iid.svg"} {
+			// The bars are labelled by configuration, the curves by strategy.
+			for name, label := range map[string]string{"throughput.svg": "esync-s1 (3 seeds)", "accuracy_iid.svg": "esync (3 seeds)"} {
 				svg, err := os.ReadFile(filepath.Join(out, name))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !strings.Contains(string(svg), "esync-s1 (3 seeds)") {
-					t.Errorf("%s does not draw the three seeds as one \"esync-s1 (3 seeds)\"", name)
+				if !strings.Contains(string(svg), label) {
+					t.Errorf("%s does not draw the three seeds as one %q", name, label)
 				}
 			}
 			runs, err := LoadRuns(dirs)
@@ -135,5 +138,82 @@ func TestAcrossSeeds(t *testing.T) {
 	}
 	if s.X[1] != 3 || math.Abs(s.Y[1]-0.7) > 1e-12 || s.Err[1] != 0 {
 		t.Errorf("second point (%v, %v ± %v), want (3, 0.7 ± 0)", s.X[1], s.Y[1], s.Err[1])
+	}
+}
+
+// svgTexts are the texts an SVG figure draws.
+func svgTexts(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var texts []string
+	dec := xml.NewDecoder(f)
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return texts
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if cd, ok := tok.(xml.CharData); ok {
+			if s := strings.TrimSpace(string(cd)); s != "" {
+				texts = append(texts, s)
+			}
+		}
+	}
+}
+
+// The figures' layout: no bar reaches past the figure's right edge, the legends stand beside
+// the plots (outside the bars' and curves' area), the accuracy axis spans the data rather
+// than 0–1, and the curves are named by strategy, not by run directory.
+func TestFigureLayout(t *testing.T) {
+	root := t.TempDir()
+	var dirs []string
+	for i, name := range []string{"ssgd-ring-20250101-120000", "esync-ring-20250101-121000", "wbsp-ring-20250101-122000"} {
+		f := fakeRun{name: name, strategy: strings.Split(name, "-")[0], shard: "iid",
+			evals: [][2]float64{{2, 0.66 + 0.05*float64(i)}, {4, 0.8}, {6, 0.87 - 0.02*float64(i)}}, elapsed: 6, samples: 1000 * (i + 1), bytes: 1000,
+			compute: []float64{1, 2, 3}, comm: []float64{1, 1, 1}, wait: []float64{1, 0.5, 0}}
+		dirs = append(dirs, writeFakeRun(t, root, f))
+	}
+	out := filepath.Join(root, "report")
+	if _, err := Write(out, dirs, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"throughput.png", "computation_ratio.png"} {
+		img := readPNG(t, filepath.Join(out, name))
+		b := img.Bounds()
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Max.X - 3; x < b.Max.X; x++ {
+				if r, g, bl, _ := img.At(x, y).RGBA(); max(r, g, bl)-min(r, g, bl) > 0x2000 {
+					t.Fatalf("%s: a bar reaches the figure's right edge (a coloured pixel at %d,%d)", name, x, y)
+				}
+			}
+		}
+	}
+	// computation_ratio's legend (the ranks) stands right of the plot: no bar is drawn in
+	// the column its first entry's swatch takes, the figure's right-most 20 pixels.
+	img := readPNG(t, filepath.Join(out, "computation_ratio.png"))
+	for y := img.Bounds().Max.Y / 4; y < img.Bounds().Max.Y; y++ {
+		for x := FigureWidth - 20; x < FigureWidth; x++ {
+			if r, g, bl, _ := img.At(x, y).RGBA(); max(r, g, bl)-min(r, g, bl) > 0x2000 {
+				t.Fatalf("computation_ratio.png: coloured pixel at %d,%d, below the legend in its column", x, y)
+			}
+		}
+	}
+	texts := svgTexts(t, filepath.Join(out, "accuracy_iid.svg"))
+	all := " " + strings.Join(texts, " ") + " "
+	for _, want := range []string{" ssgd ", " esync ", " wbsp ", "0.75", "0.85"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("accuracy_iid.svg does not draw %q among %q", want, texts)
+		}
+	}
+	for _, unwanted := range []string{"ssgd-ring-", "esync-ring-", " 0.0 ", " 1.0 ", " 0.5 "} {
+		if strings.Contains(all, unwanted) {
+			t.Errorf("accuracy_iid.svg draws %q (a run's name as a legend, or an axis spanning 0–1) among %q", unwanted, texts)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hetsync/hetsync/trainer/metrics"
@@ -24,6 +25,7 @@ func TestLoadRunRefusesBadRecords(t *testing.T) {
 		{"negative wall time", `{"rank":0,"round":0,"time_s":-5}`, "", []string{"metrics.jsonl:1", "time_s = -5"}},
 		{"negative samples", `{"rank":0,"round":0,"time_s":1,"samples":-64}`, "", []string{"metrics.jsonl:1", "negative counter"}},
 		{"negative round", `{"rank":0,"round":-1,"time_s":1}`, "", []string{"metrics.jsonl:1", "round -1 < 0"}},
+		{"a round recorded twice", good + "\n" + strings.Replace(good, `"rank":0`, `"rank":1`, 1) + "\n" + good, "", []string{"metrics.jsonl", "rank 0's round 0 more than once"}},
 		{"negative evaluation time", good, `{"time_s":-1,"round":0,"accuracy":0.5}`, []string{"eval.jsonl:1", "time_s = -1"}},
 		{"accuracy above 1", good, "{\"time_s\":1,\"round\":0,\"accuracy\":0.5}\n{\"time_s\":2,\"round\":1,\"accuracy\":7}", []string{"eval.jsonl:2", "accuracy = 7"}},
 		{"negative accuracy", good, `{"time_s":1,"round":0,"accuracy":-0.1}`, []string{"eval.jsonl:1", "accuracy = -0.1"}},
@@ -123,5 +125,56 @@ func TestReportSaysARunEndedEarly(t *testing.T) {
 	}
 	if k := rep.Rows[2]; k.EndedEarly == nil || len(k.PerRank) != 2 || k.PerRank[1].Rounds != 1 {
 		t.Errorf("killed run: %+v, per rank %+v; want rank 1 with its one whole round", k.EndedEarly, k.PerRank)
+	}
+}
+
+// A run that recorded no round (an empty metrics.jsonl, no ranks/) is an error, not a row of
+// zeros; a run whose job still holds its directory is reported as running, not as stopped.
+func TestReportOfNoRoundsAndOfARunningJob(t *testing.T) {
+	empty := t.TempDir()
+	write(t, filepath.Join(empty, metrics.ConfigFile), `{"strategy":"ssgd","ranks":2}`)
+	write(t, filepath.Join(empty, metrics.MetricsFile), "")
+	if _, err := LoadRun(empty); err == nil || !strings.Contains(err.Error(), "run "+empty+" recorded no rounds") {
+		t.Errorf("LoadRun of a run without rounds: %v; want an error saying it recorded none", err)
+	}
+
+	running := writeFakeRun(t, t.TempDir(), fakeRun{name: "running", strategy: "ssgd", shard: "iid",
+		compute: []float64{1, 1}, comm: []float64{0, 0}, wait: []float64{0, 0}, elapsed: 3, samples: 300})
+	b, err := os.ReadFile(filepath.Join(running, metrics.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSpace(string(b)), "\n")
+	if err := os.MkdirAll(filepath.Join(running, metrics.RanksDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, metrics.RankRecordsPath(running, 0), lines[0])
+	write(t, filepath.Join(running, metrics.MetricsFile), "")
+	if err := os.Remove(filepath.Join(running, metrics.SummaryFile)); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	// The job that trains into it: its lock, held as hetsync train holds it.
+	lock, err := os.OpenFile(filepath.Join(running, metrics.LockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.WriteString("4242\n"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := LoadRun(running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.EndedEarly == nil || !r.EndedEarly.InProgress || !strings.Contains(r.EndedEarly.String(), "is still running") ||
+		!strings.Contains(r.EndedEarly.String(), "pid 4242") {
+		t.Errorf("a run in progress reads as %v; want it still running, naming pid 4242", r.EndedEarly)
+	}
+	lock.Close() // the job ends without a summary: killed
+	if r, err := LoadRun(running); err != nil || r.EndedEarly == nil || r.EndedEarly.InProgress || r.EndedEarly.Reason != metrics.NoSummaryReason {
+		t.Errorf("once the job is gone: %v, %v; want %q", r.EndedEarly, err, metrics.NoSummaryReason)
 	}
 }

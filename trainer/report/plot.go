@@ -81,9 +81,29 @@ func newPlot(title, xlabel, ylabel string) *plot.Plot {
 	return p
 }
 
-// single is a figure of one plot.
+// single is a figure of one plot, its legend beside the plot area (legendOutside).
 func single(name string, p *plot.Plot) figure {
-	return figure{name: name, draw: func(dc draw.Canvas) { p.Draw(dc) }}
+	return figure{name: name, draw: legendOutside(p)}
+}
+
+// legendOutside draws p with its legend in a column right of the plot area, top-aligned:
+// inside the area, a legend covers whatever data lies under it (the top of a bar, the end of
+// a curve), and no corner is empty in every figure. A plot without legend entries draws
+// over the whole canvas.
+func legendOutside(p *plot.Plot) func(dc draw.Canvas) {
+	return func(dc draw.Canvas) {
+		r := p.Legend.Rectangle(dc)
+		w := r.Max.X - r.Min.X
+		if w <= 0 {
+			p.Draw(dc)
+			return
+		}
+		pad := vg.Points(10)
+		// Legend.Draw places the legend against the plot area's right edge, plus XOffs.
+		p.Legend.Top, p.Legend.Left = true, false
+		p.Legend.XOffs, p.Legend.YOffs = w+pad, 0
+		p.Draw(draw.Crop(dc, 0, -(w + 2*pad), 0, 0))
+	}
 }
 
 // Series is one line of a line chart; Err, when set, is an error bar (± Err[i]) per point.
@@ -148,9 +168,42 @@ func lineChart(title, xlabel, ylabel string, series []Series, hlines []HLine, ym
 	if ymax > ymin {
 		p.Y.Min, p.Y.Max = ymin, ymax
 	}
-	p.Legend.Top, p.Legend.Left = false, false
-	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(8), vg.Points(8)
 	return p, nil
+}
+
+// yRange is the y range of a chart of the series and reference lines within [lo, hi]: their
+// values (error bars included) with a margin of 5% of their span on each side, so that data
+// sitting in 0.66–0.87 fill the figure instead of a fifth of a 0–1 axis. ok is false when
+// there is no finite value.
+func yRange(series []Series, hlines []HLine, lo, hi float64) (ymin, ymax float64, ok bool) {
+	ymin, ymax = math.Inf(1), math.Inf(-1)
+	see := func(y, e float64) {
+		if finite(y) {
+			if !finite(e) || e < 0 {
+				e = 0
+			}
+			ymin, ymax = min(ymin, y-e), max(ymax, y+e)
+		}
+	}
+	for _, s := range series {
+		for j := range s.Y {
+			if j < len(s.X) && finite(s.X[j]) {
+				e := 0.0
+				if j < len(s.Err) {
+					e = s.Err[j]
+				}
+				see(s.Y[j], e)
+			}
+		}
+	}
+	for _, h := range hlines {
+		see(h.Y, 0)
+	}
+	if ymin > ymax {
+		return 0, 0, false
+	}
+	margin := max(0.05*(ymax-ymin), 0.01)
+	return max(lo, ymin-margin), min(hi, ymax+margin), true
 }
 
 // bars are grouped bars: one group per label, one bar per series in each group, with error
@@ -167,16 +220,20 @@ type bars struct {
 	ymax float64
 }
 
-func (b bars) plot() (*plot.Plot, error) {
-	p := newPlot(b.title, "", b.ylabel)
+// barsFill is the share of a group's slot (one x unit) its bars fill together.
+const barsFill = 0.8
+
+// plot draws the bars; draw draws the plot onto a canvas, sizing the bars to it.
+func (b bars) plot() (p *plot.Plot, drawOn func(draw.Canvas), err error) {
+	p = newPlot(b.title, "", b.ylabel)
 	ns, ng := len(b.series), len(b.labels)
 	if ns == 0 || ng == 0 {
-		return p, nil
+		return p, p.Draw, nil
 	}
-	// The plot area is about 85% of the figure's width; the bars of a group fill 80% of
-	// its slot, so a bar is that share of the width divided among the bars.
-	slot := 0.8 / float64(ns)
-	width := pixels(FigureWidth) * 0.85 * vg.Length(slot/float64(ng))
+	slot := barsFill / float64(ns)
+	// A bar's width is a length, not an x span: sized once the plot area is known (below).
+	width := vg.Points(1)
+	var charts []*plotter.BarChart
 	top := 0.0
 	for s := range b.series {
 		vals := make(plotter.Values, ng)
@@ -201,10 +258,11 @@ func (b bars) plot() (*plot.Plot, error) {
 		}
 		bc, err := plotter.NewBarChart(vals, width)
 		if err != nil {
-			return nil, fmt.Errorf("report: %s: %w", b.title, err)
+			return nil, nil, fmt.Errorf("report: %s: %w", b.title, err)
 		}
 		bc.XMin = (float64(s) - float64(ns-1)/2) * slot
 		bc.Color, bc.LineStyle.Width = seriesColour(s, ns), 0
+		charts = append(charts, bc)
 		p.Add(bc)
 		if ns > 1 {
 			p.Legend.Add(b.series[s], bc)
@@ -212,7 +270,7 @@ func (b bars) plot() (*plot.Plot, error) {
 		if len(pts) > 0 {
 			eb, err := plotter.NewYErrorBars(errPoints{pts, errs})
 			if err != nil {
-				return nil, fmt.Errorf("report: %s: %w", b.title, err)
+				return nil, nil, fmt.Errorf("report: %s: %w", b.title, err)
 			}
 			eb.Width, eb.CapWidth = vg.Points(1.2), vg.Points(6)
 			p.Add(eb)
@@ -230,7 +288,7 @@ func (b bars) plot() (*plot.Plot, error) {
 			}
 			lb, err := plotter.NewLabels(plotter.XYLabels{XYs: at, Labels: labels})
 			if err != nil {
-				return nil, fmt.Errorf("report: %s: %w", b.title, err)
+				return nil, nil, fmt.Errorf("report: %s: %w", b.title, err)
 			}
 			for i := range lb.TextStyle {
 				lb.TextStyle[i].XAlign, lb.TextStyle[i].YAlign = draw.XCenter, draw.YBottom
@@ -244,22 +302,32 @@ func (b bars) plot() (*plot.Plot, error) {
 		p.X.Tick.Label.Rotation = math.Pi / 6
 		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
 	}
+	// Every group has its whole slot, the first and the last included: the x range is fixed
+	// rather than taken from the bars' centres, which would leave the outer bars half
+	// outside the plot area.
+	p.X.Min, p.X.Max = -0.5, float64(ng)-0.5
 	p.Y.Min = 0
 	if b.ymax > 0 {
 		top = b.ymax
 	}
-	if ns > 1 && top > 0 {
-		// The legend stands in the top right corner: the y axis reaches far enough above
-		// the highest bar for the legend's rows to fit over it.
-		const rowPx, plotPx = 14, FigureHeight - 90
-		frac := min(0.6, float64(rowPx*ns+10)/plotPx)
-		top /= 1 - frac
-	}
 	if top > 0 {
-		p.Y.Max = top
+		// room above the highest bar for its value label
+		p.Y.Max = top * 1.06
 	}
-	p.Legend.Top = true
-	return p, nil
+	withLegend := legendOutside(p)
+	return p, func(dc draw.Canvas) {
+		// The plot area is the canvas less the axes and the legend column: one x unit of it
+		// is a group's slot, of which each bar takes its share.
+		area := p.DataCanvas(dc)
+		if r := p.Legend.Rectangle(dc); r.Max.X > r.Min.X {
+			area.Max.X -= r.Max.X - r.Min.X + vg.Points(20)
+		}
+		w := (area.Max.X - area.Min.X) * vg.Length(slot/float64(ng))
+		for _, bc := range charts {
+			bc.Width = max(w, vg.Points(1))
+		}
+		withLegend(dc)
+	}, nil
 }
 
 // seriesColour is series i of n: the palette of plotutil while it has colours enough, else

@@ -95,6 +95,14 @@ func LoadRun(dir string) (Run, error) {
 		return Run{}, err
 	}
 	ending := metrics.Ending(dir, rounds)
+	if len(rounds) == 0 {
+		// Every number of the report would be a zero that no run measured.
+		why := ""
+		if ending != nil {
+			why = "; it " + ending.String()
+		}
+		return Run{}, fmt.Errorf("report: run %s recorded no rounds (%s holds none and %s/ none): nothing to report%s", dir, metrics.MetricsFile, metrics.RanksDir, why)
+	}
 	s := metrics.Summarize(json.RawMessage(cfg), rounds, evals)
 	if setup.Ranks == 0 {
 		setup.Ranks = s.Ranks

@@ -505,6 +505,8 @@ type dialer struct {
 	local []locality // this rank's verdict on every rank's host
 	h     host.Host
 	tls   *rankTLS // nil unless the job may use the "tls" path
+	// fullOnce logs a full /dev/shm once per join, not once per peer.
+	fullOnce sync.Once
 }
 
 // dial connects to rank `to` over the pair's data path and says hello.
@@ -523,9 +525,18 @@ func (d *dialer) dial(ctx context.Context, to int) (dataConn, error) {
 			return nil, fmt.Errorf("rank %d: shm data connection to rank %d: %w", d.cfg.Rank, to, err)
 		}
 		// auto: the memory could not be shared (no /dev/shm, separate mount namespaces); a
-		// plain Unix socket, or the network path, still works.
-		d.cfg.Logger.Debug("hetsync data path: shared memory unavailable, falling back",
-			"rank", d.cfg.Rank, "peer", to, "path", DataPathUnix, "err", err)
+		// plain Unix socket, or the network path, still works. A full /dev/shm is the host's
+		// problem to fix, and slows the job: it is said once, at warn.
+		var full *shm.FullError
+		if errors.As(err, &full) {
+			d.fullOnce.Do(func() {
+				d.cfg.Logger.Warn("hetsync data path: shared memory is full, using Unix sockets instead",
+					"rank", d.cfg.Rank, "peer", to, "err", err)
+			})
+		} else {
+			d.cfg.Logger.Debug("hetsync data path: shared memory unavailable, falling back",
+				"rank", d.cfg.Rank, "peer", to, "path", DataPathUnix, "err", err)
+		}
 		path = DataPathUnix
 	}
 	c, err := d.open(ctx, path, them)
@@ -552,29 +563,30 @@ func (d *dialer) dial(ctx context.Context, to int) (dataConn, error) {
 // name in the hello (the socket is private to the host and the hello carries the token), and
 // once the peer has mapped it returns the pipe over it, with the socket as its liveness link.
 func (d *dialer) dialShm(ctx context.Context, to int, them peerInfo) (dataConn, error) {
-	c, err := d.open(ctx, DataPathUnix, them)
-	if err != nil {
-		return nil, err
-	}
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		c.Close()
-		return nil, fmt.Errorf("the Unix dial returned a %T", c)
-	}
+	// The segment first: a /dev/shm too full for it then fails here, before a connection is
+	// opened that the peer would only see end before its hello.
 	opts := shmOptions(d.cfg, to)
+	var err error
 	if opts.RingSize, err = shm.HostRingSize(d.localRanks(), d.cfg.ShmHostBudget); err != nil {
-		c.Close()
 		return nil, err
 	}
 	seg, err := shm.Create(opts)
 	if err != nil {
-		c.Close()
+		return nil, err
+	}
+	c, err := d.open(ctx, DataPathUnix, them)
+	if err != nil {
+		seg.Close()
 		return nil, err
 	}
 	fail := func(err error) (dataConn, error) {
 		seg.Close()
 		c.Close()
 		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return fail(fmt.Errorf("the Unix dial returned a %T", c))
 	}
 	if err := d.hello(ctx, c, encodeShmHello(d.tag, d.cfg.Rank, to, them.Token, seg.Name())); err != nil {
 		return fail(err)

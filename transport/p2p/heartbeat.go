@@ -70,9 +70,12 @@ type heartbeats struct {
 	peers []beatPeer
 	// procs are the processes of the peers on this rank's kernel (the zero procID for the
 	// others), set once the peer table is known (procwatch.go).
-	procs   []procID
-	fail    func(peer int, err error) // set by start; nil while joining
-	stopped bool
+	procs []procID
+	// netApart marks the watched peers in another network namespace: their silence, while
+	// their process runs, is a network that is down (procwatch.go).
+	netApart []bool
+	fail     func(peer int, err error) // set by start; nil while joining
+	stopped  bool
 	// checked is when the monitor last finished judging every peer: a peer whose silence,
 	// as the monitor counts it, exceeded its limit before then and that is not failed was
 	// spared on purpose (it said goodbye, or its process runs), which the tests check.
@@ -356,7 +359,8 @@ func (hb *heartbeats) died(r int, err error) {
 	fail(r, err)
 }
 
-// monitor fails every peer silent for longer than the timeout.
+// monitor fails every peer silent for longer than the timeout, and a peer of this kernel
+// whose process is gone as soon as it has missed two heartbeats.
 func (hb *heartbeats) monitor() {
 	defer hb.wg.Done()
 	t := time.NewTicker(hb.interval)
@@ -387,12 +391,29 @@ func (hb *heartbeats) monitor() {
 			}
 			hb.mu.Unlock()
 			silent := now.Sub(p.Heard) - starved
-			if p.Left || p.Failed != nil || silent <= limit {
+			if p.Left || p.Failed != nil || silent <= 2*hb.interval {
 				overloaded[r] = false
 				continue
 			}
 			proc := hb.proc(r)
 			st := proc.state()
+			if st == procGone {
+				// Two heartbeats missed and the kernel says the process is gone: it left the job
+				// without a goodbye. Waiting out the limit would only delay the news.
+				hb.died(r, &transport.PeerExitedError{Rank: hb.rank, Peer: r})
+				continue
+			}
+			if silent <= limit {
+				overloaded[r] = false
+				continue
+			}
+			if st == procRunning && hb.isNetApart(r) {
+				// Alive on this kernel, behind another network namespace: the network between
+				// the two is what failed.
+				hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: limit, LimitFrom: limitFrom,
+					State: procCause(st), LinkDown: true})
+				continue
+			}
 			if st == procRunning {
 				// On this kernel and running: starved of CPU, not frozen.
 				if !overloaded[r] {

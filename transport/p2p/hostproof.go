@@ -94,6 +94,9 @@ type locality struct {
 	// kernel: the peer's proof file was read, so the two share a kernel (procwatch.go),
 	// whether or not they share a network namespace.
 	kernel bool
+	// netApart: they share a kernel but not a network namespace, so a link between them can
+	// fail while both processes run.
+	netApart bool
 }
 
 // proveLocality decides whether rank me shares its host with rank them, reading them's proof
@@ -116,7 +119,7 @@ func proveLocality(dir string, me, them peerInfo) locality {
 		return locality{kernel: true, why: fmt.Sprintf("the network namespace of rank %d or rank %d is unknown (%s unreadable)",
 			me.Rank, them.Rank, netNSLink)}
 	case me.Proof.NetNS != them.Proof.NetNS:
-		return locality{kernel: true, why: fmt.Sprintf("they share memory but not a network namespace (%s and %s)",
+		return locality{kernel: true, netApart: true, why: fmt.Sprintf("they share memory but not a network namespace (%s and %s)",
 			me.Proof.NetNS, them.Proof.NetNS)}
 	}
 	return locality{same: true, kernel: true}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,13 +51,14 @@ func join(ctx context.Context, cfg Config, hk *hooks) (transport.Endpoint, error
 	if timeout == 0 {
 		timeout = DefaultJoinTimeout
 	}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cfg, err := cfg.withDefaults(ctx)
 	if err != nil {
 		return nil, err
 	}
-	j := &joiner{cfg: cfg}
+	j := &joiner{cfg: cfg, start: start}
 	ep, err := j.run(ctx, hk)
 	if err != nil {
 		j.teardown()
@@ -72,6 +74,7 @@ const refusalGrace = time.Second
 // joiner holds what Join has built so far, so a failure tears down exactly that.
 type joiner struct {
 	cfg   Config
+	start time.Time // when Join began: its timeout counts from here
 	h     host.Host
 	acc   *acceptor
 	proof *proofFile
@@ -224,7 +227,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		if aerr != nil {
 			return nil, fmt.Errorf("rank %d: rendezvous address %s: %w", cfg.Rank, cfg.Rendezvous, aerr)
 		}
-		peers, err = register(ctx, cfg, h, ids[0], addr0, self)
+		peers, err = register(ctx, cfg, j.start, h, ids[0], addr0, self)
 	}
 	if err != nil {
 		return nil, err
@@ -258,7 +261,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	}
 	conns, err := j.connect(ctx, tag, ids, peers, local, rt)
 	if err != nil {
-		return nil, err
+		return nil, withPeerStates(err, cfg.Rank, peers, local)
 	}
 	arena, err := j.formArena(ctx, conns, local, j.hb, hk)
 	if err != nil {
@@ -295,6 +298,29 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		hb.start(ep.(transport.PeerFailer).FailPeer)
 	}
 	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, local: local, proof: pf, hb: hb, arena: arena}, nil
+}
+
+// withPeerStates adds to err what the kernel says of the peers of this host that cannot answer:
+// a stopped process (SIGSTOP, a tracer) still has its sockets accept connections, so a join
+// waiting on it ends in a bare "i/o timeout" at the join timeout without this.
+func withPeerStates(err error, rank int, peers []peerInfo, local []locality) error {
+	if rank >= len(peers) {
+		return err
+	}
+	me := peers[rank].Proc
+	var notes []string
+	for r := range min(len(peers), len(local)) {
+		if r == rank || !watchable(me, peers[r].Proc, local[r].kernel) {
+			continue
+		}
+		if st := peers[r].Proc.state(); st == procStopped || st == procGone {
+			notes = append(notes, fmt.Sprintf("rank %d (pid %d on this host) is %v", r, peers[r].Proc.PID, st))
+		}
+	}
+	if len(notes) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, strings.Join(notes, "; "))
 }
 
 // connect dials every higher rank and waits for every lower one, all at once.

@@ -472,7 +472,7 @@ func TestNoRank0(t *testing.T) {
 	l.Close() // nothing listens there now
 	cfg := Config{Rank: 1, Size: 2, Secret: "s", Rendezvous: addr, JoinTimeout: 500 * time.Millisecond, Logger: quiet}
 	_, err = Join(context.Background(), cfg)
-	if err == nil || !strings.Contains(err.Error(), "rank 1: cannot join rank 0 at "+addr+": gave up after 500ms") {
+	if err == nil || !strings.Contains(err.Error(), "rank 1: cannot join rank 0 at "+addr+": gave up after 500ms (the join timeout") {
 		t.Fatalf("Join = %v", err)
 	}
 }
@@ -1040,6 +1040,15 @@ func TestMain(m *testing.M) {
 	}
 	if args := os.Getenv(envNetnsRank); args != "" {
 		os.Exit(netnsRank(args))
+	}
+	if args := os.Getenv(envLinkRank); args != "" {
+		os.Exit(linkRank(args))
+	}
+	if os.Getenv(shmFullEnv) != "" {
+		os.Exit(shmFullChild())
+	}
+	if addr := os.Getenv(leaverEnv); addr != "" {
+		os.Exit(leaver(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
 	}
 	os.Exit(m.Run())
 }

@@ -1,12 +1,11 @@
 package p2p
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
+
+	"github.com/hetsync/hetsync/internal/procstat"
 )
 
 // A peer that sends no heartbeat may be frozen, or merely starved of CPU: 64 ranks on two
@@ -84,9 +83,10 @@ func (p procID) state() procState {
 	case start != p.Start:
 		return procGone
 	}
-	switch st {
-	case 'T', 't':
+	if procstat.Stopped(st) {
 		return procStopped
+	}
+	switch st {
 	case 'Z', 'X', 'x':
 		return procGone
 	}
@@ -94,32 +94,7 @@ func (p procID) state() procState {
 }
 
 // readProcStat returns the state letter and the start time of process pid.
-func readProcStat(pid int) (byte, uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	return parseProcStat(b)
-}
-
-// parseProcStat reads /proc/PID/stat: "pid (comm) state ppid ..." where comm may hold spaces
-// and parentheses, so the fields are counted from the last ')'.
-func parseProcStat(b []byte) (byte, uint64, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("malformed /proc stat line %q", b)
-	}
-	f := bytes.Fields(b[i+1:])
-	// f[0] is field 3 (state), so field 22 (starttime) is f[19].
-	if len(f) < 20 || len(f[0]) != 1 {
-		return 0, 0, fmt.Errorf("malformed /proc stat line %q", b)
-	}
-	start, err := strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("malformed start time in /proc stat line %q: %w", b, err)
-	}
-	return f[0][0], start, nil
-}
+func readProcStat(pid int) (byte, uint64, error) { return procstat.Read(pid) }
 
 // watchProcs records the processes of the peers this rank can ask the kernel about.
 func (hb *heartbeats) watchProcs(peers []peerInfo, local []locality) {
@@ -128,14 +103,22 @@ func (hb *heartbeats) watchProcs(peers []peerInfo, local []locality) {
 	}
 	me := peers[hb.rank].Proc
 	procs := make([]procID, hb.size)
+	netApart := make([]bool, hb.size)
 	for r := range min(len(peers), len(local), hb.size) {
 		if r != hb.rank && watchable(me, peers[r].Proc, local[r].kernel) {
-			procs[r] = peers[r].Proc
+			procs[r], netApart[r] = peers[r].Proc, local[r].netApart
 		}
 	}
 	hb.mu.Lock()
-	hb.procs = procs
+	hb.procs, hb.netApart = procs, netApart
 	hb.mu.Unlock()
+}
+
+// isNetApart says whether peer r runs on this kernel in another network namespace.
+func (hb *heartbeats) isNetApart(r int) bool {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return r >= 0 && r < len(hb.netApart) && hb.netApart[r]
 }
 
 // proc is peer r's process if this rank can ask the kernel about it, else the zero procID.

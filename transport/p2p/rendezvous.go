@@ -284,7 +284,7 @@ func isReset(err error) bool {
 
 // register is the side of every rank but 0: dial rank 0 (retrying while it is not up yet),
 // register, and wait for the table.
-func register(ctx context.Context, cfg Config, h host.Host, rank0 peer.ID, addr0 ma.Multiaddr, self peerInfo) ([]peerInfo, error) {
+func register(ctx context.Context, cfg Config, start time.Time, h host.Host, rank0 peer.ID, addr0 ma.Multiaddr, self peerInfo) ([]peerInfo, error) {
 	where := fmt.Sprintf("rank %d: cannot join rank 0 at %s", cfg.Rank, cfg.Rendezvous)
 	ai := peer.AddrInfo{ID: rank0, Addrs: []ma.Multiaddr{addr0}}
 	backoff := 20 * time.Millisecond
@@ -295,14 +295,23 @@ func register(ctx context.Context, cfg Config, h host.Host, rank0 peer.ID, addr0
 			if lastErr == nil {
 				lastErr = err
 			}
-			return nil, fmt.Errorf("%s: gave up after %v: %w", where, cfg.JoinTimeout, lastErr)
+			return nil, fmt.Errorf("%s: %s: %w", where, gaveUp(ctx, start, cfg.JoinTimeout), lastErr)
 		}
 		err := h.Connect(network.WithForceDirectDial(ctx, "hetsync rendezvous"), ai)
+		if err != nil && ctx.Err() != nil {
+			// Cut off by ctx, not refused: the top of the loop says why this rank stopped.
+			lastErr = err
+			continue
+		}
 		if err == nil {
 			var s network.Stream
 			s, err = h.NewStream(ctx, rank0, rendezvousProto)
 			if err == nil {
 				return exchange(ctx, cfg, s, where, self)
+			}
+			if ctx.Err() != nil {
+				lastErr = err
+				continue
 			}
 			// Rank 0 registers its handler right after it starts listening; a few retries
 			// cover that window. A persistent failure is a refusal.
@@ -334,6 +343,18 @@ func register(ctx context.Context, cfg Config, h host.Host, rank0 peer.ID, addr0
 			backoff *= 2
 		}
 	}
+}
+
+// gaveUp says why and after how long a rank stopped waiting for rank 0: its join timeout, or
+// ctx ended sooner (the launcher stopped the job because rank 0 failed, Ctrl-C, the caller's
+// deadline). Only the first is "gave up after the join timeout"; start is when Join began.
+func gaveUp(ctx context.Context, start time.Time, timeout time.Duration) string {
+	waited := time.Since(start)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && waited >= timeout {
+		return fmt.Sprintf("gave up after %v (the join timeout, HETSYNC_JOIN_TIMEOUT)", timeout)
+	}
+	return fmt.Sprintf("stopped after %v of a %v join timeout, before rank 0 answered (%v)",
+		waited.Round(time.Millisecond), timeout, context.Cause(ctx))
 }
 
 func exchange(ctx context.Context, cfg Config, s network.Stream, where string, self peerInfo) ([]peerInfo, error) {

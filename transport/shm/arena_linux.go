@@ -131,7 +131,7 @@ func CreateArena(size int, opts ArenaOptions) (*Arena, error) {
 	// whole arena now is refused here, so that a first touch does not meet a full one (SIGBUS)
 	// in the common case; another tenant filling it later still could.
 	if free, err := FreeBytes(opts.Dir); err == nil && free < int64(total) {
-		return fail(fmt.Errorf("%d bytes wanted, %d free in %s", total, free, opts.Dir))
+		return fail(newFullError(opts.Dir, int64(total)))
 	}
 	if err := syscall.Ftruncate(fd, int64(total)); err != nil {
 		return fail(fmt.Errorf("sizing to %d bytes: %w", total, err))
@@ -160,6 +160,17 @@ func FreeBytes(dir string) (int64, error) {
 		return 0, fmt.Errorf("shm: free space of %s: %w", dir, err)
 	}
 	return int64(fs.Bavail) * int64(fs.Bsize), nil
+}
+
+// newFullError is the FullError of dir for want bytes, with the file system's room as statfs
+// tells it now.
+func newFullError(dir string, want int64) *FullError {
+	e := &FullError{Dir: dir, Want: want, Free: -1, Size: -1}
+	var fs syscall.Statfs_t
+	if syscall.Statfs(dir, &fs) == nil {
+		e.Free, e.Size = int64(fs.Bavail)*int64(fs.Bsize), int64(fs.Blocks)*int64(fs.Bsize)
+	}
+	return e
 }
 
 // OpenArena maps the arena another rank created under name in opts.Dir. The file must be a

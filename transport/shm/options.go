@@ -73,6 +73,28 @@ const (
 // crashed) without closing it.
 var ErrPeerGone = errors.New("peer process gone")
 
+// FullError says that the shared-memory directory (a tmpfs, /dev/shm) has no room for a
+// segment or an arena: without it, a full /dev/shm shows only as connections that end before
+// their hello.
+type FullError struct {
+	Dir string
+	// Want is the bytes asked for; Free and Size are the directory's file system's free and
+	// total bytes (-1 when they could not be read).
+	Want, Free, Size int64
+}
+
+func (e *FullError) Error() string {
+	room := "its free space could not be read"
+	if e.Free >= 0 {
+		room = fmt.Sprintf("%s of its %s free", mib(e.Free), mib(e.Size))
+	}
+	return fmt.Sprintf("%s is full: %s wanted, %s (remove stale files there, or give the host or container a larger %s, e.g. docker --shm-size)",
+		e.Dir, mib(e.Want), room, e.Dir)
+}
+
+// mib formats a byte count in MiB for messages.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
 // Options configure Create, Open and the Pipe. The zero value selects every default.
 type Options struct {
 	// RingSize is the capacity of each direction: a power of two in [MinRingSize,

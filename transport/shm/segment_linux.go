@@ -47,7 +47,11 @@ func Create(opts Options) (*Segment, error) {
 	if err != nil {
 		return nil, err
 	}
+	size := dataOff + 2*opts.RingSize
 	path, fd, err := createLocked(opts.Dir, namePrefix)
+	if errors.Is(err, syscall.ENOSPC) {
+		err = newFullError(opts.Dir, int64(size)) // no inode left
+	}
 	if err != nil {
 		return nil, fmt.Errorf("shm segment for %s: %w", opts.Peer, err)
 	}
@@ -57,10 +61,13 @@ func Create(opts Options) (*Segment, error) {
 			syscall.Close(fd)
 		}
 	}()
-	size := dataOff + 2*opts.RingSize
 	// Reserve the pages now: on a full tmpfs a sparse file would fail later with SIGBUS on
 	// first touch instead of an error here.
 	if err := syscall.Fallocate(fd, 0, 0, int64(size)); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			os.Remove(path)
+			return nil, fmt.Errorf("shm segment for %s: %w", opts.Peer, newFullError(opts.Dir, int64(size)))
+		}
 		if !errors.Is(err, syscall.EOPNOTSUPP) {
 			os.Remove(path)
 			return nil, fmt.Errorf("shm segment for %s: reserving %d bytes for %s: %w", opts.Peer, size, path, err)
