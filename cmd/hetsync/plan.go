@@ -18,7 +18,7 @@ import (
 func planCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "plan",
-		Usage: "print what auto would run on a cluster you describe, and every configuration's predicted time",
+		Usage: "print what auto would run on a cluster you describe",
 		Description: "The network is --hosts hosts of --ranks-per-host ranks dealt in order into --groups groups " +
 			"(racks), with a link inside a host, one between hosts of a group (access) and one between groups " +
 			"(uplink); or --links FILE, a measured matrix (hetsync bench --links --format json). Sizes go from " +
@@ -33,12 +33,12 @@ func planCommand() *cli.Command {
 			&cli.DurationFlag{Name: "access-latency", Value: 10 * time.Microsecond, Usage: "latency between hosts of a group"},
 			&cli.Float64Flag{Name: "uplink-gbps", Value: 2.5, Usage: "bandwidth between groups, Gbit/s"},
 			&cli.DurationFlag{Name: "uplink-latency", Value: 20 * time.Microsecond, Usage: "latency between groups"},
-			&cli.StringFlag{Name: "links", Usage: "plan from a measured link matrix FILE instead of the shape flags"},
-			&cli.StringFlag{Name: "op", Value: "allreduce", Usage: "collective: allreduce, reduce-scatter or allgather"},
-			&cli.StringFlag{Name: "b", Value: "4K", Usage: "smallest size"},
-			&cli.StringFlag{Name: "e", Value: "64M", Usage: "largest size"},
+			&cli.StringFlag{Name: "links", Usage: "plan from a measured link matrix `FILE` instead of the shape flags"},
+			&cli.StringFlag{Name: "op", Value: "allreduce", Usage: "the collective `OP`: allreduce, reduce-scatter or allgather"},
+			&cli.StringFlag{Name: "b", Value: "4K", Usage: "smallest `SIZE`"},
+			&cli.StringFlag{Name: "e", Value: "64M", Usage: "largest `SIZE`"},
 			&cli.IntFlag{Name: "f", Value: 4, Usage: "size step factor"},
-			&cli.StringFlag{Name: "segment", Value: "1M", Usage: "segment size (bench's --segment)"},
+			&cli.StringFlag{Name: "segment", Value: "1M", Usage: "`SIZE` of a message's segments (bench's --segment)"},
 			&cli.BoolFlag{Name: "candidates", Usage: "also print every configuration's predicted time for each size"},
 		},
 		Action: runPlan,
