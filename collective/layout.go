@@ -109,12 +109,15 @@ func newHostLayout(hm *topology.HostMatrix) *layout {
 func (l *layout) hostLinks() []float64 {
 	seen := make(map[float64]bool)
 	var out []float64
+	last := math.NaN() // the previous pair's value: neighbours in a row mostly repeat it
 	for h := range l.hosts {
 		for g := h + 1; g < len(l.hosts); g++ {
-			if v := l.linkBeta(h, g); !seen[v] {
+			v := l.linkBeta(h, g)
+			if v != last && !seen[v] {
 				seen[v] = true
 				out = append(out, v)
 			}
+			last = v
 		}
 	}
 	return out
@@ -151,7 +154,7 @@ func groupCut(links []float64) float64 {
 }
 
 // linkBeta is the slower direction of the fastest link between two hosts.
-func (l *layout) linkBeta(h, g int) float64 { return math.Max(l.hostBeta[h][g], l.hostBeta[g][h]) }
+func (l *layout) linkBeta(h, g int) float64 { return max(l.hostBeta[h][g], l.hostBeta[g][h]) }
 
 // walk orders items by a nearest-neighbour walk from the first under dist, ties to the earlier
 // item.
@@ -301,11 +304,12 @@ func (l *layout) resources() (res []float64, groupOf []int) {
 			if h == g {
 				continue
 			}
-			res[2*h] = math.Min(res[2*h], l.hostBeta[h][g])
-			res[2*g+1] = math.Min(res[2*g+1], l.hostBeta[h][g])
+			v := l.hostBeta[h][g]
+			res[2*h] = min(res[2*h], v)
+			res[2*g+1] = min(res[2*g+1], v)
 			if a, b := groupOf[h], groupOf[g]; a != b {
-				res[2*nh+2*a] = math.Min(res[2*nh+2*a], l.hostBeta[h][g])
-				res[2*nh+2*b+1] = math.Min(res[2*nh+2*b+1], l.hostBeta[h][g])
+				res[2*nh+2*a] = min(res[2*nh+2*a], v)
+				res[2*nh+2*b+1] = min(res[2*nh+2*b+1], v)
 			}
 		}
 	}
