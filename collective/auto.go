@@ -33,13 +33,21 @@ import (
 // shape (e.g. p = 9, 8 + 1, goes to the ring for large messages).
 type auto struct {
 	opts Options
-	lay  *layout // nil without a matrix
-	net  *netModel
+	lay  *layout   // nil without a matrix
+	net  *netModel // the replay's network, built when a replay first needs it
+	pnet *planNet  // the closed forms' network (plan.go), built when they first need it
+	// cands are the candidates of each collective kind, configured once per matrix.
+	cands map[collKind][]autoCandidate
+	// buckets are the decisions shared by every size of a bucket (plan.go's fromBucket).
+	buckets map[bucketKey]bucket
 	// mu guards choice: the call that has the communicator's turn decides, and
 	// Comm.AllReduceChoice may ask at any time from another goroutine.
 	mu     sync.Mutex
 	choice map[autoKey]autoChoice
 	shm    bool // without a matrix, plan on the shared-memory model (auto_shm.go)
+	// replayRanks is the p up to which auto replays every candidate in full: planReplayRanks,
+	// lowered by the tests that hold the closed forms to the replay.
+	replayRanks int
 }
 
 // The cost-model constants auto uses without a link matrix: per-message latency (s) and
@@ -68,10 +76,9 @@ type autoCandidate struct {
 }
 
 func newAuto(opts Options) *auto {
-	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice)}
+	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice), buckets: make(map[bucketKey]bucket), replayRanks: planReplayRanks}
 	if opts.Links != nil {
 		a.lay = newLayout(opts.Links)
-		a.net = a.lay.model()
 	}
 	return a
 }
@@ -91,12 +98,16 @@ func (a *auto) setMatrix(m *topology.Matrix) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.lay = newLayout(m)
-	a.net = a.lay.model()
+	a.net, a.pnet, a.cands = nil, nil, nil
+	clear(a.buckets)
 	clear(a.choice)
 }
 
-// model is the network auto replays on.
+// model is the network auto replays on. The caller holds a.mu.
 func (a *auto) model() *netModel {
+	if a.net == nil && a.lay != nil {
+		a.net = a.lay.model()
+	}
 	if a.net != nil {
 		return a.net
 	}
@@ -108,6 +119,9 @@ func (a *auto) model() *netModel {
 
 // candidates lists the configurations for one collective kind, in tie-break order.
 func (a *auto) candidates(kind collKind) []autoCandidate {
+	if c, ok := a.cands[kind]; ok {
+		return c
+	}
 	var cands []autoCandidate
 	for _, c := range candidateConfigs(kind, a.lay != nil) {
 		alg := c.base
@@ -116,6 +130,10 @@ func (a *auto) candidates(kind collKind) []autoCandidate {
 		}
 		cands = append(cands, autoCandidate{name: c.name, alg: alg})
 	}
+	if a.cands == nil {
+		a.cands = make(map[collKind][]autoCandidate)
+	}
+	a.cands[kind] = cands
 	return cands
 }
 
@@ -164,15 +182,25 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 	if c, ok := a.choice[key]; ok {
 		return c
 	}
+	best := a.fromBucket(kind, b)
+	if len(a.choice) >= maxCachedSchedules {
+		clear(a.choice)
+	}
+	a.choice[key] = best
+	return best
+}
+
+// choose prices every candidate of b's call and picks one. The caller holds a.mu.
+func (a *auto) choose(kind collKind, b *builder) autoChoice {
 	cands := a.candidates(kind)
-	times := make([]float64, len(cands))
+	return pickFrom(cands, a.price(kind, b, cands))
+}
+
+// pickFrom picks among priced candidates.
+func pickFrom(cands []autoCandidate, priced pricing) autoChoice {
+	times := priced.times
 	fastest := math.Inf(1)
-	for i, c := range cands {
-		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
-		if err != nil {
-			t = math.Inf(1)
-		}
-		times[i] = t
+	for _, t := range times {
 		fastest = math.Min(fastest, t)
 	}
 	// Among the candidates within autoTieMargin of the fastest, the simplest: flat before
@@ -184,17 +212,12 @@ func (a *auto) decide(kind collKind, b *builder) autoChoice {
 		if !(times[i] <= (1+autoTieMargin)*fastest) {
 			continue
 		}
-		n := messages(c.alg, kind, b)
+		n := priced.messages(i)
 		if msgs < 0 || simpler(c, n, cands[pick], msgs) {
 			pick, msgs = i, n
 		}
 	}
-	best := autoChoice{name: cands[pick].name, alg: cands[pick].alg, predicted: times[pick]}
-	if len(a.choice) >= maxCachedSchedules {
-		clear(a.choice)
-	}
-	a.choice[key] = best
-	return best
+	return autoChoice{name: cands[pick].name, alg: cands[pick].alg, predicted: times[pick]}
 }
 
 // autoTieMargin is how much slower than the fastest candidate a simpler one may be predicted
@@ -229,8 +252,8 @@ func (a *auto) pin(kind collKind, b *builder, name string, limit float64) (autoC
 		if c.name != name {
 			continue
 		}
-		t, err := simulateKind(c.alg, kind, b.p, b.n, b.elemSize, b.seg*b.elemSize, a.model())
-		if err != nil || t > limit {
+		t := a.price(kind, b, []autoCandidate{c}).times[0]
+		if t > limit {
 			return autoChoice{}, false
 		}
 		ch := autoChoice{name: c.name, alg: c.alg, predicted: t}

@@ -74,5 +74,5 @@ func (a *auto) useSharedMemory() {
 func (a *auto) sharedMemory() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.shm && a.net == nil
+	return a.shm && a.lay == nil
 }

@@ -58,9 +58,10 @@
 //	9, 64 MiB      99.3    222        105            99.3    99.3  (ring)
 //	12, 64 MiB     102     231        105            102     102   (ring)
 //
-// auto: for each call shape (collective, n, element size) it replays every candidate's
-// schedules with AutoAlpha and AutoBeta and takes the fastest, or of the candidates predicted
-// within 3 % of it the one with the fewest messages (then the earlier of recursive doubling
+// auto: for each call shape (collective, n, element size) it prices every candidate with
+// AutoAlpha and AutoBeta (by replaying its schedules on small jobs, from closed forms on large
+// ones: see Planning at scale) and takes the fastest, or of the candidates predicted within
+// 3 % of it the one with the fewest messages (then the earlier of recursive doubling
 // [allreduce only], butterfly, binary-blocks, ring). In effect: recursive doubling for
 // small messages, butterfly for powers of two, ring (or binary-blocks when its blocks are
 // balanced) for other p. ps is never chosen automatically. When every peer is reached over a
@@ -93,13 +94,43 @@
 //   - the simulator replays schedules with every pair's own (α, β), and messages between hosts
 //     queue for the host NICs (shared by the host's ranks) and the groups' uplinks (shared by
 //     the group's hosts);
-//   - auto replays every configuration (Configurations, plus recursive doubling) and runs the
+//   - auto prices every configuration (Configurations, plus recursive doubling) and runs the
 //     fastest, or the simplest of those within 3 % of it; AllReduceChoice tells which it
 //     picked and the time it predicted;
 //   - when auto's calls run far off their predicted time for a few calls in a row, the ranks
 //     agree at a call boundary to measure the links again and re-plan (ReplanOptions;
 //     Replans lists what happened). Checking costs one allreduce of two numbers every few
 //     calls; measuring happens only when the calls are off plan.
+//
+// # Planning at scale
+//
+// Replaying every candidate's schedules for every rank costs seconds at 256 ranks and
+// minutes at 1,024, so auto replays in full only small jobs (up to 8 ranks) and irregular
+// placements up to 64 ranks (hosts of different rank counts, or host pairs whose rank pairs
+// differ). Otherwise it prices each candidate from closed forms (plan.go, plan_cost.go,
+// plan_hosts.go) on the matrix read host by host (topology.HostMatrix: P + H² entries, not
+// P², so 8,192 ranks on 1,024 hosts take 16 MiB, not 1 GiB):
+//   - a schedule is a sequence of phases, each a set of messages that start together; a phase
+//     lasts as long as its busiest message, rank (its sends in turn, its receives in turn) or
+//     shared NIC or uplink. A ring is one phase repeated 2(p-1) times; a butterfly or
+//     recursive doubling lg p phases of p messages; binary-blocks its blocks' halvings and
+//     doublings, each block's chain hop beside the larger blocks' steps. Phases in a row
+//     overlap in the replay (segments are forwarded as they arrive), so a run of phases is
+//     bounded below by the lesser of their sum and the busiest resource over the run plus one
+//     segment per phase, and above by their sum;
+//   - a hierarchy is priced in parts: its local reduce-scatter and allgather host by host, its
+//     inter-host part with hosts as nodes, each carrying ⌈m/k⌉ lanes in turn and its NIC all m;
+//     the parameter server's p·k flows from per-host (on a two-tier network, per-group) sums;
+//   - candidates that run the same schedule in the same order are priced once;
+//   - up to 64 ranks the candidates whose lower bound is within 25 % of the least upper bound
+//     are replayed and the replay decides; above, the midpoint of the bounds decides;
+//   - sizes of one power-of-two bucket share the decision when both ends of the bucket choose
+//     the same candidate.
+//
+// Everything is a pure function of the matrix, the call and the candidate order, evaluated
+// in a fixed order, so every rank reaches the same decision. A decision takes milliseconds at
+// 1,024 ranks and tens of milliseconds at 8,192 (docs/results/planner.md); Plan and `hetsync
+// plan` give the same predictions for a cluster described by its shape.
 //
 // Shared by every algorithm:
 //   - Broadcast: segmented binomial tree up to 256 KiB (⌈lg p⌉(α+nβ)), pipelined chain above

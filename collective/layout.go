@@ -12,7 +12,11 @@ import (
 // ranks, then a group's hosts, together. It is a pure function of the matrix, so every rank
 // that holds the same matrix derives the same layout.
 type layout struct {
+	// m is the full matrix when the layout was read from one (the replay needs it), nil when
+	// it was read from a host-level description only; hm is the host-level description.
 	m        *topology.Matrix
+	hm       *topology.HostMatrix
+	p        int
 	hosts    [][]int     // ranks of each host, in rank order
 	groups   [][]int     // hosts of each group, in the order a ring visits them
 	hostBeta [][]float64 // fastest link between two hosts' ranks, each direction
@@ -23,20 +27,30 @@ type layout struct {
 const minGroupJump = 2.0
 
 func newLayout(m *topology.Matrix) *layout {
-	l := &layout{m: m, hosts: m.RanksOf()}
+	l := newHostLayout(m.HostLevel())
+	l.m = m
+	return l
+}
+
+// newHostLayout is the layout of a host-level description: O(H²) in the number of hosts,
+// so that a planner of thousands of ranks never reads P² links.
+func newHostLayout(hm *topology.HostMatrix) *layout {
+	l := &layout{hm: hm, p: hm.P, hosts: make([][]int, hm.Hosts())}
+	for r, h := range hm.Host {
+		l.hosts[h] = append(l.hosts[h], r)
+	}
 	nh := len(l.hosts)
 	l.hostBeta = make([][]float64, nh)
 	for h := range l.hostBeta {
 		l.hostBeta[h] = make([]float64, nh)
 		for g := range l.hostBeta[h] {
-			l.hostBeta[h][g] = math.Inf(1)
-			for _, r := range l.hosts[h] {
-				for _, q := range l.hosts[g] {
-					if r != q {
-						l.hostBeta[h][g] = math.Min(l.hostBeta[h][g], m.Links[r][q].Beta)
-					}
-				}
-			}
+			l.hostBeta[h][g] = hm.Links[h][g].Beta
+		}
+		// Today's meaning of the diagonal: the fastest link between two ranks of the host,
+		// +Inf for a host of one rank (nothing reads it but the sums below skip it).
+		l.hostBeta[h][h] = math.Inf(1)
+		if len(l.hosts[h]) > 1 {
+			l.hostBeta[h][h] = hm.Local[h].Beta
 		}
 	}
 	cut := groupCut(l.hostLinks())
@@ -89,12 +103,21 @@ func newLayout(m *topology.Matrix) *layout {
 	return l
 }
 
-// hostLinks lists linkBeta of every pair of hosts.
+// hostLinks lists the distinct values of linkBeta over the pairs of hosts: repeats cannot
+// move groupCut's cut (their ratio is 1), and a network of a thousand hosts has half a million
+// pairs but a handful of distinct links. The order is groupCut's business (it sorts).
 func (l *layout) hostLinks() []float64 {
+	seen := make(map[float64]bool)
 	var out []float64
+	last := math.NaN() // the previous pair's value: neighbours in a row mostly repeat it
 	for h := range l.hosts {
 		for g := h + 1; g < len(l.hosts); g++ {
-			out = append(out, l.linkBeta(h, g))
+			v := l.linkBeta(h, g)
+			if v != last && !seen[v] {
+				seen[v] = true
+				out = append(out, v)
+			}
+			last = v
 		}
 	}
 	return out
@@ -131,7 +154,7 @@ func groupCut(links []float64) float64 {
 }
 
 // linkBeta is the slower direction of the fastest link between two hosts.
-func (l *layout) linkBeta(h, g int) float64 { return math.Max(l.hostBeta[h][g], l.hostBeta[g][h]) }
+func (l *layout) linkBeta(h, g int) float64 { return max(l.hostBeta[h][g], l.hostBeta[g][h]) }
 
 // walk orders items by a nearest-neighbour walk from the first under dist, ties to the earlier
 // item.
@@ -188,7 +211,7 @@ func (l *layout) hostOrder(order string) []int {
 func (l *layout) rankOrder(order string) []int {
 	switch order {
 	case orderRank:
-		out := make([]int, l.m.P)
+		out := make([]int, l.p)
 		for r := range out {
 			out[r] = r
 		}
@@ -231,38 +254,12 @@ func interleave(lists [][]int) []int {
 // host's fastest link) and, between groups, the two groups' uplinks (shared by their hosts,
 // at the fastest link that leaves the group).
 func (l *layout) model() *netModel {
+	if l.m == nil {
+		l.m = l.hm.Matrix()
+	}
 	m, nh := l.m, len(l.hosts)
 	hostOf := m.Host
-	groupOf := make([]int, nh)
-	for i, g := range l.groups {
-		for _, h := range g {
-			groupOf[h] = i
-		}
-	}
-	ng := len(l.groups)
-	// Resources: host h out 2h, in 2h+1; group g out 2nh+2g, in 2nh+2g+1.
-	res := make([]float64, 2*nh+2*ng)
-	for i := range res {
-		res[i] = math.Inf(1)
-	}
-	for h := range nh {
-		for g := range nh {
-			if h == g {
-				continue
-			}
-			res[2*h] = math.Min(res[2*h], l.hostBeta[h][g])
-			res[2*g+1] = math.Min(res[2*g+1], l.hostBeta[h][g])
-			if a, b := groupOf[h], groupOf[g]; a != b {
-				res[2*nh+2*a] = math.Min(res[2*nh+2*a], l.hostBeta[h][g])
-				res[2*nh+2*b+1] = math.Min(res[2*nh+2*b+1], l.hostBeta[h][g])
-			}
-		}
-	}
-	for i := range res {
-		if math.IsInf(res[i], 1) {
-			res[i] = 0 // a resource no message crosses
-		}
-	}
+	res, groupOf := l.resources()
 	paths := make([][]int, m.P*m.P)
 	for r := range m.P {
 		for q := range m.P {
@@ -283,4 +280,43 @@ func (l *layout) model() *netModel {
 		path:    func(from, to int) []int { return paths[from*m.P+to] },
 		resBeta: res,
 	}
+}
+
+// resources are the shared resources of the model, each a time per byte: host h's NIC out
+// (2h) and in (2h+1), at the host's fastest link, and group g's uplink out (2H+2g) and in
+// (2H+2g+1), at the fastest link that leaves the group; 0 for one no message crosses. groupOf
+// is each host's group.
+func (l *layout) resources() (res []float64, groupOf []int) {
+	nh := len(l.hosts)
+	groupOf = make([]int, nh)
+	for i, g := range l.groups {
+		for _, h := range g {
+			groupOf[h] = i
+		}
+	}
+	ng := len(l.groups)
+	res = make([]float64, 2*nh+2*ng)
+	for i := range res {
+		res[i] = math.Inf(1)
+	}
+	for h := range nh {
+		for g := range nh {
+			if h == g {
+				continue
+			}
+			v := l.hostBeta[h][g]
+			res[2*h] = min(res[2*h], v)
+			res[2*g+1] = min(res[2*g+1], v)
+			if a, b := groupOf[h], groupOf[g]; a != b {
+				res[2*nh+2*a] = min(res[2*nh+2*a], v)
+				res[2*nh+2*b+1] = min(res[2*nh+2*b+1], v)
+			}
+		}
+	}
+	for i := range res {
+		if math.IsInf(res[i], 1) {
+			res[i] = 0 // a resource no message crosses
+		}
+	}
+	return res, groupOf
 }

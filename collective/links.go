@@ -81,7 +81,7 @@ func (c *Comm) chunkedChoice(n int, dt DType, seg, k int) (Choice, error) {
 	if a, ok := c.alg.(*auto); ok {
 		lo, hi := Partition(n, k, 0)
 		name = a.decide(kindAllReduce, newBuilder(p, c.Rank(), hi-lo, dt.Size(), seg)).name
-		net = a.model()
+		net = a.replayModel()
 	}
 	scheds := make([]*schedule, p)
 	for r := range scheds {

@@ -130,7 +130,7 @@ func placeServers(l *layout, k int) ([]int, []float64) {
 	}
 	weight := make([]float64, k)
 	for s, r := range place {
-		h := l.m.Host[r]
+		h := l.hm.Host[r]
 		weight[s] = bw[h] / float64(perHost[h])
 	}
 	return place, weight

@@ -126,7 +126,7 @@ func configure(c algConfig, base algorithm, l *layout, servers int) algorithm {
 		return a
 	case paramServer:
 		if c.order == "" {
-			a.place, a.weight = placeServers(l, a.k(l.m.P))
+			a.place, a.weight = placeServers(l, a.k(l.p))
 			return a
 		}
 	}

@@ -76,7 +76,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		// Errors are printed once, by run, and turned into exit statuses there.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   onUsageError,
-		Commands:       []*cli.Command{launchCommand(), benchCommand(), trainCommand(), experimentCommand(), reportCommand(), versionCommand(), superviseCommand()},
+		Commands:       []*cli.Command{launchCommand(), benchCommand(), trainCommand(), experimentCommand(), reportCommand(), versionCommand(), superviseCommand(), planCommand()},
 		Action:         unknownCommand,
 	}
 }
