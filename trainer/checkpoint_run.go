@@ -99,6 +99,13 @@ type CheckpointOptions struct {
 	// Resume, when set, is the checkpoint every rank continues from; File names it in errors.
 	Resume *Checkpoint
 	File   string
+	// Evaluated says that the run being continued already holds rank 0's evaluation of
+	// Resume's round. Without it, a resumed rank 0 whose evaluation schedule (Config.Eval's
+	// Rounds) falls on that round evaluates the restored parameters before its first round:
+	// the evaluation the interrupted run offered after its checkpoint is lost with it when a
+	// rank fails before the evaluation is recorded, and the resumed run would otherwise leave
+	// a hole in the evaluations exactly where it resumed.
+	Evaluated bool
 }
 
 func (o CheckpointOptions) enabled() bool {

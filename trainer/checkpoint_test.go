@@ -374,7 +374,7 @@ func TestRewindRunKeepsEachRoundOnce(t *testing.T) {
 	}
 	own.Close()
 
-	kept, err := RewindRun(dir, 4)
+	kept, _, err := RewindRun(dir, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

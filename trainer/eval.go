@@ -93,14 +93,27 @@ func (e *evaluator) loop(ctx context.Context) {
 
 		e.mu.Lock()
 		e.results = append(e.results, meta)
-		if meta.Err == nil && meta.Acc > e.best {
-			e.best, e.bestAt = meta.Acc, meta.Round
-		}
+		e.countBest(meta)
 		e.busy = false
 		if !e.hasNext {
 			e.idle.Broadcast()
 		}
 		e.mu.Unlock()
+	}
+}
+
+// Counted counts r, an evaluation taken outside the evaluator (a resumed run's evaluation of
+// its checkpoint), toward Best.
+func (e *evaluator) Counted(r EvalResult) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.countBest(r)
+}
+
+// countBest keeps the best accuracy; e.mu is held.
+func (e *evaluator) countBest(r EvalResult) {
+	if r.Err == nil && r.Acc > e.best {
+		e.best, e.bestAt = r.Acc, r.Round
 	}
 }
 

@@ -183,9 +183,11 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	var kept []metrics.RoundRecord // a resumed run's rounds before its checkpoint
 	if ck := topts.Checkpoint.Resume; ck != nil && rank == 0 && opts.Out != "" {
 		// Before the other ranks learn the run directory and append to their files in it.
-		if kept, err = RewindRun(opts.Out, ck.Round); err != nil {
+		var evals []metrics.EvalRecord
+		if kept, evals, err = RewindRun(opts.Out, ck.Round); err != nil {
 			return nil, err
 		}
+		topts.Checkpoint.Evaluated = slices.ContainsFunc(evals, func(e metrics.EvalRecord) bool { return e.Round == ck.GlobalRounds })
 	}
 	runDir, err := shareRunDir(ctx, ep, opts.Out)
 	if err != nil {

@@ -54,7 +54,7 @@ type Result struct {
 // every rank rank 0's parameters (start.go). Rank 0 decides
 // the stop, evaluates snapshots on its own goroutine and prints progress; every rank records
 // one RoundRecord per round.
-func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Result, error) {
+func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (_ *Result, err error) {
 	cfg := w.Cfg
 	rule := StopRule{TargetAcc: cfg.TargetAcc, Epochs: cfg.Epochs, MaxTime: cfg.MaxTime, MaxRounds: cfg.MaxRounds, TrainSize: opts.TrainSize}
 	if opts.ProgressEvery <= 0 {
@@ -70,6 +70,22 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 	var ev *evaluator
 	if w.Rank == 0 && opts.Eval != nil {
 		ev = newEvaluator(evalCtx, opts.Eval, len(w.Params))
+		if opts.AfterEval != nil {
+			defer func() {
+				if err == nil {
+					return
+				}
+				// The evaluations that finished before the failure are measurements of the
+				// run all the same (a resumed run keeps those of rounds up to its checkpoint):
+				// record them rather than drop them with the job. One still running is not
+				// waited for, so that the failure is reported at once.
+				for _, r := range ev.Take() {
+					if r.Err == nil {
+						opts.AfterEval(r)
+					}
+				}
+			}()
+		}
 	}
 	// Align the ranks' clocks (every time_s then counts from nearly the same instant), check
 	// that they share the configuration, and start every rank from rank 0's parameters
@@ -122,6 +138,26 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (*Resu
 		}
 		first, resumed = ck.Round, ck.Elapsed
 		prog.Rounds, prog.GlobalSamples = ck.GlobalRounds, ck.GlobalSamples
+		if ev != nil && !opts.Checkpoint.Evaluated && cfg.Eval.Rounds > 0 && ck.Round%cfg.Eval.Rounds == 0 {
+			// The checkpoint's round was due for evaluation and the run being continued
+			// holds none (see CheckpointOptions.Evaluated). The restored parameters are the
+			// snapshot that evaluation would have seen. It runs here, before the first
+			// round, on the evaluator's function while the evaluator is still idle.
+			t0 := time.Now()
+			r := EvalResult{Round: ck.Round - 1, GlobalRound: ck.GlobalRounds, SnapshotTime: ck.Elapsed,
+				GlobalSamples: ck.GlobalSamples, Epochs: rule.EpochsDone(prog)}
+			r.Acc, r.Loss, r.Err = opts.Eval(ctx, w.Params)
+			if r.Err != nil {
+				return nil, fmt.Errorf("trainer: rank 0: evaluating the round-%d snapshot restored from %s: %w", r.Round, opts.Checkpoint.File, r.Err)
+			}
+			r.EvalSeconds = time.Since(t0).Seconds()
+			ev.Counted(r)
+			res.Evals = append(res.Evals, r)
+			if opts.AfterEval != nil {
+				opts.AfterEval(r)
+			}
+			lastAcc, lastLoss = r.Acc, r.Loss
+		}
 	}
 	// A resumed run's clock continues from the checkpoint, as its rounds do.
 	start := w.Now().Add(-resumed)

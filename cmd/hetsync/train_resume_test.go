@@ -167,6 +167,46 @@ func TestTrainResumeAndRestart(t *testing.T) {
 	})
 }
 
+// runRestartedOnce runs `hetsync train` with args (and $HETSYNC_DATA's data set, if set), which
+// must fail once and succeed after one restart.
+func runRestartedOnce(t *testing.T, args []string) {
+	t.Helper()
+	if data := os.Getenv("HETSYNC_DATA"); data != "" {
+		args = append(args, "--data", data)
+	}
+	code, out, stderr := runBinary(t, args...)
+	if code != 0 || !strings.Contains(stderr, "restarting the job (restart 1 of 1)") {
+		t.Fatalf("exit %d, want 0 after one restart:\n%s%s", code, out, stderr)
+	}
+}
+
+// TestRestartEvaluatesTheCheckpointRound: rank 1 is killed one round after the checkpoint of
+// round 10, a round due for evaluation (--eval-every 5), before rank 0's evaluation of it is
+// recorded; the job restarts from that checkpoint (--max-restarts 1), and its eval.jsonl still
+// holds the evaluation of round 10, once, as every other round's at most once.
+func TestRestartEvaluatesTheCheckpointRound(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	args := []string{"train", "-np", "2", "--sync", "ssgd", "--collective", "ring", "--max-rounds", "15", "--eval-every", "5",
+		"--out", dir, "--checkpoint-every", "5", "--fail-at-round", "1:10", "--max-restarts", "1"}
+	runRestartedOnce(t, args)
+	_, _, evals, err := metrics.LoadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]int{}
+	for _, e := range evals {
+		seen[e.Round]++
+	}
+	for round, n := range seen {
+		if n > 1 {
+			t.Errorf("round %d evaluated %d times", round, n)
+		}
+	}
+	if seen[10] != 1 || seen[15] != 1 {
+		t.Fatalf("evaluations of rounds %v; want the checkpoint's round 10 and the final 15 among them", seen)
+	}
+}
+
 // TestTrainRestartsFromPerRankParts is the restart test for a strategy whose ranks each write
 // their own part (esync): rank 1 is killed after round 12, the job restarts with
 // --max-restarts 1 from the parts of the checkpoint after round 10, and ends after the same 20
@@ -176,13 +216,7 @@ func TestTrainRestartsFromPerRankParts(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	args := []string{"train", "-np", "3", "--sync", "esync", "--collective", "ring", "--max-rounds", "20", "--eval-every", "1000",
 		"--out", dir, "--checkpoint-every", "5", "--fail-at-round", "1:12", "--max-restarts", "1"}
-	if data := os.Getenv("HETSYNC_DATA"); data != "" {
-		args = append(args, "--data", data)
-	}
-	code, out, stderr := runBinary(t, args...)
-	if code != 0 || !strings.Contains(stderr, "restarting the job (restart 1 of 1)") {
-		t.Fatalf("exit %d, want 0 after one restart:\n%s%s", code, out, stderr)
-	}
+	runRestartedOnce(t, args)
 	run := readTrainRun(t, dir)
 	checkRounds(t, run, 3, 0, 19)
 	if run.summary.EndedEarly != nil || run.summary.Rounds != 20 {
