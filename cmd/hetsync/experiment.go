@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hetsync/hetsync/trainer"
 	"github.com/hetsync/hetsync/trainer/experiment"
 )
 
@@ -66,6 +67,9 @@ func experimentCommand() *cli.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			if err := checkRunStrategies(file, spec); err != nil {
+				return usageError{err}
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("experiment: finding this executable to run train: %w", err)
@@ -84,6 +88,27 @@ func experimentCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// checkRunStrategies refuses, before any run starts, a run whose merged settings give an
+// option of a strategy other than the run's own: train would refuse it, and an experiment
+// would find out only when it reaches that run. A common option of one strategy belongs in the
+// runs of that strategy.
+func checkRunStrategies(file string, spec *experiment.Spec) error {
+	for _, r := range spec.Runs {
+		set := map[string]bool{}
+		sync := trainDefaultSync
+		for _, st := range spec.Merged(r) {
+			set[st.Key] = true
+			if st.Key == "sync" {
+				sync = st.Value
+			}
+		}
+		if err := trainer.Builtin().CheckOptionFlags(sync, func(f string) bool { return set[f] }); err != nil {
+			return fmt.Errorf("%s:%d: run %q: %w", file, r.Line, r.Name, err)
+		}
+	}
+	return nil
 }
 
 // trailingFlags returns the command's positional arguments after setting the named flags that

@@ -153,8 +153,9 @@ func TestExperimentCommandLine(t *testing.T) {
 	}
 }
 
-// TestShippedExperimentsParse checks experiments/*.yaml against the flags train has now, so
-// a renamed flag breaks this test rather than `make demo`.
+// TestShippedExperimentsParse checks experiments/*.yaml against the flags train has now, and
+// each run against its strategy's options, so a renamed flag or an option a run's strategy
+// does not take breaks this test rather than `make demo`.
 func TestShippedExperimentsParse(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "experiments", "*.yaml"))
 	if err != nil {
@@ -167,6 +168,9 @@ func TestShippedExperimentsParse(t *testing.T) {
 		if err != nil {
 			t.Errorf("%v", err)
 			continue
+		}
+		if err := checkRunStrategies(f, spec); err != nil {
+			t.Errorf("%v", err)
 		}
 		for _, r := range spec.Runs {
 			if spec.RunTimeout(r) > 5*time.Minute {

@@ -173,6 +173,10 @@ func (o trainOptions) outDir() string {
 	return metrics.RunPath("runs", o.Config.Strategy+"-"+o.Config.Collective, time.Now())
 }
 
+// trainDefaultSync is train's strategy when --sync is not given (an experiment's run without
+// a sync: key runs it too).
+const trainDefaultSync = "ssgd"
+
 func trainCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "train",
@@ -190,7 +194,7 @@ func trainCommand() *cli.Command {
 		// Usage lines stay short; docs/using.md ("Command-line flags") explains the longer ones.
 		Flags: slices.Concat(inCategory(catTraining,
 			&cli.IntFlag{Name: "np", Aliases: []string{"n"}, Category: catJob, DefaultText: "the launcher's world size", Usage: "number of ranks (required without a launcher)"},
-			&cli.StringFlag{Name: "sync", Value: "ssgd", Category: catStrategy, Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
+			&cli.StringFlag{Name: "sync", Value: trainDefaultSync, Category: catStrategy, Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
 			&cli.StringFlag{Name: "collective", Category: catStrategy, DefaultText: trainer.DefaultCollective + ", or ps for a strategy that runs only over it",
 				Usage: "what the rounds run over: " + strings.Join(collective.Algorithms(), ", ") + " (ps: the parameter server)"},
 			&cli.StringFlag{Name: "model", Value: "mlp", Usage: "mlp or cnn"},
