@@ -103,18 +103,30 @@ class Work:
                 pass
 
 
+_MAIN_THREAD = threading.main_thread().ident
+
+
 def _run(comm, fn, args, views, async_op):
-    """Issues fn(comm, *args, wait_ms, &req) and waits for it unless async_op."""
-    _guard(comm)
+    """Issues fn(comm, *args, wait_ms, &req) and waits for it unless async_op. A blocking call
+    that completes within its first wait returns with no Work made: this is the path every
+    call that completes within the first slice takes, so it is kept short."""
+    if comm._pid != os.getpid() or not comm._id:
+        _guard(comm)
     req = ctypes.c_int64(0)
     if async_op:
         wait_ms = 0
-    elif threading.current_thread() is threading.main_thread():
+    elif threading.get_ident() == _MAIN_THREAD:
         wait_ms = WAIT_SLICE_MS
     else:
         wait_ms = -1
     p = fn(comm._id, *args, wait_ms, ctypes.byref(req))
-    _abi.check(p)
+    if p:
+        raise HetsyncError(_abi.text(p))
+    if not req.value and not async_op:
+        for v in views:
+            if v.finish is not None:
+                v.finish()
+        return None
     w = Work(req.value, views, comm._pid)
     if async_op:
         return w
