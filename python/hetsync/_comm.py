@@ -4,6 +4,7 @@ import ctypes
 import os
 import sys
 import threading
+import time
 
 from . import _abi
 from ._abi import HetsyncError
@@ -15,6 +16,16 @@ from ._buffers import view
 # threads per call (the collective runs on a goroutine); other threads, which Python's signal
 # handlers never run on, have the call run on their own thread instead.
 WAIT_SLICE_MS = 100
+
+# Before its first slice, a blocking call on the main thread polls for a while, every
+# _POLL_GAP seconds, up to _POLL_FOR: a short call (one on a single host, any call on a
+# communicator of one rank) then completes without the thread sleeping in Go. Sleeping there
+# costs two thread wake-ups (the thread runs Go as a cgo callback, locked to it, so it hands its
+# processor to another thread to run the call and gets it back to wake), polling none. The
+# gaps are spent in Python, outside Go: a poll made at once, or Go spinning before it sleeps,
+# holds the processor that the call's goroutine is waiting for and was measured slower.
+_POLL_GAP = 5e-6
+_POLL_FOR = 30e-6
 
 # Calls interrupted by an exception while Go still used their buffers: their buffers stay
 # alive here until Go is done with them, so that Go never writes into freed memory.
@@ -70,7 +81,14 @@ class Work:
     def wait(self, timeout=None):
         """Blocks until the call completes (or timeout seconds pass: then returns False) and
         raises its error. Signals are handled while it waits."""
+        return self._wait(timeout, True)
+
+    def _wait(self, timeout, poll):
         if timeout is None:
+            if poll and not self._done and threading.get_ident() == _MAIN_THREAD:
+                done, err = _poll_briefly(self._req)
+                if done:
+                    self._finish(err)
             try:
                 while not self._poll(WAIT_SLICE_MS):
                     pass
@@ -106,6 +124,24 @@ class Work:
 _MAIN_THREAD = threading.main_thread().ident
 
 
+def _poll_briefly(req):
+    """Polls req every _POLL_GAP seconds for up to _POLL_FOR. Returns whether it completed and
+    then its error (None or the message)."""
+    done = ctypes.c_int(0)
+    clock = time.perf_counter
+    end = clock() + _POLL_FOR
+    while True:
+        gap = clock() + _POLL_GAP
+        while clock() < gap:
+            pass
+        p = _abi.lib.hs_wait(req, 0, ctypes.byref(done))
+        if done.value:
+            return True, _abi.text(p)
+        _abi.check(p)
+        if clock() >= end:
+            return False, None
+
+
 def _run(comm, fn, args, views, async_op):
     """Issues fn(comm, *args, wait_ms, &req) and waits for it unless async_op. A blocking call
     that completes within its first wait returns with no Work made: this is the path every
@@ -113,15 +149,17 @@ def _run(comm, fn, args, views, async_op):
     if comm._pid != os.getpid() or not comm._id:
         _guard(comm)
     req = ctypes.c_int64(0)
-    if async_op:
-        wait_ms = 0
-    elif threading.get_ident() == _MAIN_THREAD:
-        wait_ms = WAIT_SLICE_MS
-    else:
-        wait_ms = -1
+    main = not async_op and threading.get_ident() == _MAIN_THREAD
+    wait_ms = 0 if async_op or main else -1
     p = fn(comm._id, *args, wait_ms, ctypes.byref(req))
     if p:
         raise HetsyncError(_abi.text(p))
+    if main and req.value:
+        done, err = _poll_briefly(req.value)
+        if done:
+            req.value = 0
+            if err is not None:
+                raise HetsyncError(err)
     if not req.value and not async_op:
         for v in views:
             if v.finish is not None:
@@ -130,7 +168,7 @@ def _run(comm, fn, args, views, async_op):
     w = Work(req.value, views, comm._pid)
     if async_op:
         return w
-    w.wait()
+    w._wait(None, not main)
     return None
 
 
