@@ -73,10 +73,14 @@ def main():
     th = threading.Thread(target=lambda: got.append(timed_local(lambda: alone.allreduce(x), n, 100)))
     th.start()
     th.join()
+    # Through torch.distributed: dist.all_reduce on a group of this rank alone (new_group is
+    # collective, so every rank makes every rank's group).
+    mine = [dist.new_group([r]) for r in range(p)][rank]
+    per_dist = timed_local(lambda: dist.all_reduce(x, group=mine), n, 100)
     if rank == 0:
         print("per call on a 1-rank comm, 4 bytes: hetsync.allreduce %.1f us (main thread), %.1f us (other thread), "
-              "async_op=True + wait %.1f us, C ABI on the calling thread %.1f us"
-              % (per * 1e6, got[0] * 1e6, per_async * 1e6, per_abi * 1e6))
+              "async_op=True + wait %.1f us, C ABI on the calling thread %.1f us, dist.all_reduce %.1f us"
+              % (per * 1e6, got[0] * 1e6, per_async * 1e6, per_abi * 1e6, per_dist * 1e6))
     dist.destroy_process_group()
 
 

@@ -8,15 +8,30 @@ with Comm.split: split is a call every rank of the job makes, while torch asks o
 group's members to create it, so register() wraps new_group to split on every rank first (and
 changes nothing while the default group runs another backend).
 
-The calls complete before they return: the Work handed to torch (and to DDP's reducer) is
-already done, its future already set.
+The calls are asynchronous: each starts its hetsync call without waiting and returns a Work
+that completes when the call does, so DDP's reducer overlaps each gradient bucket's allreduce
+with the rest of backward. Two kinds of Work, because torch 1.13's C++ waits only on a Work made
+from a future (_create_work_from_future) and that Work's wait() ignores the future's error:
+
+- A call from torch.distributed's Python functions (dist.all_reduce and the rest) gets a
+  _Call, a Python Work whose wait() waits on the calling thread (in slices, so signals are
+  handled) and raises the call's HetsyncError.
+- A call from C++ (DDP's reducer, _broadcast_coalesced) gets a Work made from a torch future that
+  the group's waiter thread completes, in the order of issue, with the result or the error:
+  the reducer reads the future's value, which raises the error. Only allreduce (what the reducer
+  overlaps) is handed over this way; the other calls C++ makes (broadcast and allgather when DDP
+  starts) complete before they return, so that their errors are raised, not dropped by wait().
 """
 
 import functools
+import os
+import queue
+import sys
+import threading
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import ProcessGroup, _create_work_from_future
+from torch._C._distributed_c10d import ProcessGroup, Work, _create_work_from_future
 
 import hetsync
 from ._abi import HetsyncError
@@ -32,13 +47,120 @@ def _reduce_op(op):
     raise ValueError("hetsync backend: reduction %s is not supported: SUM, AVG, MIN, MAX or PRODUCT" % (op,))
 
 
-def _done(result):
-    """A completed call as torch's Work. A Work that C++ waits on (DDP's reducer,
-    _verify_params_across_processes) must be one C++ knows complete: a Python subclass of Work
-    is not (its wait would block forever), while one made from a completed future is."""
-    f = torch.futures.Future()
-    f.set_result(result)
-    return _create_work_from_future(f)
+class _Call(Work):
+    """One backend call in flight: the hetsync requests it started, what to do once they have
+    completed (copy a staged result out), and the result torch expects. It holds the tensors
+    alive until then. Whichever thread completes it first (a wait(), the waiter thread) does so
+    once, under its lock; a main thread waiting for the lock still handles signals."""
+
+    def __init__(self, works, then, result):
+        super().__init__()
+        self._works, self._then, self._result = works, then, result
+        self._lock = threading.Lock()
+        self._done, self._err, self._fut = False, None, None
+
+    def _complete(self):
+        with self._lock:
+            if self._done:
+                return
+            try:
+                for w in self._works:
+                    w.wait()
+                if self._then is not None:
+                    self._then()
+            except Exception as e:  # the call's HetsyncError, or a failed copy of its result
+                self._err = e
+            finally:
+                # An interrupted wait (KeyboardInterrupt) leaves the call pending: the hetsync
+                # Work keeps its buffers alive until Go is done with them.
+                if self._err is not None or all(w.is_completed() for w in self._works):
+                    self._done, self._works, self._then = True, (), None
+
+    def _settle(self):
+        """Completes the call and its future, if one was asked for."""
+        self._complete()
+        if self._fut is not None and not self._fut.done():
+            if self._err is not None:
+                self._fut.set_exception(self._err)
+            else:
+                self._fut.set_result(self._result)
+
+    def wait(self, timeout=None):
+        self._complete()
+        if self._err is not None:
+            raise self._err
+        return True
+
+    def is_completed(self):
+        if not self._done and all(w.is_completed() for w in self._works):
+            self._complete()
+        return self._done
+
+    def is_success(self):
+        return self.is_completed() and self._err is None
+
+    def exception(self):
+        return self._err
+
+    def result(self):
+        return self._result
+
+    def get_future(self):
+        if self._fut is None:
+            self._fut = torch.futures.Future()
+            if self._done:
+                self._settle()
+            else:
+                _waiter(self).put(self)
+        return self._fut
+
+
+# The waiter threads, one per process (a forked child has none of its parent's threads), each
+# completing the calls handed to it in the order of issue, which is the order they complete
+# in on a communicator.
+_waiters = {}
+_waiters_lock = threading.Lock()
+
+
+def _waiter(call):
+    pid = os.getpid()
+    with _waiters_lock:
+        q = _waiters.get(pid)
+        if q is None:
+            q = _waiters[pid] = queue.SimpleQueue()
+            threading.Thread(target=_wait_loop, args=(q,), name="hetsync-waiter", daemon=True).start()
+    return q
+
+
+def _wait_loop(q):
+    while True:
+        q.get()._settle()
+
+
+def _from_python(depth):
+    """Whether the backend method depth frames up was called by torch.distributed's Python
+    functions, which wait on the Work in Python, rather than from C++."""
+    return sys._getframe(depth + 1).f_globals.get("__name__") == "torch.distributed.distributed_c10d"
+
+
+def _handed(call, asynchronous):
+    """call as the Work a backend method returns: itself to torch's Python functions; to C++, a
+    Work over a future, which the waiter completes when asynchronous, else completed now."""
+    if _from_python(2):
+        return call
+    if not asynchronous:
+        call.wait()
+        fut = torch.futures.Future()
+        fut.set_result(call.result())
+        return _create_work_from_future(fut)
+    # The Python future's exception is only a value to C++ (torch's set_exception unwraps it in
+    # Python alone); a callback that raises it sets a C++ error, which the reducer's read of the
+    # value raises (as a RuntimeError that carries the HetsyncError's message).
+    return _create_work_from_future(call.get_future().then(_value))
+
+
+def _value(fut):
+    return fut.value()
 
 
 def _one(tensors, call):
@@ -58,131 +180,138 @@ class ProcessGroupHetsync(ProcessGroup):
         return NAME
 
     def _contig(self, t, fn):
-        """Runs fn on t, through a contiguous copy when t is not contiguous."""
+        """Starts fn(x) (a non-blocking hetsync call) on t, through a contiguous copy when t is
+        not contiguous; returns the Work and what to do once it has completed."""
         if t.is_contiguous():
-            fn(t)
-        else:
-            c = t.contiguous()
-            fn(c)
-            t.copy_(c)
+            return fn(t), None
+        c = t.contiguous()
+        return fn(c), lambda: t.copy_(c)
 
     def _moved(self, t, fn):
-        """Runs fn, a call that only moves data, on t; when t's bytes are not whole 4-byte words
-        (a uint8 tensor of any length, as broadcast_object_list sends), on a padded copy."""
+        """Starts fn, a call that only moves data, on t; when t's bytes are not whole 4-byte
+        words (a uint8 tensor of any length, as broadcast_object_list sends), on a padded copy."""
         nbytes = t.numel() * t.element_size()
         if nbytes % 4 == 0:
-            self._contig(t, fn)
-            return
+            return self._contig(t, fn)
         words = torch.zeros((nbytes + 3) // 4, dtype=torch.int32)
         raw = words.view(torch.uint8)[:nbytes]
         raw.copy_(t.detach().reshape(-1).cpu().contiguous().view(torch.uint8))
-        fn(words)
-        t.copy_(raw.view(t.dtype).reshape(t.shape))
+        return fn(words), lambda: t.copy_(raw.view(t.dtype).reshape(t.shape))
+
+    def _each(self, tensors, start, result):
+        """A _Call of start(t) (a (Work, then) pair) for every tensor."""
+        pairs = [start(t) for t in tensors]
+        thens = [f for _, f in pairs if f is not None]
+        then = (lambda: [f() for f in thens]) if thens else None
+        return _Call([w for w, _ in pairs], then, result)
+
+    def _allreduce(self, tensors, opts):
+        op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        return self._each(tensors, lambda t: self._contig(t, lambda x: self.comm.allreduce(x, op, True)), tensors)
 
     def allreduce(self, tensors, opts=None):
-        op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
-        for t in tensors:
-            self._contig(t, lambda x: self.comm.allreduce(x, op))
-        return _done(tensors)
+        return _handed(self._allreduce(tensors, opts), True)
 
     def allreduce_coalesced(self, tensors, opts=None):
-        return self.allreduce(tensors, opts)
+        return _handed(self._allreduce(tensors, opts), True)
 
     def reduce(self, tensors, opts):
         op = _reduce_op(opts.reduceOp)
         t = _one(tensors, "reduce")
-        self._contig(t, lambda x: self.comm.reduce(x, opts.rootRank, op))
-        return _done(tensors)
+        return _handed(self._each([t], lambda x: self._contig(x, lambda y: self.comm.reduce(y, opts.rootRank, op, True)),
+                                  tensors), False)
 
     def broadcast(self, tensors, opts):
-        for t in tensors:
-            self._moved(t, lambda x: self.comm.broadcast(x, opts.rootRank))
-        return _done(tensors)
+        return _handed(self._each(tensors, lambda t: self._moved(t, lambda x: self.comm.broadcast(x, opts.rootRank, True)),
+                                  tensors), False)
 
     def _gather_flat(self, inp):
-        """Every rank's inp gathered into one flat tensor of size() padded slots: the slots are
-        whole 8-byte words, so any dtype and length gather at word boundaries."""
+        """Starts gathering every rank's inp into one flat tensor of size() padded slots (whole
+        8-byte words, so any dtype and length gather at word boundaries); returns the Work and
+        the function that gives the ranks' parts once it has completed."""
         p = self.size()
         nbytes = inp.numel() * inp.element_size()
         words = (nbytes + 7) // 8
         flat = torch.zeros(p * words, dtype=torch.int64)
         slot = flat[self.rank() * words:(self.rank() + 1) * words].view(torch.uint8)[:nbytes]
         slot.copy_(inp.detach().reshape(-1).cpu().contiguous().view(torch.uint8))
-        self.comm.allgather(flat)
-        return [flat[r * words:(r + 1) * words].view(torch.uint8)[:nbytes].view(inp.dtype) for r in range(p)]
+        w = self.comm.allgather(flat, True)
+        return w, lambda: [flat[r * words:(r + 1) * words].view(torch.uint8)[:nbytes].view(inp.dtype) for r in range(p)]
 
     def allgather(self, output_lists, inputs, opts=None):
+        works, parts = [], []
         for outs, inp in zip(output_lists, inputs):
             if len(outs) != self.size():
                 raise ValueError("hetsync backend: allgather needs %d output tensors, got %d" % (self.size(), len(outs)))
-            for out, part in zip(outs, self._gather_flat(inp)):
-                out.copy_(part.reshape(out.shape))
-        return _done(output_lists)
+            w, got = self._gather_flat(inp)
+            works.append(w)
+            parts.append((outs, got))
+
+        def then():
+            for outs, got in parts:
+                for out, part in zip(outs, got()):
+                    out.copy_(part.reshape(out.shape))
+        return _handed(_Call(works, then, output_lists), False)
 
     def _allgather_base(self, output, inp, opts=None):
         if output.numel() != inp.numel() * self.size():
             raise ValueError("hetsync backend: all_gather_into_tensor: output has %d elements, want %d x %d"
                              % (output.numel(), self.size(), inp.numel()))
 
-        def run(out):
+        def start(out):
             flat = out.reshape(-1)
             n = inp.numel()
             flat[self.rank() * n:(self.rank() + 1) * n].copy_(inp.reshape(-1))
-            self.comm.allgather(out)
-        self._contig(output, run)
-        return _done([output])
+            return self.comm.allgather(out, True)
+        return _handed(self._each([output], lambda t: self._contig(t, start), [output]), False)
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
-        for out, ins in zip(outputs, input_lists):
-            flat = torch.cat([t.reshape(-1) for t in ins])
-            self._reduce_scatter_flat(out, flat, op)
-        return _done(outputs)
+        starts = [self._reduce_scatter_flat(out, torch.cat([t.reshape(-1) for t in ins]), op)
+                  for out, ins in zip(outputs, input_lists)]
+        return _handed(_Call([w for w, _ in starts], lambda: [f() for _, f in starts], outputs), False)
 
     def _reduce_scatter_base(self, output, inp, opts=None):
         op = _reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
-        self._reduce_scatter_flat(output, inp.reshape(-1).clone(), op)
-        return _done([output])
+        w, then = self._reduce_scatter_flat(output, inp.reshape(-1).clone(), op)
+        return _handed(_Call([w], then, [output]), False)
 
     def _reduce_scatter_flat(self, out, flat, op):
         n = out.numel()
         if flat.numel() != n * self.size():
             raise ValueError("hetsync backend: reduce_scatter: input has %d elements, want %d x %d"
                              % (flat.numel(), self.size(), n))
-        self.comm.reduce_scatter(flat, op)
-        out.copy_(flat[self.rank() * n:(self.rank() + 1) * n].reshape(out.shape))
+        w = self.comm.reduce_scatter(flat, op, True)
+        return w, lambda: out.copy_(flat[self.rank() * n:(self.rank() + 1) * n].reshape(out.shape))
 
     def alltoall_base(self, output, inp, output_split_sizes, input_split_sizes, opts=None):
         if output_split_sizes or input_split_sizes:
             if len(set(output_split_sizes or [0])) > 1 or len(set(input_split_sizes or [0])) > 1:
                 raise ValueError("hetsync backend: all_to_all_single with unequal splits is not supported")
         send = inp.contiguous()
-        self._contig(output, lambda out: self.comm.alltoall(send, out))
-        return _done([output])
+        return _handed(self._each([output], lambda t: self._contig(t, lambda out: self.comm.alltoall(send, out, True)),
+                                  [output]), False)
 
     def alltoall(self, outputs, inputs, opts=None):
         if len({t.numel() for t in inputs + outputs}) > 1:
             raise ValueError("hetsync backend: all_to_all with tensors of unequal sizes is not supported")
         send = torch.cat([t.reshape(-1) for t in inputs])
         recv = torch.empty_like(send)
-        self.comm.alltoall(send, recv)
-        for out, part in zip(outputs, recv.chunk(len(outputs))):
-            out.copy_(part.reshape(out.shape))
-        return _done(outputs)
+        w = self.comm.alltoall(send, recv, True)
+
+        def then():
+            for out, part in zip(outputs, recv.chunk(len(outputs))):
+                out.copy_(part.reshape(out.shape))
+        return _handed(_Call([w], then, outputs), False)
 
     def barrier(self, opts=None):
-        self.comm.barrier()
-        return _done([])
+        return _handed(_Call([self.comm.barrier(True)], None, []), False)
 
     def send(self, tensors, dst, tag=0):
-        for t in tensors:
-            self._moved(t, lambda x: self.comm.send(x, dst))
-        return _done(tensors)
+        return _handed(self._each(tensors, lambda t: self._moved(t, lambda x: self.comm.send(x, dst, True)), tensors), False)
 
     def recv(self, tensors, src, tag=0):
-        for t in tensors:
-            self._moved(t, lambda x: self.comm.recv(x, src))
-        return _done(tensors)
+        return _handed(self._each(tensors, lambda t: self._moved(t, lambda x: self.comm.recv(x, src, True)), tensors), False)
 
 
 # Comms that the wrapped new_group split on every rank, by their members' global ranks, for
