@@ -16,6 +16,7 @@ WAIT_SLICE_MS milliseconds, so KeyboardInterrupt and the program's own handlers 
 collective waits. docs/python.md is the guide.
 """
 
+import atexit
 import os
 
 from ._abi import HetsyncError  # noqa: F401
@@ -64,6 +65,10 @@ def init():
     out = ctypes.c_int64(0)
     _abi.check(_abi.lib.hs_init(ctypes.byref(out)))
     _world = Comm(out.value, pid)
+    # Leave the job at exit, as mpi4py finalizes MPI: a rank that ends without closing its
+    # Comm is reported by its peers as one that exited while still in the job. close() is
+    # idempotent and does nothing in a forked child, so a program's own finalize() is fine.
+    atexit.register(finalize)
     os.environ[_MARK] = "%d %s" % (pid, ident)
     return _world
 
