@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hetsync/hetsync/internal/lateconn"
 )
 
 // streamKinds are the connections every stream test runs over; "+poll" makes receivers poll
@@ -907,43 +909,6 @@ func TestStreamSendToFailedPeerSaysWhy(t *testing.T) {
 	}
 }
 
-// lateCancelConn holds back the write deadline that a cancelled Send's context handler sets
-// (one in the past) until Send has reset the deadline after its write, or until hold passes:
-// the order in which the handler's change lands last. cancelAfterWrite, when set, is called
-// after every Write, so the context ends right at the end of a write.
-type lateCancelConn struct {
-	net.Conn
-	hold             time.Duration
-	cancelAfterWrite func()
-	reset            chan struct{} // a zero deadline was set
-	pastSet          chan struct{} // the past deadline reached the connection
-}
-
-func (c *lateCancelConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if c.cancelAfterWrite != nil {
-		c.cancelAfterWrite()
-	}
-	return n, err
-}
-
-func (c *lateCancelConn) SetWriteDeadline(t time.Time) error {
-	switch {
-	case t.IsZero():
-		select {
-		case c.reset <- struct{}{}:
-		default:
-		}
-	case t.Before(time.Now()):
-		select {
-		case <-c.reset:
-		case <-time.After(c.hold):
-		}
-		defer func() { c.pastSet <- struct{}{} }()
-	}
-	return c.Conn.SetWriteDeadline(t)
-}
-
 // TestStreamCancelAtEndOfWrite: a Send whose context (with no deadline) is cancelled right at
 // the end of its write leaves the connection usable for the next Send, however late the
 // context's handler moves the write deadline. Send used to reset the deadline without
@@ -952,13 +917,12 @@ func (c *lateCancelConn) SetWriteDeadline(t time.Time) error {
 func TestStreamCancelAtEndOfWrite(t *testing.T) {
 	for _, kind := range []string{"pipe", "tcp"} {
 		t.Run(kind, func(t *testing.T) {
-			var lc *lateCancelConn
+			var lc *lateconn.Conn
 			eps := streamJob(t, kind, 2, DefaultStreamOptions(), func(from, to int, c net.Conn) io.ReadWriteCloser {
 				if from != 0 {
 					return c
 				}
-				lc = &lateCancelConn{Conn: c, hold: 300 * time.Millisecond,
-					reset: make(chan struct{}, 1), pastSet: make(chan struct{}, 1)}
+				lc = lateconn.New(c, 300*time.Millisecond)
 				return lc
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -972,13 +936,13 @@ func TestStreamCancelAtEndOfWrite(t *testing.T) {
 				}
 			}()
 			sctx, scancel := context.WithCancel(context.Background())
-			lc.cancelAfterWrite = scancel
+			lc.AfterWrite = scancel
 			// The write went out whole, so whether this Send reports the cancellation or not,
 			// the message was sent.
 			_ = eps[0].Send(sctx, 1, Header{Seq: 0}, []byte("first"))
-			lc.cancelAfterWrite = nil
+			lc.AfterWrite = nil
 			select {
-			case <-lc.pastSet:
+			case <-lc.PastSet():
 			case <-ctx.Done():
 				t.Fatal("the cancelled Send's handler never set the write deadline")
 			}
