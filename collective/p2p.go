@@ -10,6 +10,10 @@ import (
 // the next sequence number when it is issued and reaches the transport once the non-blocking
 // message issued before it has finished, so the transport sees them in order and never has two
 // receives from one peer at once. Guarded by Comm.p2pMu.
+//
+// The messages travel on transport.ChanP2P, never on the collectives' channel: the transport
+// keeps one FIFO per (peer, channel), and a receive pending there while a collective runs
+// would take that collective's message from the same peer (or the collective its).
 type p2pLane struct {
 	seq  uint64
 	last chan struct{} // done of the last non-blocking message issued, nil before the first
@@ -76,7 +80,7 @@ func (c *Comm) send(ctx context.Context, to int, seq uint64, prev chan struct{},
 	defer cancel()
 	err := after(ctx, prev)
 	if err == nil {
-		h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
+		h := transport.Header{Channel: transport.ChanP2P, Codec: c.codecFor(buf.DType), Seq: seq,
 			Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), c.Rank())}
 		err = c.ep.Send(ctx, to, h, buf.Bytes)
 	}
@@ -91,7 +95,7 @@ func (c *Comm) recv(ctx context.Context, from int, seq uint64, prev chan struct{
 	defer cancel()
 	err := after(ctx, prev)
 	if err == nil {
-		h := transport.Header{Channel: transport.ChanCollective, Seq: seq,
+		h := transport.Header{Channel: transport.ChanP2P, Seq: seq,
 			Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), from)}
 		err = c.recvExact(ctx, from, h, buf.Bytes)
 	}

@@ -23,7 +23,7 @@ const maxSplitAttempts = 16
 // channelAllocator hands out one rank's sub-communicator channels. Every communicator that
 // descends from one New shares it, so the channels of all the communicators a rank belongs to
 // are distinct: a channel is taken only when it is at least next, and taking it moves next past
-// it. Two communicators that share a pair of ranks therefore never share a channel, and two
+// it and the one after it (the communicator's point-to-point channel, see subEndpoint). Two communicators that share a pair of ranks therefore never share a channel, and two
 // that share no rank may.
 type channelAllocator struct {
 	mu   sync.Mutex
@@ -41,14 +41,15 @@ func (a *channelAllocator) proposal() int {
 	return a.next
 }
 
-// take claims ch for a new communicator, unless this rank already used it or a channel above.
+// take claims ch and ch+1 for a new communicator, unless this rank already used ch or a
+// channel above.
 func (a *channelAllocator) take(ch int) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if ch < a.next {
 		return false
 	}
-	a.next = ch + 1
+	a.next = ch + 2
 	return true
 }
 
@@ -82,9 +83,9 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		for r := 0; r < p; r++ {
 			ch = max(ch, int(info[3*r+2]))
 		}
-		if ch > math.MaxUint16 {
+		if ch+1 > math.MaxUint16 {
 			// Every rank computed the same ch: they all fail here together.
-			return nil, fmt.Errorf("%s: split (color %d, key %d): the %d sub-communicator channels are used up",
+			return nil, fmt.Errorf("%s: split (color %d, key %d): the %d sub-communicator channels (two per sub-communicator) are used up",
 				c.who, color, key, math.MaxUint16+1-int(transport.ChanSubComm))
 		}
 		flag[0] = 1

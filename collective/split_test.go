@@ -320,13 +320,14 @@ func TestSplitChannelAgreement(t *testing.T) {
 	tests := []struct {
 		take int
 		ok   bool
-	}{{first + 2, true}, {first + 2, false}, {first, false}, {first + 3, true}, {first + 9, true}, {first + 5, false}}
+	}{{first + 2, true}, {first + 2, false}, {first, false}, {first + 3, false}, {first + 4, true}, {first + 9, true}, {first + 5, false}}
 	for _, tc := range tests {
 		if got := a.take(tc.take); got != tc.ok {
 			t.Errorf("take(%d) = %v, want %v", tc.take, got, tc.ok)
 		}
 	}
-	if got := a.proposal(); got != first+10 {
-		t.Errorf("proposal after taking %d = %d", first+9, got)
+	// A communicator takes two channels: its collectives' and its point-to-point messages'.
+	if got := a.proposal(); got != first+11 {
+		t.Errorf("proposal after taking %d = %d, want %d", first+9, got, first+11)
 	}
 }

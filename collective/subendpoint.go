@@ -8,10 +8,11 @@ import (
 )
 
 // subEndpoint is a sub-communicator's view of the job's endpoint: ranks 0..len(ranks)-1 of the
-// sub-communicator map to ranks of the job's endpoint, and its one conversation,
-// transport.ChanCollective, travels on a channel of its own. Its members agreed on that channel
-// in Split, and no other communicator this rank belongs to uses it, so messages of two
-// communicators never meet in one FIFO, whichever goroutines run them.
+// sub-communicator map to ranks of the job's endpoint, and its two conversations,
+// transport.ChanCollective and transport.ChanP2P, travel on channels of their own: ch and
+// ch+1. Its members agreed on them in Split, and no other communicator this rank belongs to
+// uses them, so messages of two communicators (or of one's collectives and its point-to-point
+// messages) never meet in one FIFO, whichever goroutines run them.
 //
 // It wraps the job's endpoint itself, never another subEndpoint: a split of a split maps its
 // ranks straight to job ranks.
@@ -34,18 +35,32 @@ func newSubEndpoint(base transport.Endpoint, ranks []int, rank int, ch transport
 func (e *subEndpoint) Rank() int { return e.rank }
 func (e *subEndpoint) Size() int { return len(e.ranks) }
 
-// jobRank maps a peer rank of the sub-communicator to the job rank, checking the channel the
-// caller asked for (a sub-communicator carries only its collectives).
-func (e *subEndpoint) jobRank(peer int, ch transport.Channel, op string) (int, error) {
+// jobRank maps a peer rank of the sub-communicator to the job rank and the channel the caller
+// asked for to the job endpoint's (a sub-communicator carries only its collectives and its
+// point-to-point messages).
+func (e *subEndpoint) jobRank(peer int, ch transport.Channel, op string) (int, transport.Channel, error) {
 	if peer < 0 || peer >= len(e.ranks) {
-		return 0, &transport.PeerError{Rank: e.rank, Peer: peer, Op: op + " (sub-communicator)",
+		return 0, 0, &transport.PeerError{Rank: e.rank, Peer: peer, Op: op + " (sub-communicator)",
 			Err: fmt.Errorf("peer rank out of range [0, %d)", len(e.ranks))}
 	}
-	if ch != transport.ChanCollective {
-		return 0, &transport.PeerError{Rank: e.rank, Peer: peer, Op: op + " (sub-communicator)",
-			Err: fmt.Errorf("channel %d: a sub-communicator's endpoint carries only channel %d", ch, transport.ChanCollective)}
+	bch, ok := e.baseChannel(ch)
+	if !ok {
+		return 0, 0, &transport.PeerError{Rank: e.rank, Peer: peer, Op: op + " (sub-communicator)",
+			Err: fmt.Errorf("channel %d: a sub-communicator's endpoint carries only channels %d and %d",
+				ch, transport.ChanCollective, transport.ChanP2P)}
 	}
-	return e.ranks[peer], nil
+	return e.ranks[peer], bch, nil
+}
+
+// baseChannel is the job endpoint's channel for the sub-communicator's channel ch.
+func (e *subEndpoint) baseChannel(ch transport.Channel) (transport.Channel, bool) {
+	switch ch {
+	case transport.ChanCollective:
+		return e.ch, true
+	case transport.ChanP2P:
+		return e.ch + 1, true
+	}
+	return 0, false
 }
 
 // wrap names the sub-communicator ranks around an error of the job's endpoint, which names
@@ -58,30 +73,33 @@ func (e *subEndpoint) wrap(peer int, op string, err error) error {
 		Op: fmt.Sprintf("%s (sub-communicator on channel %#x)", op, uint16(e.ch)), Err: err}
 }
 
-// fromBase turns a header received on the sub-communicator's channel back into the one its
-// sender handed to Send.
+// fromBase turns a header received on one of the sub-communicator's channels back into the
+// one its sender handed to Send.
 func (e *subEndpoint) fromBase(h transport.Header) transport.Header {
-	if h.Channel == e.ch {
+	switch h.Channel {
+	case e.ch:
 		h.Channel = transport.ChanCollective
+	case e.ch + 1:
+		h.Channel = transport.ChanP2P
 	}
 	return h
 }
 
 func (e *subEndpoint) Send(ctx context.Context, to int, h transport.Header, payload []byte) error {
-	jr, err := e.jobRank(to, h.Channel, "send")
+	jr, bch, err := e.jobRank(to, h.Channel, "send")
 	if err != nil {
 		return err
 	}
-	h.Channel = e.ch
+	h.Channel = bch
 	return e.wrap(to, "send", e.base.Send(ctx, jr, h, payload))
 }
 
 func (e *subEndpoint) RecvAny(ctx context.Context, from int, ch transport.Channel, buf []byte) (transport.Header, int, error) {
-	jr, err := e.jobRank(from, ch, "recv")
+	jr, bch, err := e.jobRank(from, ch, "recv")
 	if err != nil {
 		return transport.Header{}, 0, err
 	}
-	got, n, err := e.base.RecvAny(ctx, jr, e.ch, buf)
+	got, n, err := e.base.RecvAny(ctx, jr, bch, buf)
 	return e.fromBase(got), n, e.wrap(from, "recv", err)
 }
 
@@ -113,17 +131,18 @@ type borrowingSubEndpoint struct {
 var _ transport.Borrower = (*borrowingSubEndpoint)(nil)
 
 func (e *borrowingSubEndpoint) RecvBorrow(ctx context.Context, from int, ch transport.Channel) (transport.Header, []byte, error) {
-	jr, err := e.jobRank(from, ch, "recv")
+	jr, bch, err := e.jobRank(from, ch, "recv")
 	if err != nil {
 		return transport.Header{}, nil, err
 	}
-	got, payload, err := e.br.RecvBorrow(ctx, jr, e.ch)
+	got, payload, err := e.br.RecvBorrow(ctx, jr, bch)
 	return e.fromBase(got), payload, e.wrap(from, "recv", err)
 }
 
 func (e *borrowingSubEndpoint) ReleaseBorrowed(from int, ch transport.Channel) {
-	if from < 0 || from >= len(e.ranks) || ch != transport.ChanCollective {
+	jr, bch, err := e.jobRank(from, ch, "release")
+	if err != nil {
 		return
 	}
-	e.br.ReleaseBorrowed(e.ranks[from], e.ch)
+	e.br.ReleaseBorrowed(jr, bch)
 }

@@ -20,9 +20,13 @@ const (
 	ChanState      Channel = 3 // ESync's state service
 	ChanTopology   Channel = 4 // link measurement (collective/topology.Measure)
 	ChanAbort      Channel = 5 // why a rank gave up on a collective, sent before its abort notice
-	ChanUser       Channel = 16
-	// ChanSubComm and every channel above it carry the collectives of sub-communicators
-	// (collective.Comm.Split), one channel each, agreed by their members.
+	// ChanP2P carries collective.Comm's point-to-point messages (Send/Recv): apart from the
+	// collectives, so that a pending receive never takes a collective's message.
+	ChanP2P  Channel = 6
+	ChanUser Channel = 16
+	// ChanSubComm and every channel above it carry the messages of sub-communicators
+	// (collective.Comm.Split), two channels each (collectives, then point-to-point), agreed by
+	// their members.
 	ChanSubComm Channel = 0x8000
 )
 

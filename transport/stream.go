@@ -453,6 +453,7 @@ func (e *streamEndpoint) Send(ctx context.Context, to int, h Header, payload []b
 	MarshalFrameHeader(p.whdr[:], &f, e.tab)
 
 	var stop func() bool
+	var interrupted chan struct{} // closed once the cancellation handler has moved the deadline
 	if p.wdl != nil {
 		if dl, ok := ctx.Deadline(); ok {
 			if !dl.Equal(p.wdeadline) {
@@ -467,13 +468,20 @@ func (e *streamEndpoint) Send(ctx context.Context, to int, h Header, payload []b
 			if ctx.Done() != nil {
 				// Cancellable without a deadline: interrupt the write when it is cancelled.
 				// This allocates; contexts with deadlines (or none) do not.
-				stop = context.AfterFunc(ctx, func() { p.wdl.SetWriteDeadline(time.Unix(1, 0)) })
+				interrupted = make(chan struct{})
+				stop = context.AfterFunc(ctx, func() {
+					p.wdl.SetWriteDeadline(time.Unix(1, 0))
+					close(interrupted)
+				})
 			}
 		}
 	}
 	n, err := p.writeFrame(wire)
 	if stop != nil && !stop() {
-		// The cancellation fired and moved the deadline; put it back.
+		// The cancellation fired and moved the deadline; put it back once the handler is done
+		// (it may still be running, and its past deadline landing after this reset would fail
+		// the next write on the connection).
+		<-interrupted
 		p.wdl.SetWriteDeadline(time.Time{})
 		p.wdeadline = time.Time{}
 		if err != nil && ctx.Err() != nil {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hetsync/hetsync/internal/lateconn"
 )
 
 // streamKinds are the connections every stream test runs over; "+poll" makes receivers poll
@@ -902,6 +904,56 @@ func TestStreamSendToFailedPeerSaysWhy(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "closed network connection") {
 				t.Fatalf("send to the failed peer: %v names the closed connection, not why", err)
+			}
+		})
+	}
+}
+
+// TestStreamCancelAtEndOfWrite: a Send whose context (with no deadline) is cancelled right at
+// the end of its write leaves the connection usable for the next Send, however late the
+// context's handler moves the write deadline. Send used to reset the deadline without
+// waiting for the handler, whose past deadline then landed after the reset and failed the
+// next write on the connection.
+func TestStreamCancelAtEndOfWrite(t *testing.T) {
+	for _, kind := range []string{"pipe", "tcp"} {
+		t.Run(kind, func(t *testing.T) {
+			var lc *lateconn.Conn
+			eps := streamJob(t, kind, 2, DefaultStreamOptions(), func(from, to int, c net.Conn) io.ReadWriteCloser {
+				if from != 0 {
+					return c
+				}
+				lc = lateconn.New(c, 300*time.Millisecond)
+				return lc
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got := make([]byte, 8)
+			recvd := make(chan error, 2)
+			go func() {
+				for seq := range 2 {
+					_, err := eps[1].Recv(ctx, 0, Header{Seq: uint64(seq)}, got)
+					recvd <- err
+				}
+			}()
+			sctx, scancel := context.WithCancel(context.Background())
+			lc.AfterWrite = scancel
+			// The write went out whole, so whether this Send reports the cancellation or not,
+			// the message was sent.
+			_ = eps[0].Send(sctx, 1, Header{Seq: 0}, []byte("first"))
+			lc.AfterWrite = nil
+			select {
+			case <-lc.PastSet():
+			case <-ctx.Done():
+				t.Fatal("the cancelled Send's handler never set the write deadline")
+			}
+			// A context with no deadline sets none: the connection's own must be clear.
+			if err := eps[0].Send(context.Background(), 1, Header{Seq: 1}, []byte("second")); err != nil {
+				t.Fatalf("the Send after a cancelled one: %v", err)
+			}
+			for range 2 {
+				if err := <-recvd; err != nil {
+					t.Fatal(err)
+				}
 			}
 		})
 	}

@@ -151,9 +151,17 @@ func setConnDeadline(ctx context.Context, c io.ReadWriteCloser) (stop func()) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = d.SetDeadline(dl)
 	}
-	after := context.AfterFunc(ctx, func() { _ = d.SetDeadline(time.Unix(1, 0)) })
+	interrupted := make(chan struct{})
+	after := context.AfterFunc(ctx, func() {
+		_ = d.SetDeadline(time.Unix(1, 0))
+		close(interrupted)
+	})
 	return func() {
-		after()
+		if !after() {
+			// The handler ran or is running: its past deadline must land before the reset,
+			// or it would stay on the connection the job goes on using.
+			<-interrupted
+		}
 		_ = d.SetDeadline(time.Time{})
 	}
 }
