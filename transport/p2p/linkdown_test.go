@@ -54,6 +54,15 @@ func linkRank(arg string) int {
 	defer cancel()
 	_, err = ep.Recv(ctx, peer, transport.Header{Seq: 1}, make([]byte, 8))
 	fmt.Printf("recv: %v\n", err)
+	// Stay until the peer has its verdict too: a rank that exits first would be seen gone by
+	// the other, which would then rightly report a peer that exited instead of the link.
+	if err := os.WriteFile(filepath.Join(a.Dir, "done."+strconv.Itoa(a.Rank)), nil, 0o600); err != nil {
+		fmt.Printf("done: %v\n", err)
+		return 0
+	}
+	for !exists(filepath.Join(a.Dir, "done."+strconv.Itoa(peer))) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	return 0
 }
 
