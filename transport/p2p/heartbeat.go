@@ -209,8 +209,16 @@ func (hb *heartbeats) send(r int) {
 			stopping = true
 		default:
 		}
-		if s == nil && !stopping && hb.mayDial(r) {
-			ctx, cancel := context.WithTimeout(hb.ctx, hb.timeout)
+		// A rank that closes before its stream to a lower rank opened (a short job: that
+		// stream waits for the lower rank's first) dials it now to say goodbye, for one
+		// interval at most: without it the peer would take the closed rank for one that
+		// exited without closing.
+		if s == nil && (stopping || hb.mayDial(r)) {
+			limit := hb.timeout
+			if stopping {
+				limit = hb.interval
+			}
+			ctx, cancel := context.WithTimeout(hb.ctx, limit)
 			ns, err := hb.h.NewStream(network.WithAllowLimitedConn(ctx, "heartbeat"), hb.ids[r], heartbeatProto)
 			cancel()
 			if err == nil {
@@ -226,7 +234,7 @@ func (hb *heartbeats) send(r int) {
 				_ = s.Reset()
 				s = nil
 			} else if stopping {
-				_ = s.Close()
+				hb.flushGoodbye(s)
 			}
 		}
 		if stopping {
@@ -237,6 +245,19 @@ func (hb *heartbeats) send(r int) {
 		case <-t.C:
 		}
 	}
+}
+
+// flushGoodbye closes the stream once the peer has read the goodbye written on it: the
+// peer's reader ends its side when it reads the end of the stream, which comes after the
+// goodbye. Closing alone returns while the goodbye may still sit in the connection's
+// buffers, and a process that exits right after Close would take it along. The wait is
+// bounded by one heartbeat interval, so a frozen peer delays Close by no more than that.
+func (hb *heartbeats) flushGoodbye(s network.Stream) {
+	if err := s.CloseWrite(); err == nil {
+		_ = s.SetReadDeadline(time.Now().Add(hb.interval))
+		_, _ = io.Copy(io.Discard, s)
+	}
+	_ = s.Close()
 }
 
 // mayDial says whether this rank may open its stream to peer r now. A higher rank waits
