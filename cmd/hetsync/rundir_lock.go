@@ -3,11 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/hetsync/hetsync/trainer/metrics"
@@ -71,7 +69,7 @@ func tryLock(f *os.File, flag, dir string) (locked bool, err error) {
 	if err == nil {
 		return true, nil
 	}
-	holder := lockHolder(f)
+	holder := metrics.LockPID(f)
 	path := f.Name()
 	f.Close()
 	switch {
@@ -81,16 +79,6 @@ func tryLock(f *os.File, flag, dir string) (locked bool, err error) {
 		return false, nil
 	}
 	return false, inUse(flag, dir, holder)
-}
-
-// lockHolder is the pid written in a lock file, 0 when none is (yet).
-func lockHolder(f *os.File) int {
-	b, _ := io.ReadAll(io.LimitReader(f, 32))
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0
-	}
-	return pid
 }
 
 // Close releases the lock; a nil lock (held by the parent) is a no-op.

@@ -23,7 +23,15 @@ func LockHolder(dir string) (pid int, held bool) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
 		return 0, false
 	}
-	b, _ := io.ReadAll(io.LimitReader(f, 32))
-	pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid, true
+	return LockPID(f), true
+}
+
+// LockPID is the pid a LockFile's holder wrote in it, read from r; 0 when none is (yet).
+func LockPID(r io.Reader) int {
+	b, _ := io.ReadAll(io.LimitReader(r, 32))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return pid
 }
