@@ -43,8 +43,8 @@ vet:
 # which a loaded CI machine hits; a count has no deadline to race.
 FUZZTIME     ?= 20000x
 FUZZ_TARGETS := ./transport:FuzzStreamRecv ./transport:FuzzDecodeHeader ./transport/p2p:FuzzRendezvousMessages \
-                ./launcher:FuzzParseHostList ./launcher:FuzzParseHostfile ./trainer/experiment:FuzzParse \
-                ./trainer/data:FuzzDecodeIDX
+                ./launcher:FuzzParseHostList ./launcher:FuzzParseHostfile ./experiment:FuzzParse \
+                ./workload/data:FuzzDecodeIDX
 
 fuzz: deps
 	@for t in $(FUZZ_TARGETS); do \
@@ -52,10 +52,10 @@ fuzz: deps
 	  $(GO) test -tags '$(TAGS)' -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
 
-# The whole suite; transport and collective also under the race detector. The real data set is
-# required (HETSYNC_REQUIRE_DATA=1): a missing one fails the data test instead of skipping it.
+# The whole suite; transport, collective, topology and bench also under the race detector. The
+# real data set is required (HETSYNC_REQUIRE_DATA=1): a missing one fails the data test instead of skipping it.
 test: test-deps fmt-check vet fuzz
-	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) -race ./transport/... ./collective/...
+	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) -race ./transport/... ./collective/... ./topology/... ./bench/...
 	HETSYNC_REQUIRE_DATA=1 $(GO) test -tags '$(TAGS)' $(TESTFLAGS) ./...
 	$(MAKE) python-test
 

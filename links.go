@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/hetsync/hetsync"
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // TestInitLinks: the Comm that Init returns plans from the matrix its links mode names (the

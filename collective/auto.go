@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // auto picks an algorithm per call from the simulator: for each candidate it builds the

@@ -4,7 +4,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // layout is what the planner reads from a link matrix: the ranks of every host, the hosts

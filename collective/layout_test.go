@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // Link speeds of the test networks: shared memory inside a host, access links inside a rack,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 func validateLinks(m *topology.Matrix, p int) error {

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // Planned is what auto runs for one call on a network, without running it: the collective,

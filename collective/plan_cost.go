@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // planNet is the network the closed-form planner prices on: the replay's model (per-pair α

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // planCase is one matrix the planner is held to the replay on.

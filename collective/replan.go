@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 

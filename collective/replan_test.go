@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 

@@ -35,7 +35,7 @@ echo "# host: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(g
 echo "# BLAS behind PyTorch: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)" >&2
 
 echo "building hetsync benchmarks (go test -c, -tags openblas)..." >&2
-go test -tags openblas -c -o "$TMP/nn.test" ./trainer/nn/
+go test -tags openblas -c -o "$TMP/nn.test" ./workload/nn/
 go test -tags openblas -c -o "$TMP/kernels.test" ./kernels/
 
 for round in $(seq "$ROUNDS"); do

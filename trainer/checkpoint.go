@@ -15,7 +15,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // CheckpointFile is the name of a run directory's checkpoint: the newest one replaces the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/transport"
 )
 

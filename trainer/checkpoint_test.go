@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsync/hetsync/trainer/data"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/workload/data"
 )
 
 func testCheckpoint(n, nv, state int) *Checkpoint {

@@ -10,7 +10,7 @@
 // of the model's own next batch into a given slice: any data, any loss, labels of any type or
 // none, on any device. Train runs one rank of a job on it with the strategy Config.Strategy
 // names; TrainOptions.Eval optionally evaluates snapshots on rank 0. NewBatchModel adapts a
-// classifier network with a batch iterator (trainer/nn, trainer/data) to a Model: that is all
+// classifier network with a batch iterator (workload/nn, workload/data) to a Model: that is all
 // `hetsync train` adds. examples/esync-model is a complete program.
 //
 // Every rank passes the same Config, which names its strategy, batch, learning rate and a
@@ -106,7 +106,7 @@
 //
 // # Metrics
 //
-// Every rank records one trainer/metrics.RoundRecord per round (compute, communication and
+// Every rank records one metrics.RoundRecord per round (compute, communication and
 // wait time, bytes, samples, loss, the rank it waited for longest; extras train_acc,
 // global_loss, global_samples, staleness). Run switches the communicator's attribution on
 // (collective.Comm.SetAttribution) so that late_rank names the rank that arrived late or

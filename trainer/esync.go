@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // ESyncConfig holds ESync's settings (docs/algorithms.md#esync).

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/transport"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/kernels"
-	"github.com/hetsync/hetsync/trainer/nn"
+	"github.com/hetsync/hetsync/workload/nn"
 )
 
 // MeasureStepTime is t_fast for the WBSP heterogeneity profiles: the median time of steps

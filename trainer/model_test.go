@@ -19,7 +19,7 @@ import (
 )
 
 // A user's own model, as a program outside this package writes it: linear regression with
-// float targets on synthetic data, its gradient by hand. Nothing of trainer/nn or trainer/data.
+// float targets on synthetic data, its gradient by hand. Nothing of workload/nn or workload/data.
 
 const regDim = 4
 

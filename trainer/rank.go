@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/kernels"
-	"github.com/hetsync/hetsync/trainer/data"
-	"github.com/hetsync/hetsync/trainer/metrics"
-	"github.com/hetsync/hetsync/trainer/nn"
+	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/workload/data"
+	"github.com/hetsync/hetsync/workload/nn"
 )
 
 // Workload is what `hetsync train` trains by default: a built-in network on Fashion-MNIST.
@@ -25,7 +25,7 @@ type Workload struct {
 	// Model is the network: "mlp" or "cnn".
 	Model string `json:"model"`
 	// Shard is how the training set is split over ranks: "iid", "by-class" or
-	// "by-class-shuffled" (trainer/data).
+	// "by-class-shuffled" (workload/data).
 	Shard string `json:"shard"`
 	// Devices is each rank's compute device ("cpu", "cuda:N"): one entry for every rank, or
 	// one per rank, so that a job can mix GPU and CPU workers. Empty means cpu.

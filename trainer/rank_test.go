@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsync/hetsync/collective/topology"
-	"github.com/hetsync/hetsync/trainer/data"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/workload/data"
 )
 
 // writeStripeIDX writes a Fashion-MNIST-shaped IDX pair in which the label of an image is the

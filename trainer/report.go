@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // Ran is what a run's rounds ran over, recorded in summary.json beside what config.json asked.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // RunOptions are the per-rank knobs of Run that are not part of the shared Config.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // Strategy is a synchronization strategy: how the ranks' local steps become one model. The

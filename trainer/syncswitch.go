@@ -11,7 +11,7 @@ import (
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/collective/kv"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // SyncSwitchConfig holds Sync-Switch's settings (docs/algorithms.md#sync-switch).

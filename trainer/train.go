@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/collective/topology"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/hetsync/hetsync/kernels"
-	"github.com/hetsync/hetsync/trainer/nn"
 	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/workload/nn"
 )
 
 // randomBatches repeats one random Fashion-MNIST-shaped batch.

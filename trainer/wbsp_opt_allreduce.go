@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // wbspOptAllReduce is wbsp-opt over an allreduce (every --collective but ps;

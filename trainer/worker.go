@@ -36,7 +36,7 @@ type StepResult struct {
 }
 
 // Network is a classifier over uint8 labels that keeps its parameters and gradients itself,
-// as trainer/nn's models do; with a Batches iterator, NewBatchModel makes it a Model.
+// as workload/nn's models do; with a Batches iterator, NewBatchModel makes it a Model.
 type Network interface {
 	// NumParams is the length of the parameter (and gradient) vector.
 	NumParams() int

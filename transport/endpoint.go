@@ -18,7 +18,7 @@ const (
 	ChanControl    Channel = 1 // job control: barriers of the runtime, shutdown, metrics
 	ChanPS         Channel = 2 // asynchronous parameter-server traffic
 	ChanState      Channel = 3 // ESync's state service
-	ChanTopology   Channel = 4 // link measurement (collective/topology.Measure)
+	ChanTopology   Channel = 4 // link measurement (topology.Measure)
 	ChanAbort      Channel = 5 // why a rank gave up on a collective, sent before its abort notice
 	// ChanP2P carries collective.Comm's point-to-point messages (Send/Recv): apart from the
 	// collectives, so that a pending receive never takes a collective's message.

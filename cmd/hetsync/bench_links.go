@@ -13,8 +13,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hetsync/hetsync"
-	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hetsync/hetsync"
+	"github.com/hetsync/hetsync/bench"
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/collective/bench"
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // configsKeyword in --collective stands for auto and every configuration a link matrix makes

@@ -20,7 +20,7 @@
 // The command wires packages together and holds no logic of its own that a library user would
 // need: launching is package launcher, forming a rank's job is hetsync.Init and
 // hetsync.InitLocal (the same calls a user's program makes), measuring is package
-// collective/bench, training is package trainer (and trainer/experiment, trainer/report). It
+// bench, training is package trainer (and experiment, report). It
 // keeps no global state; the one global it sets is urfave/cli's help printer, once, when
 // the first app is built (newApp), because urfave/cli v2 has no per-app printer.
 package main

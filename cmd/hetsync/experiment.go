@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hetsync/hetsync/experiment"
 	"github.com/hetsync/hetsync/trainer"
-	"github.com/hetsync/hetsync/trainer/experiment"
 )
 
 // trainFlagKinds lists the flags of `hetsync train` with their value kinds, so that an
@@ -48,7 +48,7 @@ func experimentCommand() *cli.Command {
 			"with the file's common flags (same data, seed and heterogeneity) and the run's own flags\n" +
 			"(YAML keys are train's flag names), each into OUT/NAME with its log in OUT/logs/NAME.log, then\n" +
 			"writes the report over the finished runs into OUT/report. A failed or timed-out run is reported\n" +
-			"and the rest go on; the exit status is non-zero if any failed. See trainer/experiment for the\n" +
+			"and the rest go on; the exit status is non-zero if any failed. See experiment for the\n" +
 			"file format.",
 		Flags: inCategory(catOutput,
 			&cli.StringFlag{Name: "out", DefaultText: "runs/experiment-NAME-TIME", Usage: "experiment directory"},

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsync/hetsync/trainer/experiment"
+	"github.com/hetsync/hetsync/experiment"
 )
 
 // writeTinyIDX writes a Fashion-MNIST look-alike to dir: n 28×28 images whose class k

@@ -316,7 +316,7 @@ func TestBenchP2PEndToEnd(t *testing.T) {
 // The settling phase of auto at 64 ranks launched as processes, as the sweep
 // `hetsync bench -np 64 --collective auto -b 4K -e 64K` runs it: every rank joins before any
 // starts, every rank calls the same collectives, and every check is right. (In-process, the
-// same path is collective/bench's TestSettleAt64Ranks.)
+// same path is bench's TestSettleAt64Ranks.)
 func TestBenchSettlesAt64Ranks(t *testing.T) {
 	code, out, stderr := runBinary(t, "bench", "-np", "64", "--collective", "auto", "-b", "4K", "-e", "64K", "-f", "4",
 		"-n", "1", "-w", "1", "-c", "1", "--settle", "100ms", "--format", "tsv", "--security", "none", "--data-path", "tcp")

@@ -7,9 +7,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hetsync/hetsync/bench"
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/collective/bench"
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // planCommand is `hetsync plan`: what auto would run on a cluster described by its shape (or

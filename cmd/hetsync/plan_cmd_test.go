@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 // TestPlanCommand: `hetsync plan` prints auto's choice and predicted time for every size of a

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/hetsync/hetsync/kernels/cuda"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // Bad command lines found by probing the command: each fails up front, before any rank

@@ -12,11 +12,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hetsync/hetsync"
+	"github.com/hetsync/hetsync/bench"
 	"github.com/hetsync/hetsync/collective"
-	"github.com/hetsync/hetsync/collective/bench"
 	"github.com/hetsync/hetsync/internal/schedpolicy"
 	"github.com/hetsync/hetsync/launcher"
-	"github.com/hetsync/hetsync/trainer/exporter"
+	"github.com/hetsync/hetsync/metrics/exporter"
 	"github.com/hetsync/hetsync/transport"
 )
 

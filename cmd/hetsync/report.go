@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hetsync/hetsync/trainer/metrics"
-	"github.com/hetsync/hetsync/trainer/report"
+	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/report"
 )
 
 // reportDefaultOut is report's --out when none is given: beside the runs train writes, named

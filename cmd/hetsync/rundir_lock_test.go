@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/trainer"
-	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // TestRunDirOwnedByOneJob: while one `hetsync train` job trains into a run directory, a second

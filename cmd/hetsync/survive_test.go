@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/launcher"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // TestTrainStoppedHalfwayLeavesItsMetrics starts `hetsync train` as a subprocess, stops it

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/experiment"
 	"github.com/hetsync/hetsync/internal/netns"
 	"github.com/hetsync/hetsync/trainer"
-	"github.com/hetsync/hetsync/trainer/experiment"
 )
 
 // thinLinks starts scripts/thin-links.sh on the short experiment file: 2 namespace hosts

@@ -17,10 +17,10 @@ import (
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/kernels/cuda"
 	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/metrics/exporter"
 	"github.com/hetsync/hetsync/trainer"
-	"github.com/hetsync/hetsync/trainer/data"
-	"github.com/hetsync/hetsync/trainer/exporter"
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/workload/data"
 )
 
 // trainOptions is a parsed `hetsync train` command line.

@@ -12,8 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hetsync/hetsync/launcher"
+	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/trainer"
-	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // resumeOptions are train's checkpoint, resume and restart flags.

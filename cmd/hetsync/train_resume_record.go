@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/trainer"
-	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 // What a resumed run may change. A run is its training trajectory: what defines it (the

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/trainer"
-	"github.com/hetsync/hetsync/trainer/metrics"
 )
 
 func TestLaunchMaxRestarts(t *testing.T) {

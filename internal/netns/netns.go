@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hetsync/hetsync/collective/topology"
+	"github.com/hetsync/hetsync/topology"
 )
 
 //go:embed topo.sh

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/hetsync/hetsync/kernels"
-	"github.com/hetsync/hetsync/trainer/nn"
+	"github.com/hetsync/hetsync/workload/nn"
 )
 
 func TestTrainingStepParity(t *testing.T) {

@@ -125,7 +125,7 @@
 // ranks named and the reason (which file it could not read, or the two namespaces). The file
 // lives until the endpoint closes or Join fails, because peers read it while they join. The
 // endpoint reports its verdicts through transport.HostLocality, from which the link
-// measurement (collective/topology) forms the job's hosts.
+// measurement (topology) forms the job's hosts.
 //
 // Every data connection, libp2p streams and TLS connections included, starts with a hello from
 // the dialer: magic, a job tag (a hash of the secret), its rank, the listener's rank and the

@@ -1,5 +1,5 @@
 // Package experiment runs a set of training configurations one after another under identical
-// data, seed and heterogeneity, then reports on them (trainer/report).
+// data, seed and heterogeneity, then reports on them (report).
 //
 // # File format (YAML)
 //

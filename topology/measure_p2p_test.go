@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsync/hetsync/collective/topology"
 	"github.com/hetsync/hetsync/internal/netns"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport/p2p"
 	"github.com/hetsync/hetsync/transport/p2p/p2ptest"
 )

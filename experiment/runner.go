@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hetsync/hetsync/trainer/metrics"
-	"github.com/hetsync/hetsync/trainer/report"
+	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/report"
 )
 
 // Runner executes the runs of a Spec.

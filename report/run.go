@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // Run is one loaded run directory.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 // TestFiguresOfSeedsAndLateRanks checks the bar figures of runs repeated over seeds (one bar

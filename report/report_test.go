@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hetsync/hetsync/trainer/metrics"
+	"github.com/hetsync/hetsync/metrics"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

@@ -1,4 +1,4 @@
-// Package report turns finished run directories (trainer/metrics: config.json, metrics.jsonl,
+// Package report turns finished run directories (metrics: config.json, metrics.jsonl,
 // eval.jsonl) into what a reader compares: a markdown table (report.md), a machine-readable
 // summary (summary.json) and PNG figures — test accuracy against time, throughput, traffic and
 // the per-rank computation ratios — the figures of ESync, WBSP and Sync-Switch
