@@ -16,8 +16,8 @@ import (
 // does on a host whose cores are all busy. A read or write of a non-blocking socket never
 // blocks, so those wake-ups are all cost, at every size: a rank of a host with more ranks
 // than cores runs with one processor, and a copy of a few hundred KiB into a loopback socket
-// takes long enough that every such call handed the processor on (1–64 MiB allreduces over
-// TCP at P = 4 took 0.6–0.75× the time and 0.75× the CPU once all calls were raw).
+// takes long enough that every such call would hand the processor on
+// (docs/results/tcp-large.md, "Every socket read and write raw").
 //
 // A raw call keeps the thread's processor for its duration, so a read moves at most rawSlice
 // bytes, and a writer lets the rank's other goroutines (its reader, the sender of a large
@@ -53,8 +53,9 @@ func newRawSock(c io.ReadWriter) *rawSock {
 }
 
 // rawSlice is the most bytes one raw read moves, and how many a writer moves before it lets
-// the rank's other goroutines run: about 50–100 µs of copying on a loaded host. Reads and writes of
-// 256 KiB and of unlimited size took the same time from 1 to 64 MiB.
+// the rank's other goroutines run: short enough that their heartbeats and reads keep their
+// pace, long enough that the slicing costs a large message nothing against unlimited raw
+// calls (docs/results/tcp-large.md, the slice sizes compared).
 const rawSlice = 256 << 10
 
 // Read reads at most len(b) bytes (and at most rawSlice), as net.Conn's Read does.

@@ -39,10 +39,10 @@ type StreamOptions struct {
 	// Poll, when positive, lets a receiver that waits on a socket peer (TCP or Unix, on Linux)
 	// or a transport/shm pipe poll that connection for up to this long, yielding the CPU
 	// between looks, and read its message itself once the whole frame has arrived, instead of
-	// sleeping until the connection's reader goroutine wakes it. A sleeping thread takes tens of microseconds to wake on a loaded or
-	// virtualized host, twice per message (the reader, then the receiver); polling takes both
-	// wake-ups off the path of small messages, as the progress loops of MPI libraries do. 0
-	// means receivers always sleep.
+	// sleeping until the connection's reader goroutine wakes it. A sleeping thread takes tens
+	// of microseconds to wake on a loaded or virtualized host, twice per message (the reader,
+	// then the receiver); polling takes both wake-ups off the path of small messages, as the
+	// progress loops of MPI libraries do. 0 means receivers always sleep.
 	Poll time.Duration
 	// LendMin is the smallest uncompressed payload that a transport/shm pipe lends in place to
 	// a RecvBorrow already waiting for it (see "Lent payloads" in the package documentation):

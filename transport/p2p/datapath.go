@@ -46,11 +46,11 @@ const (
 	helloShmFailed
 )
 
-// autoSameHost is the path "auto" takes between ranks on one host: shared memory. Measured
-// against Unix sockets (allreduce busbw, 4 ranks on 2 cores, medians of 3 runs, receivers
-// polling both): 4 KiB 0.127 vs 0.069 GB/s, 256 KiB 0.93 vs 0.47, 1 MiB 0.70 vs 0.61, 64 MiB
-// 0.69 vs 0.49. Dial offers shared memory and falls back to a Unix socket when the listener
-// cannot map the segment.
+// autoSameHost is the path "auto" takes between ranks on one host: shared memory, whose ring
+// both ranks map takes the socket's kernel buffers off the path; it beat Unix sockets at every
+// size measured (docs/results/tuning.md, "Shared memory as auto's same-host path"). Dial
+// offers shared memory and falls back to a Unix socket when the listener cannot map the
+// segment.
 const autoSameHost = DataPathShm
 
 func helloStatusText(s byte) string {
@@ -195,9 +195,10 @@ func encodeShmHello(tag jobTag, from, to int, token []byte, shmName string) []by
 }
 
 // shmOptions are the pipe options of the shared-memory path to rank peer. Only "cma" moves
-// writes with a single copy: on the 2-core machines the project is measured on,
-// process_vm_readv copies slower than two copies through a ring that stays in cache, and a
-// write that waits for the peer's reader costs a wake-up more (docs/results/cma.md).
+// writes with a single copy: process_vm_readv pins and copies the sender's pages one by one,
+// which on a host with few cores is slower than two copies through a ring that stays in
+// cache, and a write that waits for the peer's reader costs a wake-up more
+// (docs/results/cma.md).
 func shmOptions(cfg Config, peer int) shm.Options {
 	o := shm.Options{Peer: "rank " + strconv.Itoa(peer), SingleCopyMin: -1}
 	if cfg.DataPath == DataPathCMA {
