@@ -182,9 +182,7 @@ type streamEndpoint struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	stats struct {
-		msgsSent, msgsRecv, bytesSent, bytesRecv, wireSent, wireRecv atomic.Uint64
-	}
+	stats  traffic
 	polled atomic.Uint64 // frames read by polling receivers (tests look at it)
 	lent   atomic.Uint64 // payloads queued lent by their connection (tests look at it)
 }
@@ -319,11 +317,7 @@ func (e *streamEndpoint) Rank() int { return e.rank }
 func (e *streamEndpoint) Size() int { return e.size }
 
 func (e *streamEndpoint) Stats() Stats {
-	return Stats{
-		MsgsSent: e.stats.msgsSent.Load(), MsgsRecv: e.stats.msgsRecv.Load(),
-		BytesSent: e.stats.bytesSent.Load(), BytesRecv: e.stats.bytesRecv.Load(),
-		WireBytesSent: e.stats.wireSent.Load(), WireBytesRecv: e.stats.wireRecv.Load(),
-	}
+	return e.stats.snapshot()
 }
 
 func (e *streamEndpoint) isClosed() bool {

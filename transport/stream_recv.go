@@ -12,13 +12,7 @@ import (
 
 func (e *streamEndpoint) Recv(ctx context.Context, from int, want Header, buf []byte) (int, error) {
 	got, n, err := e.recv(ctx, from, want, false, buf)
-	if err != nil {
-		return 0, err
-	}
-	if err := CheckHeader(e.rank, from, want, got); err != nil {
-		return 0, err
-	}
-	return n, nil
+	return checkedRecv(e.rank, from, want, got, n, err)
 }
 
 func (e *streamEndpoint) RecvAny(ctx context.Context, from int, ch Channel, buf []byte) (Header, int, error) {
@@ -228,12 +222,5 @@ func (e *streamEndpoint) recvSelf(ctx context.Context, ch Channel, buf []byte) (
 	if err != nil {
 		return Header{}, 0, e.recvErr(e.rank, ch, err)
 	}
-	if len(m.payload) > len(buf) {
-		return m.h, 0, &PeerError{Rank: e.rank, Peer: e.rank, Op: "recv " + m.h.String(),
-			Err: fmt.Errorf("message of %d bytes does not fit the %d-byte buffer", len(m.payload), len(buf))}
-	}
-	n := copy(buf, m.payload)
-	e.stats.msgsRecv.Add(1)
-	e.stats.bytesRecv.Add(uint64(n))
-	return m.h, n, nil
+	return deliver(e.rank, e.rank, m, buf, &e.stats)
 }

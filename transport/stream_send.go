@@ -157,24 +157,11 @@ func (p *streamPeer) writeFrame(wire []byte) (int64, error) {
 	return int64(n + m), err
 }
 
-func (e *streamEndpoint) selfBox(ch Channel) *mailbox {
-	e.selfMu.Lock()
-	defer e.selfMu.Unlock()
-	b := e.self[ch]
-	if b == nil {
-		b = &mailbox{signal: make(chan struct{}, 1)}
-		e.self[ch] = b
-	}
-	return b
-}
+func (e *streamEndpoint) selfBox(ch Channel) *mailbox { return mailboxOf(&e.selfMu, e.self, ch) }
 
 func (e *streamEndpoint) sendSelf(h Header, payload []byte) error {
-	data, err := memRoundTrip(h.Codec, payload)
-	if err != nil {
+	if err := post(e.selfBox(h.Channel), &e.stats, h, payload); err != nil {
 		return &PeerError{Rank: e.rank, Peer: e.rank, Op: "send " + h.String(), Err: err}
 	}
-	e.stats.msgsSent.Add(1) // before delivery, as memEndpoint.Send counts
-	e.stats.bytesSent.Add(uint64(len(payload)))
-	e.selfBox(h.Channel).put(memMsg{h: h, payload: data})
 	return nil
 }
