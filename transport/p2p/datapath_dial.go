@@ -135,28 +135,11 @@ func (d *dialer) localRanks() int {
 }
 
 func (d *dialer) open(ctx context.Context, path string, them peerInfo) (dataConn, error) {
-	var nd net.Dialer
 	switch path {
 	case DataPathTCP:
-		if them.TCP == "" {
-			return nil, errors.New("the peer has no TCP listener")
-		}
-		c, err := nd.DialContext(ctx, "tcp", them.TCP)
-		if err != nil {
-			return nil, err
-		}
-		tuneConn(c)
-		return c, nil
+		return dialSocket(ctx, "tcp", them.TCP, "TCP listener")
 	case DataPathUnix:
-		if them.Unix == "" {
-			return nil, errors.New("the peer has no unix socket")
-		}
-		c, err := nd.DialContext(ctx, "unix", them.Unix)
-		if err != nil {
-			return nil, err
-		}
-		tuneConn(c)
-		return c, nil
+		return dialSocket(ctx, "unix", them.Unix, "unix socket")
 	case DataPathTLS:
 		return d.dialTLS(ctx, them)
 	default:
@@ -166,6 +149,21 @@ func (d *dialer) open(ctx context.Context, path string, them peerInfo) (dataConn
 		}
 		return s, nil
 	}
+}
+
+// dialSocket connects to a peer's direct listener at addr ("" when the peer has none, named
+// what in the error) and tunes the connection as the listening side tunes its own.
+func dialSocket(ctx context.Context, network, addr, what string) (dataConn, error) {
+	if addr == "" {
+		return nil, fmt.Errorf("the peer has no %s", what)
+	}
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	tuneConn(c)
+	return c, nil
 }
 
 // hello sends msg, a hello, and waits for the listener's answer.
