@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hetsync/hetsync/transport/internal/rawsock"
 )
 
 // StreamOptions configure NewStreamEndpoint.
@@ -126,7 +128,7 @@ func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOp
 			continue
 		}
 		var r io.Reader = c
-		raw := newRawSock(c)
+		raw := rawsock.New(c)
 		if raw != nil {
 			r = raw
 		}
@@ -197,8 +199,8 @@ type streamPeer struct {
 	rdl      interface{ SetReadDeadline(time.Time) error }
 	wdl      interface{ SetWriteDeadline(time.Time) error }
 	// raw reads and writes conn's socket with raw system calls, nil when conn is not a
-	// socket (rawio_linux.go): every read and frame goes through it then.
-	raw *rawSock
+	// socket (package rawsock): every read and frame goes through it then.
+	raw *rawsock.Sock
 
 	wmu       sync.Mutex
 	whdr      [FrameHeaderSize]byte

@@ -131,7 +131,7 @@ const smallFrame = 32 << 10
 // writeFrame writes p.whdr and wire; p.wmu must be held. It returns how many bytes went out.
 func (p *streamPeer) writeFrame(wire []byte) (int64, error) {
 	if p.raw != nil {
-		return p.raw.writeFrame(p.whdr[:], wire)
+		return p.raw.WriteFrame(p.whdr[:], wire)
 	}
 	if p.vectored {
 		p.wvec[0] = p.whdr[:]

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/hetsync/hetsync/transport/internal/rawsock"
 )
 
 // How the two ends of a pipe wake each other: a doorbell byte over the link, a watcher that
@@ -29,9 +30,12 @@ const (
 func (p *Pipe) watch(link io.Reader) {
 	defer close(p.watchDone)
 	var b [64]byte
+	// A raw read, once per doorbell, keeps the rank's processor: through the link's own Read
+	// it would wake the runtime's monitor thread in a rank that was idle, on every rank of a
+	// host whose ranks outnumber its cores (see package rawsock).
 	read := link.Read
-	if p.rawLink != nil {
-		read = rawReader(p.rawLink)
+	if raw := rawsock.New(link); raw != nil {
+		read = raw.Read
 	}
 	var err error
 	for err == nil {
@@ -59,48 +63,6 @@ func (p *Pipe) watch(link io.Reader) {
 	gone := fmt.Errorf("shm pipe to %s: %w without closing the pipe (%v)", p.peer, ErrPeerGone, err)
 	p.gone.Store(&gone)
 	p.wakeSelf()
-}
-
-// rawReader reads a non-blocking socket with raw system calls, parking in Go's network poller
-// while it has nothing to read. The doorbell watcher reads once per doorbell; the link's own
-// Read would tell Go's scheduler each time that the thread may block, which wakes the
-// runtime's monitor thread from its sleep in a rank that was idle, and keeps it polling at its
-// shortest period for a while after, on every rank of a host whose ranks outnumber its cores.
-func rawReader(raw syscall.RawConn) func([]byte) (int, error) {
-	var (
-		buf   []byte
-		n     int
-		errno syscall.Errno
-	)
-	fn := func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			}
-			n, errno = int(r), e
-			return true
-		}
-	}
-	return func(b []byte) (int, error) {
-		if len(b) == 0 {
-			return 0, nil
-		}
-		buf = b
-		if err := raw.Read(fn); err != nil {
-			return 0, err
-		}
-		switch {
-		case errno != 0:
-			return 0, os.NewSyscallError("read", errno)
-		case n == 0:
-			return 0, io.EOF
-		}
-		return n, nil
-	}
 }
 
 func signal(c chan struct{}) {
