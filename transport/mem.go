@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hetsync/hetsync/compress"
 )
 
 // NewMemJob returns the endpoints of an in-process job of size ranks. Messages are copied, so a
@@ -279,11 +281,11 @@ func memRoundTrip(c Codec, payload []byte) ([]byte, error) {
 	}
 	wire := make([]byte, len(payload)/2)
 	if c == CodecFP16 {
-		Float32ToFP16(wire, payload)
-		FP16ToFloat32(out, wire)
+		compress.Float32ToFP16(wire, payload)
+		compress.FP16ToFloat32(out, wire)
 	} else {
-		Float32ToBF16(wire, payload)
-		BF16ToFloat32(out, wire)
+		compress.Float32ToBF16(wire, payload)
+		compress.BF16ToFloat32(out, wire)
 	}
 	return out, nil
 }

@@ -43,9 +43,12 @@
 // 32-byte token, security and data path. Rank 0 checks that the registration's rank matches the
 // authenticated peer ID and that size, security and data path agree with its own; a
 // disagreement or a rank registered twice fails the job on rank 0 and is reported to every
-// registered rank. When all Size ranks have registered, rank 0 sends each the full table.
-// When JoinTimeout expires first, rank 0 fails with the list of missing ranks and tells the
-// ranks that did register. A connection refused by the gater never reaches this protocol:
+// registered rank. While ranks are missing, rank 0 logs every 5 s how many joined and which
+// are missing. When all Size ranks have registered, the table goes down a tree (tabletree.go):
+// rank 0 sends it to its 8 children and sends every other rank its parent's entry, and each
+// rank fetches the table from its parent, which passes it on once it has it; rank 0 thus sends
+// 8 copies of the O(p) table, not p. When JoinTimeout expires first, rank 0 fails with the
+// list of missing ranks and tells the ranks that did register. A connection refused by the gater never reaches this protocol:
 // rank 0 keeps waiting for the real rank. Rank 0 keeps answering the protocol after the job
 // formed: a late registration (a second process with a running rank's number) is told that
 // the job has formed. A rendezvous port already taken is reported as such before libp2p

@@ -37,6 +37,10 @@ func Join(ctx context.Context, cfg Config) (transport.Endpoint, error) {
 type hooks struct {
 	bound      func(rendezvous string)
 	registered func(rank int)
+	// progressInterval, when set, is how often rank 0 logs the join's progress.
+	progressInterval time.Duration
+	// answered, when set, learns what rank 0 sent each rank: the table, or its parent.
+	answered func(rank int, full bool)
 	// arenaMap, when set, runs before a rank maps (or rank 0 creates) the arena; an error
 	// stands for a mapping that failed.
 	arenaMap func(rank int) error
@@ -143,6 +147,8 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	}
 	h := j.h
 	j.hb = newHeartbeats(cfg, h, ids)
+	ts := newTableServer(cfg.Rank, ids, ctx.Done())
+	h.SetStreamHandler(tableProto, ts.handle)
 	var rs *rendezvousServer
 	if cfg.Rank == 0 {
 		bound0, err := boundTCP(h)
@@ -155,6 +161,8 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		rs = newRendezvousServer(cfg, ids)
 		if hk != nil {
 			rs.registered = hk.registered
+			rs.progressInterval = hk.progressInterval
+			rs.answered = hk.answered
 		}
 		h.SetStreamHandler(rendezvousProto, rs.handle)
 		if hk != nil && hk.bound != nil {
@@ -227,11 +235,13 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		if aerr != nil {
 			return nil, fmt.Errorf("rank %d: rendezvous address %s: %w", cfg.Rank, cfg.Rendezvous, aerr)
 		}
-		peers, err = register(ctx, cfg, j.start, h, ids[0], addr0, self)
+		peers, err = register(ctx, cfg, j.start, h, ids, addr0, self)
 	}
 	if err != nil {
+		ts.set(peerTable{Error: fmt.Sprintf("rank %d, which passes the table on, did not get it: %v", cfg.Rank, err)})
 		return nil, err
 	}
+	ts.set(peerTable{Peers: peers})
 	for r, p := range peers {
 		if r == cfg.Rank {
 			continue
