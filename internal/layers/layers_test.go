@@ -24,6 +24,7 @@ var layer = map[string]int{
 	// 1: numeric kernels and the transport.
 	"kernels": 1, "kernels/cuda": 1, "kernels/internal/cblas": 1, "workload/nn": 1,
 	"transport": 1, "transport/shm": 1, "transport/p2p": 1, "transport/p2p/p2ptest": 1,
+	"transport/internal/rawsock": 1,
 	// 2: what sits on an endpoint: services, what a job knows of its network, processes.
 	"service": 2, "topology": 2, "launcher": 2, "report": 2, "internal/netns": 2,
 	// 3: collectives, and running sets of jobs.

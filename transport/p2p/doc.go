@@ -103,8 +103,9 @@
 //     direction where the receiver proved at connect time that the kernel lets it read the
 //     sender's memory; a refused direction (another user, Yama's ptrace_scope, a container's
 //     seccomp profile) keeps the rings, with a warning, and DataPaths reports "cma" only for
-//     pairs that really use it. Not the default: on the 2-core machines hetsync is measured on,
-//     the rings are faster (docs/results/cma.md).
+//     pairs that really use it. Not the default: where ranks share few cores, two copies
+//     through a ring that stays in cache are faster than the kernel's page-by-page copy
+//     (docs/results/cma.md).
 //   - "auto" (default): shm between ranks that proved one host (a listener that cannot map
 //     the segment makes the pair fall back to unix); otherwise tcp when Security is none, else
 //     tls. If a same-host Unix socket turns out unreachable (containers that share a host
