@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/hetsync/hetsync/transport/internal/rawsock"
+	"github.com/hetsync/hetsync/internal/rawsock"
 )
 
 // sockPoll looks at a socket without reading it: how many bytes wait in its receive queue, and

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hetsync/hetsync/transport/internal/rawsock"
+	"github.com/hetsync/hetsync/internal/rawsock"
 )
 
 // StreamOptions configure NewStreamEndpoint.

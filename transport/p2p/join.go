@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/hetsync/hetsync/internal/procstat"
 	"io"
 	"net"
 	"os"
@@ -188,7 +189,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	osHostname, _ := os.Hostname()
 	self := peerInfo{Rank: cfg.Rank, Size: cfg.Size, LocalRank: cfg.LocalRank, Hostname: osHostname,
 		Token: token, Security: cfg.Security, DataPath: cfg.DataPath,
-		HostOverride: cfg.Hostname, Proof: j.proof.proof, Proc: selfProc()}
+		HostOverride: cfg.Hostname, Proof: j.proof.proof, Proc: procstat.Self()}
 	for _, a := range h.Network().ListenAddresses() {
 		self.Addrs = append(self.Addrs, a.String())
 	}
@@ -320,10 +321,10 @@ func withPeerStates(err error, rank int, peers []peerInfo, local []locality) err
 	me := peers[rank].Proc
 	var notes []string
 	for r := range min(len(peers), len(local)) {
-		if r == rank || !watchable(me, peers[r].Proc, local[r].kernel) {
+		if r == rank || !procstat.Watchable(me, peers[r].Proc, local[r].kernel) {
 			continue
 		}
-		if st := peers[r].Proc.state(); st == procStopped || st == procGone {
+		if st := peers[r].Proc.State(); st == procstat.StateStopped || st == procstat.StateGone {
 			notes = append(notes, fmt.Sprintf("rank %d (pid %d on this host) is %v", r, peers[r].Proc.PID, st))
 		}
 	}

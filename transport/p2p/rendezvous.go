@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hetsync/hetsync/internal/procstat"
 	"io"
 	"net"
 	"os"
@@ -46,9 +47,9 @@ type peerInfo struct {
 
 	// HostOverride is Config.Hostname (HETSYNC_HOSTNAME), empty when not set: ranks that set
 	// different ones never share a host. Hostname above is os.Hostname(), for messages.
-	HostOverride string    `json:"host_override,omitempty"`
-	Proof        hostProof `json:"host_proof"` // see hostproof.go
-	Proc         procID    `json:"proc"`       // see procwatch.go
+	HostOverride string      `json:"host_override,omitempty"`
+	Proof        hostProof   `json:"host_proof"` // see hostproof.go
+	Proc         procstat.ID `json:"proc"`       // see procwatch.go
 }
 
 // peerTable is rank 0's answer: every rank's info, or why the job cannot start, or (Parent)

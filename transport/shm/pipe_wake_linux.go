@@ -12,7 +12,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/hetsync/hetsync/transport/internal/rawsock"
+	"github.com/hetsync/hetsync/internal/rawsock"
 )
 
 // How the two ends of a pipe wake each other: a doorbell byte over the link, a watcher that
