@@ -264,12 +264,32 @@ func trainCommand() *cli.Command {
 	}
 }
 
+// commOptions are the options of the job's communicator beyond the transport's: the
+// collective the rounds run over.
+func (o trainOptions) commOptions() []hetsync.Option {
+	return []hetsync.Option{hetsync.WithAlgorithm(o.Config.Collective)}
+}
+
+// rankOptions are the trainer's options on rank c of the job, of which localSize ranks share
+// its host: the rounds run over c, the job's one communicator. The exception is a rank that
+// transient network stragglers slow (--stragglers, mode network): their delays decorate the
+// endpoint under its communicator from the rank's first training message on, so the trainer
+// builds that rank's communicator over the decorated endpoint itself.
+func (o trainOptions) rankOptions(c *hetsync.Comm, localSize int) trainer.RankOptions {
+	ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: localSize, Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(),
+		Comm: c.Comm}
+	if ep := c.Endpoint(); o.Config.Stragglers.WrapEndpoint(ep) != ep {
+		ropts.Comm = nil
+	}
+	return ropts
+}
+
 // trainRank runs this process as one rank of a launched job, formed by hetsync.Init.
 func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx) // ends the metrics server with the rank
 	defer cancel()
 	return o.joinRank(ctx, func(c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize(), Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch()}
+		ropts := o.rankOptions(c, c.LocalSize())
 		if o.MetricsAddr != "" {
 			addr, err := exporter.RankAddr(o.MetricsAddr, c.Rank())
 			if err != nil {
@@ -291,7 +311,7 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err) // the ranks' own checks name Config fields: here they are flags
-	})
+	}, o.commOptions()...)
 }
 
 // dataPathOf is the transport and data path of c's job, as summary.json records it.
@@ -335,15 +355,15 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		}
 	}
 	err := hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP, Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(),
-			AfterRound: hook.AfterRound, AfterEval: hook.AfterEval}
+		ropts := o.rankOptions(c, o.NP)
+		ropts.AfterRound, ropts.AfterEval = hook.AfterRound, hook.AfterEval
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err)
-	}, o.Watch.initOptions()...)
+	}, append(o.Watch.initOptions(), o.commOptions()...)...)
 	if err != nil {
 		sayEnding(os.Stderr, o.outDir())
 	}
