@@ -248,7 +248,7 @@ func benchCommand() *cli.Command {
 		// -n is nccl-tests' iteration count here, so --np has no -n alias as in launch and train.
 		Flags: slices.Concat(inCategory(catBenchmark,
 			&cli.IntFlag{Name: "np", Category: catJob, DefaultText: "the launcher's world size", Usage: "number of ranks (required without a launcher)"},
-			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all; with --plan-links also configurations (hier-NAME, NAME/ORDER) or configs"},
+			&cli.StringFlag{Name: "collective", Value: collective.DefaultAlgorithm, Usage: "algorithms, comma-separated, or all; with --plan-links also configurations (hier-NAME, NAME/ORDER) or configs"},
 			&cli.StringFlag{Name: "op", Value: "allreduce", Usage: strings.Join(bench.OpNames(), ", ")},
 			&cli.StringFlag{Name: "b", Value: "4K", EnvVars: []string{"MIN_BYTES"}, Usage: "smallest size"},
 			&cli.StringFlag{Name: "e", Value: "64M", EnvVars: []string{"MAX_BYTES"}, Usage: "largest size"},
