@@ -167,10 +167,29 @@ type resolved struct {
 	arena, arenaFrom string
 }
 
+// AlgorithmError is Init's error when the communicator cannot run the algorithm it was given
+// (an unknown name, a configuration that plans from a link matrix the job has none of, or
+// options that do not suit it), naming the algorithm and where it came from: a program that
+// took the name from its own flag can name that flag instead.
+type AlgorithmError struct {
+	Rank      int
+	Algorithm string
+	// From is the option or variable that gave the algorithm: WithAlgorithm("ring"),
+	// HETSYNC_COLLECTIVE or the default.
+	From string
+	Err  error
+}
+
+func (e *AlgorithmError) Error() string {
+	return fmt.Sprintf("rank %d: algorithm %q from %s: %v", e.Rank, e.Algorithm, e.From, e.Err)
+}
+
+func (e *AlgorithmError) Unwrap() error { return e.Err }
+
 // algorithmError is err of the communicator's options on rank, naming the algorithm and where
 // it came from.
 func (r resolved) algorithmError(rank int, err error) error {
-	return fmt.Errorf("rank %d: algorithm %q from %s: %w", rank, r.Algorithm, r.algFrom, err)
+	return &AlgorithmError{Rank: rank, Algorithm: r.Algorithm, From: r.algFrom, Err: err}
 }
 
 // arenaBytes is the p2p transport's ArenaBytes for r's arena setting: the default, or none.

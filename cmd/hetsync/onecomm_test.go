@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/hetsync/hetsync"
 	"github.com/hetsync/hetsync/collective"
 )
 
@@ -89,5 +92,22 @@ func checkOneComm(t *testing.T, path string, p int, alg, other string) {
 		if !joined || len(seqs) == 0 {
 			t.Errorf("rank %d: %d calls and no barrier of %s, want Init's join barrier and the calls asked for", r, len(seqs), alg)
 		}
+	}
+}
+
+// An algorithm the job's communicator cannot run is an error naming --collective, the flag
+// that gave it, not the hetsync.Init option the command passed it; other errors stay as they
+// are.
+func TestCollectiveFlagError(t *testing.T) {
+	err := hetsync.InitLocal(context.Background(), 2, func(context.Context, *hetsync.Comm) error { return nil },
+		hetsync.WithAlgorithm("hier-ring"))
+	got := collectiveFlagError(err, "hier-ring")
+	if got == nil || !strings.Contains(got.Error(), "--collective hier-ring: ") || strings.Contains(got.Error(), "WithAlgorithm") ||
+		!strings.Contains(got.Error(), "link matrix") {
+		t.Errorf("error %v, want it to name --collective hier-ring and the missing link matrix, not the option", got)
+	}
+	other := errors.New("rank 1: joining the job: timed out")
+	if got := collectiveFlagError(other, "ring"); got != other {
+		t.Errorf("an error of another kind became %v", got)
 	}
 }

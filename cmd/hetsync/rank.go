@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -197,6 +198,16 @@ func (n netOptions) joinRank(ctx context.Context, fn func(*hetsync.Comm) error, 
 	return err
 }
 
+// collectiveFlagError is err with the --collective flag named where it is hetsync.Init's
+// about the algorithm that flag gave (asked): Init names the option the command passed it.
+func collectiveFlagError(err error, asked string) error {
+	var ae *hetsync.AlgorithmError
+	if errors.As(err, &ae) && ae.Algorithm == asked {
+		return fmt.Errorf("rank %d: --collective %s: %w", ae.Rank, asked, ae.Err)
+	}
+	return err
+}
+
 // arenaNote says in a bench table's header whether the job formed with a shared-memory arena.
 func arenaNote(ep transport.Endpoint) string {
 	if transport.HostArena(ep) != nil {
@@ -313,7 +324,7 @@ func writeJSONFile(path string, results []bench.Result) error {
 // benchRank runs this process as one rank of a launched job over libp2p.
 func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io.Writer) error {
 	setRankProcs(env.LocalSize)
-	return o.joinRank(ctx, func(c *hetsync.Comm) error {
+	err := o.joinRank(ctx, func(c *hetsync.Comm) error {
 		o, err := o.withJobLinks(c.Links())
 		if err != nil {
 			return err
@@ -325,6 +336,7 @@ func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io
 		}
 		return runBenches(ctx, c, o, out, live)
 	}, o.commOptions()...)
+	return collectiveFlagError(err, o.Collectives[0])
 }
 
 // serveResults starts, on rank 0 and with --metrics-addr, the server of the bench's results
@@ -344,7 +356,7 @@ func (o benchOptions) serveResults(ctx context.Context, rank int, errOut io.Writ
 
 // benchMem runs every rank as a goroutine over the in-process transport.
 func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
-	return hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
+	err := hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
 		w := out
 		if c.Rank() != 0 {
 			w = io.Discard
@@ -355,6 +367,7 @@ func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
 		}
 		return runBenches(ctx, c, o, w, live)
 	}, append(o.Watch.initOptions(), o.commOptions()...)...)
+	return collectiveFlagError(err, o.Collectives[0])
 }
 
 // benchLaunch starts --np ranks of this same command line through the launcher; rank 0's

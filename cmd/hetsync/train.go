@@ -281,7 +281,7 @@ func (o trainOptions) rankOptions(c *hetsync.Comm, localSize int) trainer.RankOp
 func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx) // ends the metrics server with the rank
 	defer cancel()
-	return o.joinRank(ctx, func(c *hetsync.Comm) error {
+	err := o.joinRank(ctx, func(c *hetsync.Comm) error {
 		ropts := o.rankOptions(c, c.LocalSize())
 		if o.MetricsAddr != "" {
 			addr, err := exporter.RankAddr(o.MetricsAddr, c.Rank())
@@ -305,6 +305,7 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err) // the ranks' own checks name Config fields: here they are flags
 	}, o.commOptions()...)
+	return collectiveFlagError(err, o.Config.Collective)
 }
 
 // dataPathOf is the transport and data path of c's job, as summary.json records it.
@@ -357,6 +358,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err)
 	}, append(o.Watch.initOptions(), o.commOptions()...)...)
+	err = collectiveFlagError(err, o.Config.Collective)
 	if err != nil {
 		sayEnding(os.Stderr, o.outDir())
 	}
