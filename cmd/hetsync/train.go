@@ -125,7 +125,7 @@ func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 	// The one check of the configuration, for the job's size: the strategy's registry defaults
 	// what derives from the rest, checks it and decides whether the strategy runs over the
 	// collective; the collective itself is the communicator's to check, before anything starts.
-	if err := trainer.Builtin().Validate(&o.Config, size); err != nil {
+	if err := reg.Validate(&o.Config, size); err != nil {
 		return o, trainer.InFlags(err) // the library names Config fields; here they are flags
 	}
 	if err := (collective.Options{Algorithm: o.Config.Collective}).Check(size); err != nil {
