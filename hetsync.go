@@ -129,7 +129,7 @@ func Init(ctx context.Context, opts ...Option) (*Comm, error) {
 		_ = ep.Close()
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
-	c, err := newComm(ep, copts, env.LocalRank, env.LocalSize, r.Settings)
+	c, err := newComm(ep, copts, env.LocalRank, env.LocalSize, r, r.Settings)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func initAlone(cfg *config) (*Comm, error) {
 	if _, err := cfg.withWatch(&copts, 0); err != nil {
 		return nil, fmt.Errorf("hetsync.Init: %w", err)
 	}
-	return newComm(transport.NewMemJob(1)[0], copts, 0, 1, memSettings(r.Settings))
+	return newComm(transport.NewMemJob(1)[0], copts, 0, 1, r, memSettings(r.Settings))
 }
 
 // memSettings are s for an in-process job, which has no security or data path to choose.
@@ -187,14 +187,15 @@ func memSettings(s Settings) Settings {
 	return Settings{Transport: "mem", Algorithm: s.Algorithm}
 }
 
-// newComm builds the communicator over ep, which owns o's timeline; on failure it closes ep
-// and the timeline.
-func newComm(ep transport.Endpoint, o collective.Options, localRank, localSize int, s Settings) (*Comm, error) {
+// newComm builds the communicator over ep, which owns o's timeline, with the algorithm r
+// resolved (the one place Init builds it); on failure it closes ep and the timeline. s is
+// what the Comm's Settings report.
+func newComm(ep transport.Endpoint, o collective.Options, localRank, localSize int, r resolved, s Settings) (*Comm, error) {
 	cc, err := collective.New(ep, o)
 	if err != nil {
 		_ = ep.Close()
 		_ = o.Watch.Timeline.Close()
-		return nil, fmt.Errorf("hetsync.Init: %w", err)
+		return nil, fmt.Errorf("hetsync.Init: %w", r.algorithmError(ep.Rank(), err))
 	}
 	return &Comm{Comm: cc, localRank: localRank, localSize: localSize, settings: s, host: slices.Index(transport.SameHost(ep), true),
 		timeline: o.Watch.Timeline}, nil
@@ -270,7 +271,7 @@ func InitLocal(ctx context.Context, n int, fn func(ctx context.Context, c *Comm)
 			_, err := cfg.withWatch(&o, rank)
 			var c *Comm
 			if err == nil {
-				c, err = newComm(ep, o, rank, n, memSettings(r.Settings))
+				c, err = newComm(ep, o, rank, n, r, memSettings(r.Settings))
 			}
 			if err == nil {
 				err = fn(ctx, c)

@@ -32,7 +32,7 @@ func TestJoinedWaitsForEveryRank(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						c, err := newComm(ep, collective.Options{Algorithm: "ring"}, r, p, Settings{})
+						c, err := newComm(ep, collective.Options{Algorithm: "ring"}, r, p, resolved{}, Settings{})
 						if err == nil {
 							err = c.joined(context.Background(), 300*time.Millisecond)
 						}

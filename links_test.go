@@ -142,3 +142,37 @@ func TestInitLinksErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestInitConfigurationFromLinks: a configuration that plans from the link matrix
+// (WithAlgorithm("hier-ring")) forms through Init's options once the job has its matrix, which
+// it only has after joining: its name is checked before the join and the algorithm built once
+// the matrix is there. Without a matrix Init refuses it, naming the option.
+func TestInitConfigurationFromLinks(t *testing.T) {
+	const p = 3
+	dir := t.TempDir()
+	file := filepath.Join(dir, "links.json")
+	b, err := topology.Uniform(p, 5e-6, 1e-9).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	env := func(r int) map[string]string {
+		m := launchers[0].env(r, p, port)
+		m["HETSYNC_SECURITY"], m["HETSYNC_DATA_PATH"] = "none", "tcp"
+		return m
+	}
+	initJob(t, p, env, func(ctx context.Context, c *hetsync.Comm) error {
+		if got := c.Algorithm(); got != "hier-ring" {
+			return fmt.Errorf("rank %d runs %q, want hier-ring", c.Rank(), got)
+		}
+		return sumCheck(ctx, c, 11)
+	}, hetsync.WithAlgorithm("hier-ring"), hetsync.WithLinks(file))
+
+	single := launchers[0].env(0, 1, freePort(t))
+	single["HETSYNC_SECURITY"], single["HETSYNC_DATA_PATH"] = "none", "tcp"
+	initFails(t, []hetsync.Option{envOf(single), hetsync.WithAlgorithm("hier-ring"), hetsync.WithLinks(hetsync.LinksOff)},
+		[]string{"rank 0", `WithAlgorithm("hier-ring")`, "link matrix"})
+}

@@ -54,8 +54,9 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
-// WithAlgorithm names the allreduce algorithm: ring, butterfly, binary-blocks, ps or auto.
-// Default: HETSYNC_COLLECTIVE, else auto.
+// WithAlgorithm names the allreduce algorithm: ring, butterfly, binary-blocks, ps or auto, or
+// with a link matrix (WithLinks) one of collective.Configurations (hier-ring, ...). Default:
+// HETSYNC_COLLECTIVE, else auto (collective.DefaultAlgorithm).
 func WithAlgorithm(name string) Option {
 	return func(c *config) { c.algorithm = setting[string]{name, fmt.Sprintf("WithAlgorithm(%q)", name)} }
 }
@@ -166,6 +167,31 @@ type resolved struct {
 	arena, arenaFrom string
 }
 
+// AlgorithmError is Init's error when the communicator cannot run the algorithm it was given
+// (an unknown name, a configuration that plans from a link matrix the job has none of, or
+// options that do not suit it), naming the algorithm and where it came from: a program that
+// took the name from its own flag can name that flag instead.
+type AlgorithmError struct {
+	Rank      int
+	Algorithm string
+	// From is the option or variable that gave the algorithm: WithAlgorithm("ring"),
+	// HETSYNC_COLLECTIVE or the default.
+	From string
+	Err  error
+}
+
+func (e *AlgorithmError) Error() string {
+	return fmt.Sprintf("rank %d: algorithm %q from %s: %v", e.Rank, e.Algorithm, e.From, e.Err)
+}
+
+func (e *AlgorithmError) Unwrap() error { return e.Err }
+
+// algorithmError is err of the communicator's options on rank, naming the algorithm and where
+// it came from.
+func (r resolved) algorithmError(rank int, err error) error {
+	return &AlgorithmError{Rank: rank, Algorithm: r.Algorithm, From: r.algFrom, Err: err}
+}
+
 // arenaBytes is the p2p transport's ArenaBytes for r's arena setting: the default, or none.
 func (r resolved) arenaBytes(rank int) (int64, error) {
 	switch r.arena {
@@ -188,13 +214,15 @@ func (c *config) resolve(env launcher.Settings) resolved {
 	r.Poll, _ = c.poll.pick(env.Poll, "")
 	r.Checksum, _ = c.checksum.pick(env.Checksum, "")
 	if r.Algorithm == "" {
-		r.Algorithm, r.algFrom = "auto", "the default"
+		r.Algorithm, r.algFrom = collective.DefaultAlgorithm, "the default"
 	}
 	return r
 }
 
 // collectiveOptions are the communicator's options, checked against a job of size ranks
-// before anything is joined.
+// before anything is joined. The algorithm's name is parsed here but built only once, by
+// newComm, when the link matrix that a configuration plans from (hier-ring, ring/interleaved)
+// is known: measured, or read, as the job forms.
 func (c *config) collectiveOptions(r resolved, rank, size int) (collective.Options, error) {
 	o := c.coll
 	o.Algorithm = r.Algorithm
@@ -205,8 +233,8 @@ func (c *config) collectiveOptions(r resolved, rank, size int) (collective.Optio
 		}
 		o.Replan = replan
 	}
-	if err := o.Validate(size); err != nil {
-		return o, fmt.Errorf("rank %d: algorithm %q from %s: %w", rank, r.Algorithm, r.algFrom, err)
+	if err := o.Check(size); err != nil {
+		return o, r.algorithmError(rank, err)
 	}
 	for _, d := range []setting[time.Duration]{c.joinTimeout, c.poll} {
 		if d.v < 0 {

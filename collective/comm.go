@@ -23,7 +23,8 @@ const LargeCallBytes = 32 << 20
 
 // Options configure a Comm.
 type Options struct {
-	// Algorithm is "ring", "butterfly", "binary-blocks", "ps" or "auto" (the default when empty).
+	// Algorithm is "ring", "butterfly", "binary-blocks", "ps" or "auto" (DefaultAlgorithm, when
+	// empty).
 	Algorithm string
 	// SegmentBytes is the largest message the collectives send; larger ranges are split into
 	// segments that are pipelined. 0 means DefaultSegmentBytes, or for calls of LargeCallBytes
@@ -50,11 +51,48 @@ type Options struct {
 	Replan ReplanOptions
 }
 
-// Validate checks the options against a job of p ranks.
+// DefaultAlgorithm is the algorithm of Options whose Algorithm is empty.
+const DefaultAlgorithm = "auto"
+
+// Validate checks the options against a job of p ranks, the algorithm built as New builds it
+// (a configuration that plans from the link matrix needs Options.Links).
 func (o Options) Validate(p int) error {
-	if o.Algorithm == "" {
-		o.Algorithm = "auto"
+	_, err := o.build(p)
+	return err
+}
+
+// Check is Validate without building the algorithm: the name must parse, but a configuration
+// that plans from the link matrix is not refused for the lack of one, so that a caller whose
+// matrix comes later (measured once the job has formed) can check its options before that.
+func (o Options) Check(p int) error {
+	o = o.withDefaults()
+	if err := o.checkFields(p); err != nil {
+		return err
 	}
+	_, err := parseAlgorithm(o.Algorithm)
+	return err
+}
+
+// build checks the options against a job of p ranks and builds their algorithm: the one
+// place where a name is parsed and becomes an algorithm.
+func (o Options) build(p int) (algorithm, error) {
+	o = o.withDefaults()
+	if err := o.checkFields(p); err != nil {
+		return nil, err
+	}
+	return lookupAlgorithm(o.Algorithm, o)
+}
+
+// withDefaults is o with DefaultAlgorithm for an empty Algorithm.
+func (o Options) withDefaults() Options {
+	if o.Algorithm == "" {
+		o.Algorithm = DefaultAlgorithm
+	}
+	return o
+}
+
+// checkFields checks every option but the algorithm's name.
+func (o Options) checkFields(p int) error {
 	if o.SegmentBytes < 0 {
 		return fmt.Errorf("collective: SegmentBytes %d is negative", o.SegmentBytes)
 	}
@@ -72,9 +110,6 @@ func (o Options) Validate(p int) error {
 	}
 	if o.Codec > transport.CodecBF16 {
 		return fmt.Errorf("collective: unknown codec %d", o.Codec)
-	}
-	if _, err := lookupAlgorithm(o.Algorithm, o); err != nil {
-		return err
 	}
 	return nil
 }
@@ -203,14 +238,13 @@ func New(ep transport.Endpoint, opts Options) (*Comm, error) {
 }
 
 func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRanks []int, chans *channelAllocator, who string) (*Comm, error) {
-	if opts.Algorithm == "" {
-		opts.Algorithm = "auto"
-	}
+	opts = opts.withDefaults()
 	p := ep.Size()
 	if p < 1 || ep.Rank() < 0 || ep.Rank() >= p {
 		return nil, fmt.Errorf("collective: endpoint has rank %d of size %d", ep.Rank(), p)
 	}
-	if err := opts.Validate(p); err != nil {
+	alg, err := opts.build(p)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", who, err)
 	}
 	largeSeg, chunk := 0, 0
@@ -219,7 +253,6 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		largeSeg = transport.LargeSegment(ep)
 		chunk = chunkBytes(p)
 	}
-	alg, _ := lookupAlgorithm(opts.Algorithm, opts)
 	if a, ok := alg.(*auto); ok && opts.Links == nil && onSharedMemory(base) {
 		a.useSharedMemory()
 	}

@@ -109,20 +109,34 @@ func (e *flagError) Unwrap() error { return e.err }
 // 64, DefaultLR and, with no stop condition other than TargetAcc, 3 epochs; then the
 // documented meaning of the other zero fields (ZeroDefaults). Train does not call it: a
 // program names its strategy, batch, learning rate and bound, and Train refuses a zero one.
-func (c *Config) Defaults() {
+func (c *Config) Defaults() { c.DefaultsUnset(func(string) bool { return false }) }
+
+// DefaultsUnset is Defaults for a Config read from flags, where given reports whether the
+// flag of a field (its flag tag: "batch") was given: a batch or learning rate given as zero
+// keeps it, for Validate to refuse. Left unset, a zero means the default; typed on a command
+// line, it is a mistake.
+func (c *Config) DefaultsUnset(given func(flag string) bool) {
 	if c.Strategy == "" {
 		c.Strategy = "ssgd"
 	}
-	if c.Batch == 0 {
+	if c.Batch == 0 && !given("batch") {
 		c.Batch = 64
 	}
 	c.ZeroDefaults()
-	if c.LR == 0 {
+	if c.LR == 0 && !given("lr") {
 		c.LR = DefaultLR(c.GradReduction, c.Batch)
 	}
 	if c.Epochs == 0 && c.MaxTime == 0 && c.MaxRounds == 0 {
 		c.Epochs = 3
 	}
+}
+
+// DefaultConfig is the zero Config with Defaults applied: what `hetsync train` runs when given
+// no flag, and the defaults its flags show.
+func DefaultConfig() Config {
+	var c Config
+	c.Defaults()
+	return c
 }
 
 // ZeroDefaults gives the fields whose zero value documents a default that value: GradReduction

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,27 @@ func TestDefaults(t *testing.T) {
 	s.Defaults()
 	if s.LR != 0.05/32 || s.Epochs != 0 {
 		t.Fatalf("sum reduction: lr %v epochs %v, want %v and 0 (max-time bounds the run)", s.LR, s.Epochs, 0.05/32)
+	}
+}
+
+// A batch or learning rate given as zero on a command line is kept for Validate to refuse,
+// naming the flag; left unset it takes the default, as Defaults gives it.
+func TestDefaultsUnset(t *testing.T) {
+	given := func(flags ...string) func(string) bool {
+		return func(f string) bool { return slices.Contains(flags, f) }
+	}
+	c := Config{MaxRounds: 2}
+	c.DefaultsUnset(given("batch", "lr"))
+	if c.Batch != 0 || c.LR != 0 || c.Strategy != "ssgd" || c.GradReduction != "mean" {
+		t.Fatalf("given zeros: %+v, want batch and lr kept at 0, the rest defaulted", c)
+	}
+	if err := InFlags(Builtin().Validate(&c, 2)); err == nil || !strings.Contains(err.Error(), "--batch must be ≥ 1, got 0") {
+		t.Errorf("a zero --batch: %v", err)
+	}
+	u := Config{MaxRounds: 2}
+	u.DefaultsUnset(given("momentum"))
+	if d := DefaultConfig(); u.Batch != d.Batch || u.LR != d.LR {
+		t.Errorf("unset: batch %d lr %v, want the defaults %d and %v", u.Batch, u.LR, d.Batch, d.LR)
 	}
 }
 

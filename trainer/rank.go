@@ -94,6 +94,9 @@ type RankOptions struct {
 	DataPath string
 	// Watch is what the rank's communicator reports (TrainOptions.Watch).
 	Watch collective.Watch
+	// Comm is the job's communicator, which the rounds run over (TrainOptions.Comm); nil
+	// builds one over the endpoint.
+	Comm Collective
 	// CheckpointEvery is how often a checkpoint is written into rank 0's Out (by rank 0, or
 	// each rank its part for a PerRankCheckpointer); zero writes none.
 	CheckpointEvery EvalEvery
@@ -168,7 +171,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, wl Workload
 	if err != nil {
 		return nil, fmt.Errorf("trainer: rank %d: %w", rank, err)
 	}
-	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Links: opts.Links, Watch: opts.Watch,
+	topts := TrainOptions{Strategies: reg, TrainSize: shard.Len() * size, Progress: opts.Progress, Comm: opts.Comm, Links: opts.Links, Watch: opts.Watch,
 		Checkpoint: CheckpointOptions{Dir: opts.Out, Every: opts.CheckpointEvery}}
 	if opts.Resume != "" {
 		if topts.Checkpoint.Resume, topts.Checkpoint.File, err = LoadCheckpoint(opts.Resume, rank); err != nil {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/hetsync/hetsync/collective"
 )
 
 // Factory is how a registry builds one strategy: its options with their defaults, and the
@@ -22,8 +24,8 @@ type Factory struct {
 }
 
 // DefaultCollective is what Configure gives Config.Collective when it is empty and the
-// strategy supports every collective.
-const DefaultCollective = "auto"
+// strategy supports every collective: the communicator's own default.
+const DefaultCollective = collective.DefaultAlgorithm
 
 // Options are one strategy's own settings. The strategy owns their defaults, validation and
 // help text; `hetsync train` turns Flags into its command-line flags, and config.json records

@@ -110,7 +110,9 @@ func oneOf(flag, v string, known ...string) error {
 	return fmt.Errorf("--%s %q: unknown (known: %s)", flag, v, strings.Join(known, ", "))
 }
 
-func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
+// benchOptionsFrom reads the command line of a process that job says whether a launcher
+// started, checked once for the job's size: the launcher's, else --np.
+func benchOptionsFrom(c *cli.Context, job rankJob) (benchOptions, error) {
 	o := benchOptions{
 		NP: c.Int("np"), JSONPath: c.String("J"), netOptions: netOptionsFrom(c), CodecName: c.String("codec"),
 		Servers: c.Int("servers"), MetricsAddr: c.String("metrics-addr"),
@@ -144,10 +146,16 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 		return o, fmt.Errorf("--segment %s: larger than 1G", c.String("segment"))
 	}
 	o.Segment = int(seg)
-	// Without --np the world size comes from the launcher and the root is checked then.
-	p := o.NP
-	if p == 0 {
-		p = cfg.Root + 1
+	p := o.NP // the job's number of ranks: the launcher's world size, else --np
+	switch {
+	case job.under && o.NP != 0 && o.NP != job.env.Size:
+		return o, fmt.Errorf("--np %d but the launcher started %d ranks (%s=%d)", o.NP, job.env.Size, launcher.EnvWorldSize, job.env.Size)
+	case job.under:
+		p = job.env.Size
+	case o.NP == 0 && c.String("transport") == "mem":
+		return o, fmt.Errorf("--transport mem needs --np")
+	case o.NP == 0:
+		return o, fmt.Errorf("--np: required when bench is not started by a launcher")
 	}
 	if err := cfg.Validate(p); err != nil {
 		return o, err
@@ -168,8 +176,8 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	if o.Codec, err = parseCodec(o.CodecName); err != nil {
 		return o, err
 	}
-	if o.Servers < 0 || (o.NP > 0 && o.Servers > o.NP) {
-		return o, fmt.Errorf("--servers %d: must be in [0, %d] (0 = every rank serves a shard)", o.Servers, max(o.NP, 0))
+	if o.Servers < 0 || o.Servers > p {
+		return o, fmt.Errorf("--servers %d: must be in [0, %d] (0 = every rank serves a shard)", o.Servers, p)
 	}
 	if o.Servers > 0 && !slices.Contains(o.Collectives, "ps") {
 		return o, fmt.Errorf("--servers %d: only the ps collective has servers (--collective %s)", o.Servers, strings.Join(o.Collectives, ","))
@@ -180,11 +188,8 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 	if o.Replan, err = replanFrom(c); err != nil {
 		return o, err
 	}
-	if err := o.checkLinks(o.NP); err != nil {
+	if err := o.checkLinks(p); err != nil {
 		return o, err
-	}
-	if o.Transport == "mem" && o.NP == 0 {
-		return o, fmt.Errorf("--transport mem needs --np")
 	}
 	if o.MetricsAddr != "" {
 		if _, err := exporter.RankAddr(o.MetricsAddr, 0); err != nil {
@@ -197,20 +202,6 @@ func benchOptionsFrom(c *cli.Context) (benchOptions, error) {
 // benchWorkingSet is what a bench rank holds besides its floor: its send and receive buffers of
 // the largest size.
 func benchWorkingSet(cfg bench.Config) uint64 { return 2 * uint64(max(cfg.MaxBytes, 0)) }
-
-// checkWorld checks the options against the job's real size.
-func (o benchOptions) checkWorld(p int) error {
-	if o.NP != 0 && o.NP != p {
-		return fmt.Errorf("--np %d but the launcher started %d ranks (%s=%d)", o.NP, p, launcher.EnvWorldSize, p)
-	}
-	if o.Config.Root >= p {
-		return fmt.Errorf("-r %d: root must be a rank in [0, %d)", o.Config.Root, p)
-	}
-	if o.Servers > p {
-		return fmt.Errorf("--servers %d: must be in [0, %d]", o.Servers, p)
-	}
-	return o.checkLinks(p)
-}
 
 func (o benchOptions) notes() []string {
 	n := []string{"transport=" + o.Transport}
@@ -248,7 +239,7 @@ func benchCommand() *cli.Command {
 		// -n is nccl-tests' iteration count here, so --np has no -n alias as in launch and train.
 		Flags: slices.Concat(inCategory(catBenchmark,
 			&cli.IntFlag{Name: "np", Category: catJob, DefaultText: "the launcher's world size", Usage: "number of ranks (required without a launcher)"},
-			&cli.StringFlag{Name: "collective", Value: "auto", Usage: "algorithms, comma-separated, or all; with --plan-links also configurations (hier-NAME, NAME/ORDER) or configs"},
+			&cli.StringFlag{Name: "collective", Value: collective.DefaultAlgorithm, Usage: "algorithms, comma-separated, or all; with --plan-links also configurations (hier-NAME, NAME/ORDER) or configs"},
 			&cli.StringFlag{Name: "op", Value: "allreduce", Usage: strings.Join(bench.OpNames(), ", ")},
 			&cli.StringFlag{Name: "b", Value: "4K", EnvVars: []string{"MIN_BYTES"}, Usage: "smallest size"},
 			&cli.StringFlag{Name: "e", Value: "64M", EnvVars: []string{"MAX_BYTES"}, Usage: "largest size"},
@@ -276,7 +267,14 @@ func benchCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("bench: unexpected arguments %q", c.Args().Slice())
 			}
-			o, err := benchOptionsFrom(c)
+			var job rankJob
+			if c.String("transport") != "mem" {
+				var err error
+				if job.env, job.under, err = launcher.RankEnvFromEnviron(os.Getenv); err != nil {
+					return fmt.Errorf("bench: reading the rank environment: %w", err)
+				}
+			}
+			o, err := benchOptionsFrom(c, job)
 			if err != nil {
 				return usageError{err}
 			}
@@ -289,23 +287,13 @@ func benchCommand() *cli.Command {
 				}
 				return benchMem(c.Context, o, c.App.Writer)
 			}
-			env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
-			if err != nil {
-				return fmt.Errorf("bench: reading the rank environment: %w", err)
-			}
-			if under {
-				if err := o.checkWorld(env.Size); err != nil {
-					return usageError{err}
-				}
-				stop, err := startRankProfile(env.Rank)
+			if job.under {
+				stop, err := startRankProfile(job.env.Rank)
 				if err != nil {
 					return err
 				}
 				defer stop()
-				return benchRank(c.Context, o, env, c.App.Writer)
-			}
-			if o.NP == 0 {
-				return usagef("--np: required when bench is not started by a launcher")
+				return benchRank(c.Context, o, job.env, c.App.Writer)
 			}
 			return benchLaunch(c, o)
 		},

@@ -97,7 +97,7 @@ func experimentCommand() *cli.Command {
 func checkRunStrategies(file string, spec *experiment.Spec) error {
 	for _, r := range spec.Runs {
 		set := map[string]bool{}
-		sync := trainDefaultSync
+		sync := trainer.DefaultConfig().Strategy
 		for _, st := range spec.Merged(r) {
 			set[st.Key] = true
 			if st.Key == "sync" {

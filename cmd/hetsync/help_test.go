@@ -144,7 +144,7 @@ func parseTrain(t *testing.T, args ...string) trainOptions {
 	var o trainOptions
 	var parseErr error
 	cmd.Action = func(c *cli.Context) error {
-		o, parseErr = trainOptionsFrom(c)
+		o, parseErr = trainOptionsFrom(c, rankJob{})
 		return nil
 	}
 	app := &cli.App{Name: "hetsync", Writer: io.Discard, ErrWriter: io.Discard, Commands: []*cli.Command{cmd}}

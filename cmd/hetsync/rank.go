@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -183,16 +184,26 @@ func setRankProcs(localSize int) {
 }
 
 // joinRank forms this process's job through hetsync.Init, as any program does, with the
-// command line's transport options, runs fn on the rank's communicator and leaves the job (a
-// failure to close counts when fn succeeded).
-func (n netOptions) joinRank(ctx context.Context, fn func(*hetsync.Comm) error) error {
-	comm, err := hetsync.Init(ctx, n.initOptions()...)
+// command line's transport options and comm's (the algorithm, ...), runs fn on the rank's
+// communicator and leaves the job (a failure to close counts when fn succeeded).
+func (n netOptions) joinRank(ctx context.Context, fn func(*hetsync.Comm) error, comm ...hetsync.Option) error {
+	c, err := hetsync.Init(ctx, append(n.initOptions(), comm...)...)
 	if err != nil {
 		return err
 	}
-	err = fn(comm)
-	if cerr := comm.Close(); err == nil {
+	err = fn(c)
+	if cerr := c.Close(); err == nil {
 		err = cerr
+	}
+	return err
+}
+
+// collectiveFlagError is err with the --collective flag named where it is hetsync.Init's
+// about the algorithm that flag gave (asked): Init names the option the command passed it.
+func collectiveFlagError(err error, asked string) error {
+	var ae *hetsync.AlgorithmError
+	if errors.As(err, &ae) && ae.Algorithm == asked {
+		return fmt.Errorf("rank %d: --collective %s: %w", ae.Rank, asked, ae.Err)
 	}
 	return err
 }
@@ -205,29 +216,47 @@ func arenaNote(ep transport.Endpoint) string {
 	return "arena=none"
 }
 
-// runBenches runs every requested algorithm on one rank's endpoint. Rank 0 prints the tables
-// to out, gives each row to live (when not nil) and writes the JSON file; every rank returns
-// the first error. A run whose checks found wrong elements is an error on rank 0 only, after
+// collectiveOptions are the communicator's options for the algorithm name.
+func (o benchOptions) collectiveOptions(name string, watch collective.Watch) collective.Options {
+	opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec, Links: o.Links, Replan: o.Replan, Watch: watch}
+	if name == "ps" {
+		opts.Servers = o.Servers
+	}
+	return opts
+}
+
+// commOptions are the options of the job's communicator beyond the transport's: the first
+// requested algorithm with the segment, codec, servers and re-planning asked for. The job's
+// watch and links are Init's own.
+func (o benchOptions) commOptions() []hetsync.Option {
+	return []hetsync.Option{hetsync.WithCollectiveOptions(o.collectiveOptions(o.Collectives[0], collective.Watch{}))}
+}
+
+// runBenches runs every requested algorithm on one rank of the job: the first on c, the job's
+// communicator, which Init formed with it (commOptions), each further one on a communicator of
+// its own over c's endpoint (a communicator runs one algorithm). Rank 0 prints the tables to
+// out, gives each row to live (when not nil) and writes the JSON file; every rank returns the
+// first error. A run whose checks found wrong elements is an error on rank 0 only, after
 // everything has been printed, so that the launcher names rank 0 and the other ranks exit
 // cleanly.
-func runBenches(ctx context.Context, ep transport.Endpoint, watch collective.Watch, o benchOptions, out io.Writer, live *exporter.Bench) error {
+func runBenches(ctx context.Context, c *hetsync.Comm, o benchOptions, out io.Writer, live *exporter.Bench) error {
+	ep, watch := c.Endpoint(), c.Watch()
 	rank0 := ep.Rank() == 0
 	var results []bench.Result
 	var wrong int64
-	// Results are float64 and must arrive exactly whatever --codec is: gather them with a
-	// plain ring communicator of their own.
+	// Results are float64 and must arrive exactly whatever --codec is, and the ranks meet
+	// before each timed loop at a barrier that does not depend on the algorithm under test:
+	// gather them with a plain ring communicator of their own, the bench's instrument.
 	gather, err := collective.New(ep, collective.Options{Algorithm: "ring", Watch: watch})
 	if err != nil {
 		return fmt.Errorf("communicator for the results: %w", err)
 	}
-	for _, name := range o.Collectives {
-		opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec, Links: o.Links, Replan: o.Replan, Watch: watch}
-		if name == "ps" {
-			opts.Servers = o.Servers
-		}
-		comm, err := collective.New(ep, opts)
-		if err != nil {
-			return fmt.Errorf("--collective %s: %w", name, err)
+	for i, name := range o.Collectives {
+		comm := c.Comm
+		if i > 0 {
+			if comm, err = collective.New(ep, o.collectiveOptions(name, watch)); err != nil {
+				return fmt.Errorf("--collective %s: %w", name, err)
+			}
 		}
 		meta := bench.Meta{P: ep.Size(), Collective: name, Op: o.Config.Op, Config: o.Config, Notes: append(o.notes(), arenaNote(ep))}
 		tab := &bench.Table{W: out, Format: o.Format, Meta: meta}
@@ -295,7 +324,7 @@ func writeJSONFile(path string, results []bench.Result) error {
 // benchRank runs this process as one rank of a launched job over libp2p.
 func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io.Writer) error {
 	setRankProcs(env.LocalSize)
-	return o.joinRank(ctx, func(c *hetsync.Comm) error {
+	err := o.joinRank(ctx, func(c *hetsync.Comm) error {
 		o, err := o.withJobLinks(c.Links())
 		if err != nil {
 			return err
@@ -305,8 +334,9 @@ func benchRank(ctx context.Context, o benchOptions, env launcher.RankEnv, out io
 		if err != nil {
 			return err
 		}
-		return runBenches(ctx, c.Endpoint(), c.Watch(), o, out, live)
-	})
+		return runBenches(ctx, c, o, out, live)
+	}, o.commOptions()...)
+	return collectiveFlagError(err, o.Collectives[0])
 }
 
 // serveResults starts, on rank 0 and with --metrics-addr, the server of the bench's results
@@ -326,7 +356,7 @@ func (o benchOptions) serveResults(ctx context.Context, rank int, errOut io.Writ
 
 // benchMem runs every rank as a goroutine over the in-process transport.
 func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
-	return hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
+	err := hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
 		w := out
 		if c.Rank() != 0 {
 			w = io.Discard
@@ -335,8 +365,9 @@ func benchMem(ctx context.Context, o benchOptions, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return runBenches(ctx, c.Endpoint(), c.Watch(), o, w, live)
-	}, o.Watch.initOptions()...)
+		return runBenches(ctx, c, o, w, live)
+	}, append(o.Watch.initOptions(), o.commOptions()...)...)
+	return collectiveFlagError(err, o.Collectives[0])
 }
 
 // benchLaunch starts --np ranks of this same command line through the launcher; rank 0's

@@ -50,7 +50,15 @@ type trainLaunch struct {
 	Started string `json:"started"`
 }
 
-func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
+// rankJob is what a launcher says of the job this process is a rank of.
+type rankJob struct {
+	env   launcher.RankEnv
+	under bool // started by a launcher: env holds its rank, size, ...
+}
+
+// trainOptionsFrom reads the command line of a process that job says whether a launcher
+// started: flags become one configuration, defaulted and checked once, for the job's size.
+func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 	o := trainOptions{
 		NP: c.Int("np"), Out: c.String("out"), DataDir: c.String("data"), netOptions: netOptionsFrom(c),
 		Threads: c.Int("threads"), MetricsAddr: c.String("metrics-addr"),
@@ -97,30 +105,40 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if err := applySlowdownBase(c, &cfg); err != nil {
 		return o, err
 	}
-	// Defaults fills zeros in; a zero given on the command line is an error, not the default.
-	if c.IsSet("batch") && cfg.Batch < 1 {
-		return o, fmt.Errorf("--batch %d: must be at least 1", cfg.Batch)
-	}
-	if c.IsSet("lr") && !(cfg.LR > 0) {
-		return o, fmt.Errorf("--lr %v: must be positive", cfg.LR)
-	}
-	cfg.Defaults()
-	if err := reg.Configure(&cfg); err != nil {
-		return o, trainer.InFlags(err)
-	}
+	cfg.DefaultsUnset(c.IsSet)
 	o.Config = cfg
-	if o.resumeOptions, err = resumeOptionsFrom(c, &o); err != nil {
-		return o, err
-	}
 	o.Workload.Defaults()
 	if o.NP < 0 {
 		return o, fmt.Errorf("--np %d: must be at least 1", o.NP)
 	}
-	if err := o.netOptions.validate(); err != nil {
+	size := o.NP // the job's number of ranks, for which the configuration is checked
+	switch {
+	case job.under && !o.worldAllowed(c.Int("min-np"), job.env.Size):
+		return o, fmt.Errorf("--np %d but the launcher started %d ranks", o.NP, job.env.Size)
+	case job.under:
+		size = job.env.Size
+	case o.Transport == "mem" && o.NP == 0:
+		return o, errors.New("--transport mem needs --np")
+	case o.NP == 0:
+		return o, errors.New("--np: required when train is not started by a launcher")
+	}
+	// The one check of the configuration, for the job's size: the strategy's registry defaults
+	// what derives from the rest, checks it and decides whether the strategy runs over the
+	// collective; the collective itself is the communicator's to check, before anything starts.
+	if err := reg.Validate(&o.Config, size); err != nil {
+		return o, trainer.InFlags(err) // the library names Config fields; here they are flags
+	}
+	if err := (collective.Options{Algorithm: o.Config.Collective}).Check(size); err != nil {
+		return o, fmt.Errorf("--collective %q: %w", o.Config.Collective, err)
+	}
+	if err := o.Workload.Validate(size); err != nil {
 		return o, err
 	}
-	if !slices.Contains(collective.Algorithms(), cfg.Collective) && !slices.Contains(collective.Configurations(), cfg.Collective) {
-		return o, fmt.Errorf("--collective %q: known algorithms are %s, and with --plan-links %s", cfg.Collective, strings.Join(collective.Algorithms(), ", "), strings.Join(collective.Configurations(), ", "))
+	if o.resumeOptions, err = resumeOptionsFrom(c, &o); err != nil {
+		return o, err
+	}
+	if err := o.netOptions.validate(); err != nil {
+		return o, err
 	}
 	if o.MetricsAddr != "" {
 		if _, err := exporter.RankAddr(o.MetricsAddr, 0); err != nil {
@@ -130,23 +148,7 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if o.Threads < 0 {
 		return o, fmt.Errorf("--threads %d: must not be negative", o.Threads)
 	}
-	if o.NP > 0 {
-		if err := o.validate(o.NP); err != nil {
-			return o, err
-		}
-	}
-	if o.Transport == "mem" && o.NP == 0 {
-		return o, errors.New("--transport mem needs --np")
-	}
 	return o, nil
-}
-
-// validate checks the training configuration and the workload for a job of size ranks.
-func (o *trainOptions) validate(size int) error {
-	if err := trainer.Builtin().Validate(&o.Config, size); err != nil {
-		return trainer.InFlags(err) // the library names Config fields; here they are flags
-	}
-	return o.Workload.Validate(size)
 }
 
 func (o trainOptions) record(size int) trainLaunch {
@@ -173,11 +175,8 @@ func (o trainOptions) outDir() string {
 	return metrics.RunPath("runs", o.Config.Strategy+"-"+o.Config.Collective, time.Now())
 }
 
-// trainDefaultSync is train's strategy when --sync is not given (an experiment's run without
-// a sync: key runs it too).
-const trainDefaultSync = "ssgd"
-
 func trainCommand() *cli.Command {
+	def := trainer.DefaultConfig() // what the flags' defaults are: Config's own
 	return &cli.Command{
 		Name:         "train",
 		OnUsageError: onUsageError,
@@ -194,22 +193,22 @@ func trainCommand() *cli.Command {
 		// Usage lines stay short; docs/using.md ("Command-line flags") explains the longer ones.
 		Flags: slices.Concat(inCategory(catTraining,
 			&cli.IntFlag{Name: "np", Aliases: []string{"n"}, Category: catJob, DefaultText: "the launcher's world size", Usage: "number of ranks (required without a launcher)"},
-			&cli.StringFlag{Name: "sync", Value: trainDefaultSync, Category: catStrategy, Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
+			&cli.StringFlag{Name: "sync", Value: def.Strategy, Category: catStrategy, Usage: "strategy: " + strings.Join(trainer.Builtin().Names(), ", ")},
 			&cli.StringFlag{Name: "collective", Category: catStrategy, DefaultText: trainer.DefaultCollective + ", or ps for a strategy that runs only over it",
 				Usage: "what the rounds run over: " + strings.Join(collective.Algorithms(), ", ") + " (ps: the parameter server)"},
 			&cli.StringFlag{Name: "model", Value: "mlp", Usage: "mlp or cnn"},
-			&cli.IntFlag{Name: "batch", Value: 64, Usage: "per-rank mini-batch size"},
+			&cli.IntFlag{Name: "batch", Value: def.Batch, Usage: "per-rank mini-batch size"},
 			&cli.Float64Flag{Name: "lr", DefaultText: fmt.Sprintf("%g; %g/batch with --grad-reduction sum", trainer.DefaultLR("mean", 1), trainer.DefaultLR("sum", 1)), Usage: "learning rate"},
 			&cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "workers' SGD momentum (asgd's server rule is plain SGD)"},
 			&cli.Float64Flag{Name: "weight-decay", Usage: "workers' SGD weight decay"},
-			&cli.StringFlag{Name: "grad-reduction", Value: "mean", Usage: "a rank's gradient over its batch: mean or sum (ESync's convention)"},
+			&cli.StringFlag{Name: "grad-reduction", Value: def.GradReduction, Usage: "a rank's gradient over its batch: mean or sum (ESync's convention)"},
 			&cli.StringFlag{Name: "shard", Value: "iid", Usage: "training-set split: iid, by-class, by-class-shuffled"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the model initialisation and batch order"},
 			&cli.Float64Flag{Name: "target-acc", Usage: "stop when rank 0's evaluation reaches this test accuracy"},
-			&cli.Float64Flag{Name: "epochs", DefaultText: "3 when no other bound is given", Usage: "stop after this many epochs over the whole training set"},
+			&cli.Float64Flag{Name: "epochs", DefaultText: fmt.Sprintf("%g when no other bound is given", def.Epochs), Usage: "stop after this many epochs over the whole training set"},
 			&cli.DurationFlag{Name: "max-time", Usage: "stop after this much training time"},
 			&cli.IntFlag{Name: "max-rounds", Usage: "stop after this many rounds"},
-			&cli.StringFlag{Name: "eval-every", Value: "20", Usage: "evaluate every N rounds (20) or every duration (5s)"},
+			&cli.StringFlag{Name: "eval-every", Value: def.Eval.String(), Usage: "evaluate every N rounds (20) or every duration (5s)"},
 			&cli.StringFlag{Name: "slowdown", Category: catHetero, Usage: "per-rank slowdown factors, e.g. 1,1,2,4"},
 			&cli.StringFlag{Name: "step-sleep", Category: catHetero, Usage: "per-rank sleep per step in ms, e.g. 0,0,10,20"},
 			&cli.StringFlag{Name: "slowdown-base", Value: "step", Category: catHetero, Usage: "what --slowdown multiplies: step (each step's own compute time), tfast or a duration (3ms): the time of a factor-1 step, which a rank then pads its step to"},
@@ -224,7 +223,14 @@ func trainCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("train: unexpected arguments %q", c.Args().Slice())
 			}
-			o, err := trainOptionsFrom(c)
+			var job rankJob
+			if c.String("transport") != "mem" {
+				var err error
+				if job.env, job.under, err = launcher.RankEnvFromEnviron(os.Getenv); err != nil {
+					return fmt.Errorf("train: reading the rank environment: %w", err)
+				}
+			}
+			o, err := trainOptionsFrom(c, job)
 			if err != nil {
 				return usageError{err}
 			}
@@ -243,33 +249,40 @@ func trainCommand() *cli.Command {
 				defer lock.Close()
 				return trainMem(c.Context, o, c.App.Writer)
 			}
-			env, under, err := launcher.RankEnvFromEnviron(os.Getenv)
-			if err != nil {
-				return fmt.Errorf("train: reading the rank environment: %w", err)
-			}
-			if under {
-				if !o.worldAllowed(env.Size) {
-					return usagef("--np %d but the launcher started %d ranks", o.NP, env.Size)
-				}
-				if err := o.validate(env.Size); err != nil {
-					return usageError{err}
-				}
+			if job.under {
 				return trainRank(c.Context, o, c.App.Writer, c.App.ErrWriter)
-			}
-			if o.NP == 0 {
-				return usagef("--np: required when train is not started by a launcher")
 			}
 			return trainLaunchJob(c, o)
 		},
 	}
 }
 
+// commOptions are the options of the job's communicator beyond the transport's: the
+// collective the rounds run over.
+func (o trainOptions) commOptions() []hetsync.Option {
+	return []hetsync.Option{hetsync.WithAlgorithm(o.Config.Collective)}
+}
+
+// rankOptions are the trainer's options on rank c of the job, of which localSize ranks share
+// its host: the rounds run over c, the job's one communicator. The exception is a rank that
+// transient network stragglers slow (--stragglers, mode network): their delays decorate the
+// endpoint under its communicator from the rank's first training message on, so the trainer
+// builds that rank's communicator over the decorated endpoint itself.
+func (o trainOptions) rankOptions(c *hetsync.Comm, localSize int) trainer.RankOptions {
+	ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: localSize, Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(),
+		Comm: c.Comm}
+	if ep := c.Endpoint(); o.Config.Stragglers.WrapEndpoint(ep) != ep {
+		ropts.Comm = nil
+	}
+	return ropts
+}
+
 // trainRank runs this process as one rank of a launched job, formed by hetsync.Init.
 func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx) // ends the metrics server with the rank
 	defer cancel()
-	return o.joinRank(ctx, func(c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize(), Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch()}
+	err := o.joinRank(ctx, func(c *hetsync.Comm) error {
+		ropts := o.rankOptions(c, c.LocalSize())
 		if o.MetricsAddr != "" {
 			addr, err := exporter.RankAddr(o.MetricsAddr, c.Rank())
 			if err != nil {
@@ -291,7 +304,8 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err) // the ranks' own checks name Config fields: here they are flags
-	})
+	}, o.commOptions()...)
+	return collectiveFlagError(err, o.Config.Collective)
 }
 
 // dataPathOf is the transport and data path of c's job, as summary.json records it.
@@ -335,15 +349,16 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		}
 	}
 	err := hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP, Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(),
-			AfterRound: hook.AfterRound, AfterEval: hook.AfterEval}
+		ropts := o.rankOptions(c, o.NP)
+		ropts.AfterRound, ropts.AfterEval = hook.AfterRound, hook.AfterEval
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
 		o.resumeOptions.rankOptions(c.Rank(), &ropts)
 		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err)
-	}, o.Watch.initOptions()...)
+	}, append(o.Watch.initOptions(), o.commOptions()...)...)
+	err = collectiveFlagError(err, o.Config.Collective)
 	if err != nil {
 		sayEnding(os.Stderr, o.outDir())
 	}

@@ -136,6 +136,8 @@ func TestTrainRecordsWhatRan(t *testing.T) {
 	}{
 		{"ssgd-default", []string{"--sync", "ssgd"}, trainer.DefaultCollective, "recursive-doubling"},
 		{"ssgd-ring", []string{"--sync", "ssgd", "--collective", "ring"}, "ring", "ring"},
+		// rank 1's delayed endpoint runs under a communicator the trainer builds (rankOptions)
+		{"ssgd-ring-network-straggler", []string{"--sync", "ssgd", "--collective", "ring", "--stragglers", "ranks=1;delay=1ms;at=0s;for=1s"}, "ring", "ring"},
 		{"asgd-default", []string{"--sync", "asgd"}, "ps", trainer.ParameterServer},
 		{"wbsp-butterfly", []string{"--sync", "wbsp", "--collective", "butterfly"}, "butterfly", "butterfly"},
 		{"wbsp-ps", []string{"--sync", "wbsp", "--collective", "ps"}, "ps", trainer.ParameterServer},

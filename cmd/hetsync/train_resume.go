@@ -121,9 +121,10 @@ func checkMinNP(c *cli.Context, np int) error {
 	return nil
 }
 
-// worldAllowed reports whether a launcher's world of size ranks suits --np and --min-np.
-func (o trainOptions) worldAllowed(size int) bool {
-	return o.NP == 0 || o.NP == size || (o.MinNP > 0 && size >= o.MinNP && size < o.NP)
+// worldAllowed reports whether a launcher's world of size ranks suits --np and --min-np
+// (minNP).
+func (o trainOptions) worldAllowed(minNP, size int) bool {
+	return o.NP == 0 || o.NP == size || (minNP > 0 && size >= minNP && size < o.NP)
 }
 
 func (r resumeOptions) checkpoints() bool { return r.CheckpointEvery != trainer.EvalEvery{} }
