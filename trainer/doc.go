@@ -1,8 +1,10 @@
 // Package trainer is a worker's life in a data-parallel training job: the synchronization
 // strategies that turn the ranks' local steps into one model, driving a model the user
 // supplies; the common round loop (Run) that owns stopping, evaluation and metrics;
-// heterogeneity injection; and `hetsync train`'s default workload (RunRank: Fashion-MNIST and
-// the built-in networks, with every rank's metrics gathered into one run directory on rank 0).
+// heterogeneity injection; and RunRank, a whole rank whose metrics are gathered into one run
+// directory on rank 0. `hetsync train`'s default workload (Fashion-MNIST, the built-in
+// networks, the compute device) is package workload, which runs through RunRank: this package
+// links no data set, network or CUDA backend.
 //
 // # Training your own model
 //

@@ -20,6 +20,7 @@ import (
 	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/metrics/exporter"
 	"github.com/hetsync/hetsync/trainer"
+	"github.com/hetsync/hetsync/workload"
 	"github.com/hetsync/hetsync/workload/data"
 )
 
@@ -28,7 +29,7 @@ type trainOptions struct {
 	NP     int
 	Config trainer.Config
 	// Workload is what train trains: a built-in network on Fashion-MNIST.
-	Workload trainer.Workload
+	Workload workload.Workload
 	Out      string
 	DataDir  string
 	netOptions
@@ -40,7 +41,7 @@ type trainOptions struct {
 
 // trainLaunch is what config.json records besides the training configuration.
 type trainLaunch struct {
-	trainer.RunRecord
+	workload.RunRecord
 	Ranks     int    `json:"ranks"`
 	Transport string `json:"transport"`
 	DataPath  string `json:"data_path,omitempty"`
@@ -74,8 +75,8 @@ func trainOptionsFrom(c *cli.Context) (trainOptions, error) {
 	if cfg.StepSleep, err = trainer.ParseMillisList("step-sleep", c.String("step-sleep")); err != nil {
 		return o, err
 	}
-	o.Workload = trainer.Workload{Model: c.String("model"), Shard: c.String("shard")}
-	if o.Workload.Devices, err = trainer.ParseDevices(c.String("device")); err != nil {
+	o.Workload = workload.Workload{Model: c.String("model"), Shard: c.String("shard")}
+	if o.Workload.Devices, err = workload.ParseDevices(c.String("device")); err != nil {
 		return o, err
 	}
 	// Ranks on other hosts may run another binary (--remote-bin); ranks here run this one.
@@ -150,7 +151,7 @@ func (o *trainOptions) validate(size int) error {
 }
 
 func (o trainOptions) record(size int) trainLaunch {
-	l := trainLaunch{RunRecord: trainer.RunRecord{Config: o.Config, Workload: o.Workload}, Ranks: size, Transport: o.Transport, Started: time.Now().UTC().Format(time.RFC3339)}
+	l := trainLaunch{RunRecord: workload.RunRecord{Config: o.Config, Workload: o.Workload}, Ranks: size, Transport: o.Transport, Started: time.Now().UTC().Format(time.RFC3339)}
 	if o.Transport == "p2p" {
 		l.DataPath, l.Security = o.DataPath, o.Security
 	}
@@ -269,13 +270,14 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 	ctx, cancel := context.WithCancel(ctx) // ends the metrics server with the rank
 	defer cancel()
 	return o.joinRank(ctx, func(c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize(), Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch()}
+		ropts := workload.Options{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize(),
+			RankOptions: trainer.RankOptions{Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch()}}
 		if o.MetricsAddr != "" {
 			addr, err := exporter.RankAddr(o.MetricsAddr, c.Rank())
 			if err != nil {
 				return fmt.Errorf("rank %d: %w", c.Rank(), err)
 			}
-			if err := serveMetrics(ctx, addr, errOut, fmt.Sprintf("rank %d", c.Rank()), &ropts); err != nil {
+			if err := serveMetrics(ctx, addr, errOut, fmt.Sprintf("rank %d", c.Rank()), &ropts.RankOptions); err != nil {
 				return fmt.Errorf("rank %d: %w", c.Rank(), err)
 			}
 		}
@@ -288,8 +290,8 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 			}
 			defer lock.Close()
 		}
-		o.resumeOptions.rankOptions(c.Rank(), &ropts)
-		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
+		o.resumeOptions.rankOptions(c.Rank(), &ropts.RankOptions)
+		_, err := workload.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err) // the ranks' own checks name Config fields: here they are flags
 	})
 }
@@ -335,13 +337,13 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		}
 	}
 	err := hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
-		ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP, Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(),
-			AfterRound: hook.AfterRound, AfterEval: hook.AfterEval}
+		ropts := workload.Options{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP,
+			RankOptions: trainer.RankOptions{Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(), AfterRound: hook.AfterRound, AfterEval: hook.AfterEval}}
 		if c.Rank() == 0 {
 			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
-		o.resumeOptions.rankOptions(c.Rank(), &ropts)
-		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
+		o.resumeOptions.rankOptions(c.Rank(), &ropts.RankOptions)
+		_, err := workload.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err)
 	}, o.Watch.initOptions()...)
 	if err != nil {
