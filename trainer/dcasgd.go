@@ -77,6 +77,11 @@ func dcasgdFactory() Factory {
 
 func (s *dcasgd) Name() string { return "dcasgd" }
 
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *dcasgd) NotStepped() string {
+	return "its update is the parameter server's (the delay-compensated rule runs on the server), not the caller's optimizer's, and each rank's round is its own push, not a round of every rank"
+}
+
 func (s *dcasgd) Start(ctx context.Context, w *Worker) error {
 	rule := kv.DCASGD{LR: float32(w.Cfg.LR), Lambda: float32(s.opts.Lambda), Shared: s.opts.Variant == "mxnet"}
 	svc, err := startPS(ctx, w, "dcasgd", rule.Factory(), nil)

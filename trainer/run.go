@@ -289,12 +289,18 @@ func (l *loop) vote() bool {
 
 // round runs the strategy's round and records it; now is the training time at its end.
 func (l *loop) round(ctx context.Context, round int, vote bool) (RoundStats, time.Duration, error) {
-	w := l.w
 	roundStart := time.Now()
-	st, err := l.strat.Round(ctx, w, vote)
+	st, err := l.strat.Round(ctx, l.w, vote)
 	if err != nil {
 		return st, 0, err
 	}
+	return st, l.record(round, st, roundStart), nil
+}
+
+// record adds round's record, which began at roundStart, to the result and the progress; it
+// returns the training time at its end.
+func (l *loop) record(round int, st RoundStats, roundStart time.Time) time.Duration {
+	w := l.w
 	w.Timeline.Span(collective.TrackUser, "round", roundStart, time.Now(), "round", round, "local_steps", st.LocalSteps, "wait_s", st.Wait.Seconds())
 	now := w.Now().Sub(l.begin)
 	stats := w.Endpoint.Stats()
@@ -310,7 +316,7 @@ func (l *loop) round(ctx context.Context, round int, vote bool) (RoundStats, tim
 	l.samples += int64(st.Samples)
 	l.prog.Rounds, l.prog.GlobalSamples = st.GlobalRounds, st.GlobalSamples
 	l.res.Records = append(l.res.Records, rec)
-	return st, now, nil
+	return now
 }
 
 // evaluate offers rank 0's model after round when an evaluation is due, and takes the

@@ -94,6 +94,11 @@ func sspFactory() Factory {
 
 func (s *ssp) Name() string { return "ssp" }
 
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *ssp) NotStepped() string {
+	return "its update is the parameter server's, not the caller's optimizer's, and each rank's round is its own push, held by the staleness bound, not a round of every rank"
+}
+
 func (s *ssp) Start(ctx context.Context, w *Worker) error {
 	s.lazy = s.opts.Pull == "lazy"
 	s.bound = uint64(s.opts.StalenessBound())

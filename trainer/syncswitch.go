@@ -364,6 +364,11 @@ func newSyncSwitch(cfg *Config) (Strategy, error) {
 
 func (s *syncSwitch) Name() string { return "sync-switch" }
 
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *syncSwitch) NotStepped() string {
+	return "it switches within the job from BSP to the parameter server's ASP, whose update is the server's, not the caller's optimizer's"
+}
+
 // extra is the length of the scalars after the gradient in a BSP round's allreduce: stop vote,
 // loss, correct, samples, time-based switch vote, each rank's previous round time, and the
 // ranks' switch costs.

@@ -54,8 +54,26 @@ type TrainOptions struct {
 // heterogeneity cfg injects (slowdown, step sleep, stragglers) applies whatever the strategy.
 // After Train, model.Params() holds this rank's final parameters.
 func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, opts TrainOptions) (*Result, error) {
+	w, strat, err := prepare(ep, cfg, model, opts)
+	if err != nil {
+		return nil, err
+	}
+	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, AfterEval: opts.AfterEval, Checkpoint: opts.Checkpoint, Failed: opts.Failed}
+	if opts.AfterRound != nil {
+		ropts.AfterRound = func(_ *Worker, rec *metrics.RoundRecord) { opts.AfterRound(rec) }
+	}
+	if w.Rank == 0 {
+		ropts.Eval = opts.Eval
+	}
+	return Run(ctx, w, strat, ropts)
+}
+
+// prepare validates cfg and builds this rank's worker (over opts.Comm, or a communicator of
+// its own running Config.Collective) and the strategy cfg names: what Train and NewSession
+// share before the job starts.
+func prepare(ep transport.Endpoint, cfg Config, model Model, opts TrainOptions) (*Worker, Strategy, error) {
 	if ep == nil || model == nil {
-		return nil, fmt.Errorf("trainer: Train needs an endpoint and a model")
+		return nil, nil, fmt.Errorf("trainer: training needs an endpoint and a model")
 	}
 	reg := opts.Strategies
 	if reg == nil {
@@ -63,42 +81,35 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	}
 	given := cfg.Collective // before Validate gives an empty one the strategy's default
 	if err := reg.Validate(&cfg, ep.Size()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.Epochs > 0 && opts.TrainSize <= 0 {
-		return nil, fmt.Errorf("trainer: rank %d: Config.Epochs %v needs the training-set size (TrainOptions.TrainSize)", ep.Rank(), cfg.Epochs)
+		return nil, nil, fmt.Errorf("trainer: rank %d: Config.Epochs %v needs the training-set size (TrainOptions.TrainSize)", ep.Rank(), cfg.Epochs)
 	}
 	ep = cfg.Stragglers.WrapEndpoint(ep)
 	comm := opts.Comm
 	if comm == nil {
 		c, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective, Links: opts.Links, Watch: opts.Watch})
 		if err != nil {
-			return nil, fmt.Errorf("trainer: rank %d: Config.Collective: %w", ep.Rank(), err)
+			return nil, nil, fmt.Errorf("trainer: rank %d: Config.Collective: %w", ep.Rank(), err)
 		}
 		comm = c
 	}
 	w, err := NewWorker(&cfg, ep, comm, model)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w.Timeline = opts.Watch.Timeline
 	strat, err := reg.New(&cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if opts.Comm != nil {
 		if err := checkGivenComm(given, opts.Comm, w, strat); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, AfterEval: opts.AfterEval, Checkpoint: opts.Checkpoint, Failed: opts.Failed}
-	if opts.AfterRound != nil {
-		ropts.AfterRound = func(_ *Worker, rec *metrics.RoundRecord) { opts.AfterRound(rec) }
-	}
-	if ep.Rank() == 0 {
-		ropts.Eval = opts.Eval
-	}
-	return Run(ctx, w, strat, ropts)
+	return w, strat, nil
 }
 
 // checkGivenComm refuses a Config.Collective (given, as the caller set it) that the

@@ -31,6 +31,11 @@ type wbspAllReduce struct {
 
 func (s *wbspAllReduce) Name() string { return "wbsp" }
 
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *wbspAllReduce) NotStepped() string {
+	return "its round's trigger is a non-blocking barrier that the slowest rank's step completes while the other ranks step, tested inside the strategy's own step loop"
+}
+
 func (s *wbspAllReduce) Start(ctx context.Context, w *Worker) error {
 	if err := s.start(w, "wbsp"); err != nil {
 		return err
