@@ -31,7 +31,7 @@ func (o *ASGDOptions) Validate(_ *Config, size int) error { return o.PSPlacement
 func asgdFactory() Factory {
 	return Factory{
 		Options:     func() Options { return &ASGDOptions{} },
-		Collectives: []string{"ps"}, // the server applies each push: there is no round to allreduce
+		Collectives: []string{CollectivePS}, // the server applies each push: there is no round to allreduce
 		New:         func(*Config) (Strategy, error) { return &asgd{}, nil },
 	}
 }

@@ -67,7 +67,7 @@ func (o *DCASGDOptions) Validate(_ *Config, size int) error {
 func dcasgdFactory() Factory {
 	return Factory{
 		Options:     func() Options { return &DCASGDOptions{} },
-		Collectives: []string{"ps"}, // the server applies each push: there is no round to allreduce
+		Collectives: []string{CollectivePS}, // the server applies each push: there is no round to allreduce
 		New: func(cfg *Config) (Strategy, error) {
 			o, err := optionsOf[*DCASGDOptions](cfg, "dcasgd")
 			return &dcasgd{opts: o}, err

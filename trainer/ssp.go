@@ -84,7 +84,7 @@ func (o *SSPOptions) Validate(_ *Config, size int) error {
 func sspFactory() Factory {
 	return Factory{
 		Options:     func() Options { return &SSPOptions{} },
-		Collectives: []string{"ps"}, // the server holds the clocks that gate the pulls
+		Collectives: []string{CollectivePS}, // the server holds the clocks that gate the pulls
 		New: func(cfg *Config) (Strategy, error) {
 			o, err := optionsOf[*SSPOptions](cfg, "ssp")
 			return &ssp{opts: o}, err

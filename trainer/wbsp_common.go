@@ -38,7 +38,7 @@ func (o *WBSPOptions) Defaults(*Config) {
 }
 
 func (o *WBSPOptions) Validate(cfg *Config, size int) error {
-	if cfg != nil && cfg.Collective != "" && cfg.Collective != "ps" {
+	if cfg != nil && cfg.Collective != "" && cfg.Collective != CollectivePS {
 		// The allreduce form has no server: its apply is the paper's buffered one and it
 		// places nothing.
 		switch {
@@ -61,7 +61,7 @@ func (o *WBSPOptions) Validate(cfg *Config, size int) error {
 // allreduce form for every other collective.
 func wbspNew(ps, allReduce func() Strategy) func(cfg *Config) (Strategy, error) {
 	return func(cfg *Config) (Strategy, error) {
-		if cfg.Collective == "ps" {
+		if cfg.Collective == CollectivePS {
 			return ps(), nil
 		}
 		return allReduce(), nil
