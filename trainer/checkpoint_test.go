@@ -200,7 +200,7 @@ func runCkptJob(t *testing.T, j ckptJob) ckptOutcome {
 				if j.only0 && r != 0 {
 					ckOpts, resume = CheckpointOptions{}, ""
 				}
-				opts := RunOptions{TrainSize: len(train.y), Checkpoint: ckOpts, AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+				opts := TrainOptions{TrainSize: len(train.y), Checkpoint: ckOpts, AfterRound: func(rec *metrics.RoundRecord) {
 					if j.steps != nil {
 						j.steps(w.Rank, rec.Round, w.Steps())
 					}

@@ -104,7 +104,7 @@
 //
 // # Checkpoints
 //
-// With RunOptions.Checkpoint, a checkpoint (checkpoint.go: atomic, checksummed files) is
+// With TrainOptions.Checkpoint, a checkpoint (checkpoint.go: atomic, checksummed files) is
 // written every N rounds or every duration, and Run continues one with the same round
 // numbers, clock, data position and state. Strategies whose ranks share one state after each
 // round implement Checkpointer (ssgd): rank 0's one file is the whole job. Strategies whose

@@ -13,30 +13,6 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
-// RunOptions are the per-rank knobs of Run that are not part of the shared Config.
-type RunOptions struct {
-	// Eval tests a snapshot (rank 0 only); nil disables evaluation.
-	Eval EvalFunc
-	// TrainSize is the number of training samples of the whole job, for epoch counting.
-	TrainSize int
-	// Progress receives rank 0's progress lines; nil prints nothing.
-	Progress io.Writer
-	// ProgressEvery is the period of progress lines (default 1s).
-	ProgressEvery time.Duration
-	// AfterRound, when set, sees each round's record on every rank (tests, live plots).
-	AfterRound func(w *Worker, rec *metrics.RoundRecord)
-	// AfterEval, when set, sees each of rank 0's evaluations as it is taken, the final one
-	// last (a run directory written as the job runs).
-	AfterEval func(EvalResult)
-	// Checkpoint is where rank 0 writes checkpoints, and what the run resumes from.
-	Checkpoint CheckpointOptions
-	// Failed, when set, is asked on rank 0 before each round: an error stops the job after
-	// that round as a stop rule would, with the error as the reason (rank 0's run directory
-	// that could not take a record: training on to the stop rule would lose it all). The
-	// caller fails the run with the same error once Run returns; the other ranks stop cleanly.
-	Failed func() error
-}
-
 // Result is what Run returns on one rank.
 type Result struct {
 	Records    []metrics.RoundRecord // this rank's rounds
@@ -50,7 +26,9 @@ type Result struct {
 	Collective string
 }
 
-// Run trains w with strat until all ranks agree to stop (see stop.go for how). It starts with
+// Run trains w with strat until all ranks agree to stop (see stop.go for how), with the round
+// loop's options (Eval, TrainSize, Progress, Checkpoint and the hooks; the ones that build
+// the worker are Train's, used before). It starts with
 // a barrier that checks that every rank holds the same configuration (agree.go) and gives
 // every rank rank 0's parameters (start.go). Rank 0 decides
 // the stop, evaluates snapshots on its own goroutine and prints progress; every rank records
@@ -59,7 +37,7 @@ type Result struct {
 // Its phases are loop's methods, in the order Run calls them: start (agree, share the start,
 // start the strategy), resume (from a checkpoint), rounds (vote, round, checkpoint, evaluate,
 // report progress, until the agreed stop), finish (the strategy's teardown) and finalEval.
-func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (_ *Result, err error) {
+func Run(ctx context.Context, w *Worker, strat Strategy, opts TrainOptions) (_ *Result, err error) {
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = time.Second
 	}
@@ -106,7 +84,7 @@ func Run(ctx context.Context, w *Worker, strat Strategy, opts RunOptions) (_ *Re
 type loop struct {
 	w     *Worker
 	strat Strategy
-	opts  RunOptions
+	opts  TrainOptions
 	rule  StopRule
 	cp    Checkpointer
 	ev    *evaluator // rank 0 with an EvalFunc
@@ -129,7 +107,7 @@ type loop struct {
 	finished  bool   // the strategy's Finish has run
 }
 
-func newLoop(w *Worker, strat Strategy, opts RunOptions) (*loop, error) {
+func newLoop(w *Worker, strat Strategy, opts TrainOptions) (*loop, error) {
 	cfg := w.Cfg
 	cp, err := checkpointer(strat, opts.Checkpoint)
 	if err != nil {
@@ -241,7 +219,7 @@ func (l *loop) rounds(ctx context.Context) error {
 			}
 		}
 		if l.opts.AfterRound != nil {
-			l.opts.AfterRound(l.w, &l.res.Records[len(l.res.Records)-1])
+			l.opts.AfterRound(&l.res.Records[len(l.res.Records)-1])
 		}
 		if err := l.evaluate(round, st, now); err != nil {
 			return err

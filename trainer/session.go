@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -49,6 +48,9 @@ func NewSession(ctx context.Context, ep transport.Endpoint, cfg Config, params, 
 	if err := sessionOptions(opts); err != nil {
 		return nil, err
 	}
+	if err := opts.runDirFields("a session"); err != nil {
+		return nil, err
+	}
 	w, strat, err := prepare(ep, cfg, callerModel(params), opts)
 	if err != nil {
 		return nil, err
@@ -72,12 +74,9 @@ func NewSession(ctx context.Context, ep transport.Endpoint, cfg Config, params, 
 			return nil, err
 		}
 	}
-	l, err := newLoop(w, strat, RunOptions{TrainSize: opts.TrainSize})
+	l, err := newLoop(w, strat, TrainOptions{TrainSize: opts.TrainSize, AfterRound: opts.AfterRound})
 	if err != nil {
 		return nil, err
-	}
-	if opts.AfterRound != nil {
-		l.opts.AfterRound = func(_ *Worker, rec *metrics.RoundRecord) { opts.AfterRound(rec) }
 	}
 	sess := &Session{l: l, s: s}
 	if err := l.start(ctx); err != nil {
@@ -174,7 +173,7 @@ func (s *Session) Sync(ctx context.Context) (RoundStats, error) {
 	}
 	s.l.res.Elapsed = s.l.record(s.round, st, s.began)
 	if s.l.opts.AfterRound != nil {
-		s.l.opts.AfterRound(s.l.w, &s.l.res.Records[len(s.l.res.Records)-1])
+		s.l.opts.AfterRound(&s.l.res.Records[len(s.l.res.Records)-1])
 	}
 	s.round++
 	if st.Stop {

@@ -16,7 +16,7 @@ import (
 // Options are one rank's local settings for RunRank: where the data set is and how the rank
 // computes, beside the trainer's own (the run directory, hooks, checkpoints).
 type Options struct {
-	trainer.RankOptions
+	trainer.TrainOptions
 	// DataDir is the --data flag ("" searches $HETSYNC_DATA, the Debian package, the cache).
 	DataDir string
 	// Threads is the number of kernel threads of this rank's device; 0 shares the host's
@@ -32,7 +32,7 @@ type Options struct {
 // RunRank is a whole rank of `hetsync train` on Fashion-MNIST: it loads the data and its
 // shard, builds the built-in network on the rank's device and a test-set evaluator on rank 0,
 // and runs them through trainer.RunRank (training, gathering, the run directory). config.json
-// records a RunRecord unless opts.Config says otherwise.
+// records a RunRecord unless opts.Record says otherwise.
 func RunRank(ctx context.Context, ep transport.Endpoint, cfg trainer.Config, wl Workload, opts Options) (*trainer.RankResult, error) {
 	rank, size := ep.Rank(), ep.Size()
 	reg := opts.Strategies
@@ -51,15 +51,15 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg trainer.Config, wl 
 	if err != nil {
 		return nil, err
 	}
-	ropts := opts.RankOptions
+	ropts := opts.TrainOptions
 	ropts.Strategies, ropts.TrainSize = reg, trainSize
 	if rank == 0 {
 		if ropts.Eval, err = newTestEvaluator(wl.Model, cfg.Seed, test, opts.EvalBatch); err != nil {
 			return nil, err
 		}
 	}
-	if ropts.Config == nil {
-		ropts.Config = RunRecord{Config: cfg, Workload: wl}
+	if ropts.Record == nil {
+		ropts.Record = RunRecord{Config: cfg, Workload: wl}
 	}
 	return trainer.RunRank(ctx, ep, cfg, m, ropts)
 }

@@ -87,7 +87,7 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					o := Options{DataDir: dir, Threads: 1, EvalBatch: 32, RankOptions: trainer.RankOptions{DataPath: "mem", Links: tc.links}}
+					o := Options{DataDir: dir, Threads: 1, EvalBatch: 32, TrainOptions: trainer.TrainOptions{DataPath: "mem", Links: tc.links}}
 					if r == 0 {
 						o.Out = filepath.Join(out, strat+"-"+tc.coll)
 					}
@@ -213,7 +213,7 @@ func TestRunRankEndsEarly(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, errs[r] = RunRank(ctxs[r], ep, cfg, Workload{}, Options{DataDir: dir, Threads: 1, EvalBatch: 32, RankOptions: trainer.RankOptions{Out: out}})
+					_, errs[r] = RunRank(ctxs[r], ep, cfg, Workload{}, Options{DataDir: dir, Threads: 1, EvalBatch: 32, TrainOptions: trainer.TrainOptions{Out: out}})
 					if r == 0 {
 						cancel() // the others need not notice a failed rank 0 by themselves
 					}

@@ -271,26 +271,26 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 	defer cancel()
 	return o.joinRank(ctx, func(c *hetsync.Comm) error {
 		ropts := workload.Options{DataDir: o.DataDir, Threads: o.Threads, LocalSize: c.LocalSize(),
-			RankOptions: trainer.RankOptions{Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch()}}
+			TrainOptions: trainer.TrainOptions{Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch()}}
 		if o.MetricsAddr != "" {
 			addr, err := exporter.RankAddr(o.MetricsAddr, c.Rank())
 			if err != nil {
 				return fmt.Errorf("rank %d: %w", c.Rank(), err)
 			}
-			if err := serveMetrics(ctx, addr, errOut, fmt.Sprintf("rank %d", c.Rank()), &ropts.RankOptions); err != nil {
+			if err := serveMetrics(ctx, addr, errOut, fmt.Sprintf("rank %d", c.Rank()), &ropts.TrainOptions); err != nil {
 				return fmt.Errorf("rank %d: %w", c.Rank(), err)
 			}
 		}
 		if c.Rank() == 0 {
 			rec := o.recordOf(c)
-			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), rec, out, errOut
+			ropts.Out, ropts.Record, ropts.Progress, ropts.DataProgress = o.outDir(), rec, out, errOut
 			lock, err := o.prepareRunDir(rec)
 			if err != nil {
 				return fmt.Errorf("rank 0: %w", err)
 			}
 			defer lock.Close()
 		}
-		o.resumeOptions.rankOptions(c.Rank(), &ropts.RankOptions)
+		o.resumeOptions.rankOptions(c.Rank(), &ropts.TrainOptions)
 		_, err := workload.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err) // the ranks' own checks name Config fields: here they are flags
 	})
@@ -307,7 +307,7 @@ func dataPathOf(c *hetsync.Comm) string {
 
 // serveMetrics serves an exporter of the ranks whose options it hooks into at addr until ctx
 // ends, and prints where; who names the ranks in that line.
-func serveMetrics(ctx context.Context, addr string, errOut io.Writer, who string, hooks ...*trainer.RankOptions) error {
+func serveMetrics(ctx context.Context, addr string, errOut io.Writer, who string, hooks ...*trainer.TrainOptions) error {
 	ex := exporter.New()
 	at, err := ex.Serve(ctx, addr)
 	if err != nil {
@@ -330,7 +330,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx) // ends the metrics server with the job
 	defer cancel()
 	// one exporter serves every rank of the process, told apart by their rank label
-	var hook trainer.RankOptions
+	var hook trainer.TrainOptions
 	if o.MetricsAddr != "" {
 		if err := serveMetrics(ctx, o.MetricsAddr, os.Stderr, fmt.Sprintf("ranks 0-%d", o.NP-1), &hook); err != nil {
 			return err
@@ -338,11 +338,11 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 	}
 	err := hetsync.InitLocal(ctx, o.NP, func(ctx context.Context, c *hetsync.Comm) error {
 		ropts := workload.Options{DataDir: o.DataDir, Threads: o.Threads, LocalSize: o.NP,
-			RankOptions: trainer.RankOptions{Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(), AfterRound: hook.AfterRound, AfterEval: hook.AfterEval}}
+			TrainOptions: trainer.TrainOptions{Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(), AfterRound: hook.AfterRound, AfterEval: hook.AfterEval}}
 		if c.Rank() == 0 {
-			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
+			ropts.Out, ropts.Record, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
-		o.resumeOptions.rankOptions(c.Rank(), &ropts.RankOptions)
+		o.resumeOptions.rankOptions(c.Rank(), &ropts.TrainOptions)
 		_, err := workload.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err)
 	}, o.Watch.initOptions()...)
