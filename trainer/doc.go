@@ -35,7 +35,7 @@
 // answers; ssgd says yes every step) and, when told to, runs the round's exchange (Sync).
 // Session.Exchange says where the caller's optimizer steps: after Sync on the averaged
 // gradient (ssgd) or on each step's own gradient, Sync then setting the global model
-// (esync). Train runs the same strategy methods (step.go: Stepped, stepRound) with the
+// (esync). Train runs the same strategy methods (step.go: Stepped, StepRound) with the
 // model's steps and the strategy's optimizer, so the two give the same parameters. The
 // strategies without a step-by-step form (the parameter-server strategies, wbsp, wbsp-opt,
 // sync-switch, local) and ESync's non-blocking queries refuse a session, saying why.

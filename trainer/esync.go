@@ -235,11 +235,11 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 	return nil
 }
 
-// Round is the built-in loop's round (stepRound), or, with non-blocking queries on a rank
+// Round is the built-in loop's round (StepRound), or, with non-blocking queries on a rank
 // other than 0, the paper's overlapped steps (overlappedSteps) followed by the same Sync.
 func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
 	if !s.overlap || w.Rank == 0 {
-		return stepRound(ctx, w, s, stopVote)
+		return StepRound(ctx, w, s, stopVote)
 	}
 	if err := s.Begin(ctx, w); err != nil {
 		return RoundStats{}, err
@@ -471,7 +471,7 @@ func (s *esync) speculate(ctx context.Context, w *Worker) (ready bool, err error
 }
 
 // apply takes the SGD step of a local step that took d so far and counts the whole step
-// (batch fetch, forward/backward, injected slowdown and update), as stepRound does.
+// (batch fetch, forward/backward, injected slowdown and update), as StepRound does.
 func (s *esync) apply(w *Worker, ls StepStats, d time.Duration) {
 	t0 := w.Now()
 	s.opt.Step(w.Params, w.Grads, 1)

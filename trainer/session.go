@@ -22,7 +22,7 @@ import (
 //	ExchangeGradients (ssgd):   backward → Step → ShouldSync (yes) → Sync → optimizer on Grads
 //	ExchangeParams (esync):     backward → optimizer on Grads → Step → ShouldSync → Sync if yes
 //
-// Train drives the same strategy methods (stepRound) with the worker's model and optimizer,
+// Train drives the same strategy methods (StepRound) with the worker's model and optimizer,
 // so a caller's loop whose optimizer and batches are Train's reaches Train's parameters.
 //
 // Strategies that are not Stepped refuse a session with the reason (NewSession's error);

@@ -36,9 +36,9 @@ func (s *ssgd) Start(ctx context.Context, w *Worker) error {
 }
 
 // Round is one local step, the gradients' allreduce and the worker's optimizer step on the
-// average (stepRound).
+// average (StepRound).
 func (s *ssgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	return stepRound(ctx, w, s, stopVote)
+	return StepRound(ctx, w, s, stopVote)
 }
 
 // Exchange: ssgd allreduces each step's gradient.

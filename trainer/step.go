@@ -42,7 +42,8 @@ type StepReport struct {
 
 // Stepped is a strategy in step-by-step form: a loop that owns the model and its optimizer
 // drives it, asking after each local step whether to synchronize now. Its Round is the
-// built-in loop over these methods (stepRound), so Train and a Session run the same code.
+// built-in loop over these methods (return StepRound(ctx, w, s, stopVote)), so Train and a
+// Session run the same code.
 //
 // A round, on every rank: Begin; then local steps, each followed by AfterStep and ShouldSync,
 // until ShouldSync says yes; then Sync, which every rank calls once per round.
@@ -68,11 +69,11 @@ type Stepped interface {
 // caller's loop (ESync's non-blocking queries): the error says why.
 type steppable interface{ Steppable() error }
 
-// stepRound is the built-in loop's round of a stepped strategy: the model's local steps, each
-// followed by the strategy's optimizer under ExchangeParams, until the strategy says to
-// synchronize; then Sync, followed by the optimizer's step on the averaged gradient under
-// ExchangeGradients.
-func stepRound(ctx context.Context, w *Worker, s Stepped, stopVote bool) (RoundStats, error) {
+// StepRound is the built-in loop's round of a stepped strategy, and so a stepped strategy's
+// Round (a strategy of a program's own included): the model's local steps, each followed by
+// the strategy's optimizer under ExchangeParams, until the strategy says to synchronize; then
+// Sync, followed by the optimizer's step on the averaged gradient under ExchangeGradients.
+func StepRound(ctx context.Context, w *Worker, s Stepped, stopVote bool) (RoundStats, error) {
 	if err := s.Begin(ctx, w); err != nil {
 		return RoundStats{}, err
 	}
