@@ -159,10 +159,9 @@ func ParseESyncEpsilon(s string) (fixed time.Duration, factor float64, err error
 //
 // --esync-queries nonblocking is the paper's §4.2 mode (overlappedSteps): a rank computes its
 // next step while its query is in flight. The original's code blocks, and so does the
-// default: on one 2-core host the speculative steps' CPU slowed the other ranks as much as
-// the overlap saved (experiments/esync.yaml's settings, one run each: SSGD 12.8 s to 0.80,
-// blocking 5.5 s, nonblocking 6.2 s). It pays where a query's round trip is long against a
-// step, as across hosts.
+// default: where the ranks share a host's cores, the speculative steps' CPU slows the other
+// ranks as much as the overlap saves (docs/results/tuning.md#esync). It pays where a query's
+// round trip is long against a step, as across hosts.
 //
 // The state service's protocol is the original's but for one message: a round's first query
 // (k = 0, always NOT-READY) travels inside the reset that ends the previous global update, so
@@ -172,8 +171,8 @@ func ParseESyncEpsilon(s string) (fixed time.Duration, factor float64, err error
 // The local optimizer defaults to the one every other strategy uses (--momentum 0.9), which
 // reaches a target sooner on iid shards; on class-sorted shards (--shard by-class) give
 // --local-momentum 0, the paper's plain SGD: a velocity kept across rounds integrates the one
-// class a rank's unshuffled shard is on for many steps, and the average follows it (it ended
-// at 0.30 where plain SGD ended at 0.57). experiments/esync.yaml gives every strategy plain SGD.
+// class a rank's unshuffled shard is on for many steps, and the average follows it
+// (docs/results/tuning.md#esync). experiments/esync.yaml gives every strategy plain SGD.
 //
 // Metrics: RoundRecord.LocalSteps is n_i; Compute is the local steps (with injected
 // slowdown), Wait the barrier before the allreduce (the fast ranks' idle time), Comm the
