@@ -13,14 +13,15 @@ import (
 // and its optimizer. The loop takes a local step on the flat vectors Params and Grads, reports
 // it (Step), asks whether to synchronize now (ShouldSync) and, when told to, runs the round's
 // exchange (Sync), which every rank calls once per round. The strategy decides: ESync's state
-// service answers ShouldSync, ssgd says yes after every step. No call back into the caller is
+// service answers ShouldSync, WBSP's trigger barrier fires when the slowest rank completes a
+// step, ssgd says yes after every step. No call back into the caller is
 // needed, so a loop in another language (the Python package, through the C ABI) drives it
 // with two float32 vectors and four calls.
 //
 // Where the caller's optimizer steps depends on Exchange:
 //
 //	ExchangeGradients (ssgd):   backward → Step → ShouldSync (yes) → Sync → optimizer on Grads
-//	ExchangeParams (esync):     backward → optimizer on Grads → Step → ShouldSync → Sync if yes
+//	ExchangeParams (esync, wbsp): backward → optimizer on Grads → Step → ShouldSync → Sync if yes
 //
 // Train drives the same strategy methods (StepRound) with the worker's model and optimizer,
 // so a caller's loop whose optimizer and batches are Train's reaches Train's parameters.

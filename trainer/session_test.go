@@ -53,8 +53,8 @@ func driveSession(ctx context.Context, ep transport.Endpoint, cfg trainer.Config
 	if err != nil {
 		return nil, err
 	}
-	// The optimizer Train's worker would step: the job's for ssgd, the local one for esync
-	// (its defaults are the job's rate and momentum).
+	// The optimizer Train's worker would step: the job's for ssgd and wbsp, the local one for
+	// esync (its defaults are the job's rate and momentum).
 	opt := &trainer.SGD{LR: float32(cfg.LR), Momentum: float32(cfg.Momentum), WeightDecay: float32(cfg.WeightDecay)}
 	for {
 		t0 := time.Now()
@@ -88,13 +88,14 @@ func driveSession(ctx context.Context, ep transport.Endpoint, cfg trainer.Config
 	}
 }
 
-// TestSessionDrivesStrategiesLikeTrain drives ssgd and esync from a loop the caller owns on 1
-// to 5 ranks: their replicas stay bitwise identical, as under Train, every rank stops after
-// the same round, and where the rounds are deterministic (ssgd; esync on one rank, which is
-// always its own slowest) the parameters are Train's, bit for bit.
+// TestSessionDrivesStrategiesLikeTrain drives ssgd, esync and wbsp (over an allreduce) from a
+// loop the caller owns on 1 to 5 ranks: their replicas stay bitwise identical, as under Train,
+// every rank stops after the same round, and where the rounds are deterministic (ssgd; esync
+// and wbsp on one rank, which is always its own slowest) the parameters are Train's, bit for
+// bit.
 func TestSessionDrivesStrategiesLikeTrain(t *testing.T) {
 	const rounds = 40
-	for _, strategy := range []string{"ssgd", "esync"} {
+	for _, strategy := range []string{"ssgd", "esync", "wbsp"} {
 		for size := 1; size <= 5; size++ {
 			t.Run(fmt.Sprintf("%s/%d-ranks", strategy, size), func(t *testing.T) {
 				cfg := trainer.Config{Strategy: strategy, Collective: "ring", Batch: 7, LR: 0.05, Momentum: 0.5, MaxRounds: rounds, Seed: 3}
@@ -114,6 +115,7 @@ func TestSessionDrivesStrategiesLikeTrain(t *testing.T) {
 				if len(res.Records) != rounds {
 					t.Fatalf("Train ran %d rounds, want %d", len(res.Records), rounds)
 				}
+				// wbsp on one rank: the rank is its own trigger, and every step a round
 				if strategy == "ssgd" || size == 1 {
 					if !slices.Equal(params[0], models[0].Params()) {
 						t.Errorf("the caller's loop reached %v, Train %v", params[0], models[0].Params())
@@ -136,7 +138,7 @@ func TestSessionRefusals(t *testing.T) {
 		want string
 	}{
 		{"asgd", trainer.Config{Strategy: "asgd", Collective: "ps"}, trainer.TrainOptions{}, "--sync asgd cannot be driven by a caller's loop: its update is the parameter server's"},
-		{"wbsp", trainer.Config{Strategy: "wbsp", Collective: "ring"}, trainer.TrainOptions{}, "--sync wbsp cannot be driven by a caller's loop"},
+		{"wbsp-ps", trainer.Config{Strategy: "wbsp", Collective: "ps"}, trainer.TrainOptions{}, "--sync wbsp cannot be driven by a caller's loop: its rounds interleave the exchange with the steps"},
 		{"nonblocking", trainer.Config{Strategy: "esync", Collective: "ring", Options: &trainer.ESyncConfig{Queries: trainer.ESyncNonBlocking}}, trainer.TrainOptions{}, "--esync-queries nonblocking cannot be driven"},
 		{"eval", trainer.Config{Strategy: "ssgd"}, trainer.TrainOptions{Eval: func(context.Context, []float32) (float64, float64, error) { return 0, 0, nil }}, "TrainOptions.Eval belongs to Train's loop"},
 	} {

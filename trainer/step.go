@@ -78,19 +78,19 @@ func StepRound(ctx context.Context, w *Worker, s Stepped, stopVote bool) (RoundS
 		return RoundStats{}, err
 	}
 	opt := s.Optimizer(w)
+	own, hasOwn := s.(ownStep)
 	for {
-		t0 := w.Now()
-		ls, err := w.LocalStep(ctx)
+		var (
+			r   StepReport
+			err error
+		)
+		if hasOwn {
+			r, err = own.localStep(ctx, w)
+		} else {
+			r, err = builtinStep(ctx, w, s.Exchange(), opt)
+		}
 		if err != nil {
 			return RoundStats{}, err
-		}
-		r := StepReport{Loss: ls.Loss, Samples: ls.Samples, Correct: ls.Correct, Duration: ls.Compute}
-		if s.Exchange() == ExchangeParams {
-			t1 := w.Now()
-			opt.Step(w.Params, w.Grads, 1)
-			u := w.Now().Sub(t1)
-			w.Inject.After = u // the next step's injected sleep leaves room for its update
-			r.Duration = t1.Sub(t0) + u
 		}
 		s.AfterStep(w, r)
 		sync, err := s.ShouldSync(ctx, w)
@@ -109,4 +109,31 @@ func StepRound(ctx context.Context, w *Worker, s Stepped, stopVote bool) (RoundS
 		opt.Step(w.Params, w.Grads, 1)
 	}
 	return st, nil
+}
+
+// ownStep is implemented by built-in stepped strategies whose local step in the built-in loop
+// is their own (WBSP's step time, which elects its trigger rank, counts the update as
+// computation), in place of builtinStep.
+type ownStep interface {
+	localStep(ctx context.Context, w *Worker) (StepReport, error)
+}
+
+// builtinStep is the built-in loop's local step: the model's step, and under ExchangeParams
+// the optimizer's update, whose time the step's duration counts and the next step's injected
+// sleep leaves room for.
+func builtinStep(ctx context.Context, w *Worker, ex Exchange, opt *SGD) (StepReport, error) {
+	t0 := w.Now()
+	ls, err := w.LocalStep(ctx)
+	if err != nil {
+		return StepReport{}, err
+	}
+	r := StepReport{Loss: ls.Loss, Samples: ls.Samples, Correct: ls.Correct, Duration: ls.Compute}
+	if ex == ExchangeParams {
+		t1 := w.Now()
+		opt.Step(w.Params, w.Grads, 1)
+		u := w.Now().Sub(t1)
+		w.Inject.After = u
+		r.Duration = t1.Sub(t0) + u
+	}
+	return r, nil
 }

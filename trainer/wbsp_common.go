@@ -95,3 +95,10 @@ func wbspLocalStep(ctx context.Context, w *Worker) (st StepStats, end time.Time,
 	st.Compute += end.Sub(t0)
 	return st, end, nil
 }
+
+// wbspStep is wbspLocalStep as a step report: its duration is the step's compute time with
+// the injected slowdown and the update, WBSP's step time.
+func wbspStep(ctx context.Context, w *Worker) (StepReport, error) {
+	ls, _, err := wbspLocalStep(ctx, w)
+	return StepReport{Loss: ls.Loss, Samples: ls.Samples, Correct: ls.Correct, Duration: ls.Compute}, err
+}
