@@ -56,6 +56,9 @@ func NewSession(ctx context.Context, ep transport.Endpoint, cfg Config, params, 
 	if err != nil {
 		return nil, err
 	}
+	if err := sessionInjects(w); err != nil {
+		return nil, err
+	}
 	if grads != nil {
 		if len(grads) != len(params) {
 			return nil, fmt.Errorf("trainer: rank %d: a session's gradient vector holds %d values for %d parameters", w.Rank, len(grads), len(params))
@@ -106,6 +109,27 @@ func sessionOptions(o TrainOptions) error {
 		}
 	}
 	return nil
+}
+
+// sessionInjects refuses the heterogeneity that Train injects into its own local steps
+// (slowdown, step sleep, compute-mode stragglers): a session's steps are its caller's, which
+// would run unslowed. Network-mode stragglers slow the endpoint and apply to a session too.
+func sessionInjects(w *Worker) error {
+	in, cfg := w.Inject, w.Cfg
+	var field string
+	switch {
+	case in.Slowdown > 1:
+		field = "Slowdown"
+	case in.StepSleep > 0:
+		field = "StepSleep"
+	case in.Base > 0:
+		field = "SlowdownBase"
+	case cfg.Stragglers.Mode == "compute" && len(cfg.Stragglers.Windows(w.Rank)) > 0:
+		field = "Stragglers (compute mode)"
+	default:
+		return nil
+	}
+	return fmt.Errorf("trainer: rank %d: Config.%s slows Train's local steps; a session's steps are its caller's, which it cannot slow: leave it unset", w.Rank, field)
 }
 
 // notStepped is implemented by strategies without a step-by-step form: NotStepped says why.

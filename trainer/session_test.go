@@ -126,8 +126,9 @@ func TestSessionDrivesStrategiesLikeTrain(t *testing.T) {
 	}
 }
 
-// TestSessionRefusals: strategies without a step-by-step form, ESync's non-blocking queries
-// and the options of Train's own loop are refused, each naming why.
+// TestSessionRefusals: strategies without a step-by-step form, ESync's non-blocking queries,
+// the heterogeneity injected into Train's steps and the options of Train's own loop are
+// refused, each naming why.
 func TestSessionRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -140,6 +141,7 @@ func TestSessionRefusals(t *testing.T) {
 		{"asgd", trainer.Config{Strategy: "asgd", Collective: "ps"}, trainer.TrainOptions{}, "--sync asgd cannot be driven by a caller's loop: its update is the parameter server's"},
 		{"wbsp-ps", trainer.Config{Strategy: "wbsp", Collective: "ps"}, trainer.TrainOptions{}, "--sync wbsp cannot be driven by a caller's loop: its rounds interleave the exchange with the steps"},
 		{"nonblocking", trainer.Config{Strategy: "esync", Collective: "ring", Options: &trainer.ESyncConfig{Queries: trainer.ESyncNonBlocking}}, trainer.TrainOptions{}, "--esync-queries nonblocking cannot be driven"},
+		{"slowdown", trainer.Config{Strategy: "ssgd", Slowdown: []float64{2}}, trainer.TrainOptions{}, "rank 0: Config.Slowdown slows Train's local steps"},
 		{"eval", trainer.Config{Strategy: "ssgd"}, trainer.TrainOptions{Eval: func(context.Context, []float32) (float64, float64, error) { return 0, 0, nil }}, "TrainOptions.Eval belongs to Train's loop"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
