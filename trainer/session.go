@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,9 +13,9 @@ import (
 // it (Step), asks whether to synchronize now (ShouldSync) and, when told to, runs the round's
 // exchange (Sync), which every rank calls once per round. The strategy decides: ESync's state
 // service answers ShouldSync, WBSP's trigger barrier fires when the slowest rank completes a
-// step, ssgd says yes after every step. No call back into the caller is
-// needed, so a loop in another language (the Python package, through the C ABI) drives it
-// with two float32 vectors and four calls.
+// step, ssgd says yes after every step. No call back into the caller is needed, so a loop in
+// another language (the Python package, through the C ABI) drives it with two float32
+// vectors and four calls.
 //
 // Where the caller's optimizer steps depends on Exchange:
 //
@@ -84,13 +83,16 @@ func NewSession(ctx context.Context, ep transport.Endpoint, cfg Config, params, 
 	}
 	sess := &Session{l: l, s: s}
 	if err := l.start(ctx); err != nil {
-		return nil, errors.Join(err, strat.Finish(ctx, w))
+		return nil, err
 	}
+	// As in Run: a strategy that started is finished, whatever stops the job.
 	if err := l.resume(ctx); err != nil {
-		return nil, errors.Join(err, strat.Finish(ctx, w))
+		_ = strat.Finish(ctx, w)
+		return nil, err
 	}
 	if err := sess.begin(ctx); err != nil {
-		return nil, errors.Join(err, strat.Finish(ctx, w))
+		_ = strat.Finish(ctx, w)
+		return nil, err
 	}
 	return sess, nil
 }
