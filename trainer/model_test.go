@@ -229,6 +229,19 @@ func TestTrainRejectsBadInput(t *testing.T) {
 	}
 }
 
+// TestRunRankRefusesCheckpointPaths: RunRank checkpoints into its run directory and resumes
+// from ResumeDir; a checkpoint directory or checkpoint given beside them would be dropped.
+func TestRunRankRefusesCheckpointPaths(t *testing.T) {
+	ep := transport.NewMemJob(1)[0]
+	defer ep.Close()
+	m := &regModel{data: newRegData(10, 1, 0), batch: 3, params: make([]float32, regDim+1)}
+	cfg := trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, MaxRounds: 1}
+	opts := trainer.TrainOptions{Checkpoint: trainer.CheckpointOptions{Dir: t.TempDir()}}
+	if _, err := trainer.RunRank(context.Background(), ep, cfg, m, opts); err == nil || !strings.Contains(err.Error(), "TrainOptions.Checkpoint may set only Every") {
+		t.Fatalf("err = %v, want one saying that RunRank takes only Checkpoint.Every", err)
+	}
+}
+
 // A strategy of the program's own, registered beside the built-in ones: periodic model
 // averaging, with an option of its own.
 

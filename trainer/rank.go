@@ -23,6 +23,10 @@ type RankResult struct {
 // the summary. `hetsync train` runs its built-in workload through it (package workload).
 func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, opts TrainOptions) (*RankResult, error) {
 	rank := ep.Rank()
+	if opts.Checkpoint.Dir != "" || opts.Checkpoint.Resume != nil {
+		return nil, fmt.Errorf("trainer: rank %d: RunRank checkpoints into its run directory (Out) and resumes from ResumeDir: "+
+			"TrainOptions.Checkpoint may set only Every", rank)
+	}
 	// Train gets the same options less the run directory's, which are this function's.
 	topts := opts
 	topts.Out, topts.Record, topts.DataPath, topts.ResumeDir = "", nil, "", ""
