@@ -19,6 +19,10 @@ type local struct {
 	samples int64
 }
 
+func localFactory() Factory {
+	return Factory{Options: noOptions, New: func(*Config) (Strategy, error) { return &local{}, nil }}
+}
+
 func (s *local) Name() string { return "local" }
 
 // NotStepped says why a caller's loop cannot drive it (Session).

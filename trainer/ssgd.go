@@ -25,6 +25,10 @@ type ssgd struct {
 
 const ssgdExtra = 4 // stop vote, loss, correct, samples
 
+func ssgdFactory() Factory {
+	return Factory{Options: noOptions, New: func(*Config) (Strategy, error) { return &ssgd{}, nil }}
+}
+
 func (s *ssgd) Name() string { return "ssgd" }
 
 func (s *ssgd) Start(ctx context.Context, w *Worker) error {
