@@ -12,8 +12,9 @@
 // of the model's own next batch into a given slice: any data, any loss, labels of any type or
 // none, on any device. Train runs one rank of a job on it with the strategy Config.Strategy
 // names; TrainOptions.Eval optionally evaluates snapshots on rank 0. NewBatchModel adapts a
-// classifier network with a batch iterator (workload/nn, workload/data) to a Model: that is all
-// `hetsync train` adds. examples/esync-model is a complete program.
+// classifier network with a batch iterator to a Model: package workload does that for
+// `hetsync train` (workload/nn's networks over workload/data's shards), and RunRank adds the
+// run directory. examples/esync-model is a complete program.
 //
 // Every rank passes the same Config, which names its strategy, batch, learning rate and a
 // bound (Epochs, MaxTime or MaxRounds): Train refuses a zero one rather than take
