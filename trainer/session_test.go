@@ -11,17 +11,19 @@ import (
 
 	"github.com/hetsync/hetsync/trainer"
 	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/transport/p2p"
+	"github.com/hetsync/hetsync/transport/p2p/p2ptest"
 )
 
 // userLoop trains the regression with a loop the test owns, through a Session on each rank:
 // its own batches (regModel.Step on the session's vectors), its own optimizer (trainer.SGD at
 // the rates Train's would use), and the strategy's answers on when to synchronize. It returns
-// every rank's parameters and result.
-func userLoop(t *testing.T, cfg trainer.Config, size int) ([][]float32, []*trainer.Result) {
+// every rank's parameters and result. Each rank runs on its endpoint of eps.
+func userLoop(t *testing.T, cfg trainer.Config, eps []transport.Endpoint) ([][]float32, []*trainer.Result) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	eps := transport.NewMemJob(size)
+	size := len(eps)
 	params := make([][]float32, size)
 	results := make([]*trainer.Result, size)
 	errs := make([]error, size)
@@ -105,7 +107,7 @@ func TestSessionDrivesStrategiesLikeTrain(t *testing.T) {
 					zero := 0
 					cfg.Options = &trainer.WBSPOptions{SlowRank: &zero}
 				}
-				params, results := userLoop(t, cfg, size)
+				params, results := userLoop(t, cfg, transport.NewMemJob(size))
 				for r := range size {
 					if res := results[r]; len(res.Records) != rounds || res.Records[rounds-1].Round != rounds-1 {
 						t.Fatalf("rank %d ran %d rounds, want %d", r, len(res.Records), rounds)
@@ -160,6 +162,27 @@ func TestSessionRefusals(t *testing.T) {
 					_, _ = sess.Close(ctx)
 				}
 				t.Fatalf("err = %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSessionOverLibp2p drives esync and wbsp from the caller's loop over real libp2p hosts on
+// loopback: every rank ends after the same round with bitwise-identical parameters.
+func TestSessionOverLibp2p(t *testing.T) {
+	const size, rounds = 3, 25
+	for _, strategy := range []string{"esync", "wbsp"} {
+		t.Run(strategy, func(t *testing.T) {
+			cfg := trainer.Config{Strategy: strategy, Collective: "ring", Batch: 7, LR: 0.05, MaxRounds: rounds, Seed: 3}
+			eps := p2ptest.JoinLoopback(t, size, p2p.Config{Secret: "session-p2p-test", Security: "tls", DataPath: "tcp"}, nil)
+			params, results := userLoop(t, cfg, eps)
+			for r := range size {
+				if n := len(results[r].Records); n != rounds {
+					t.Errorf("rank %d ran %d rounds, want %d", r, n, rounds)
+				}
+				if r > 0 && !slices.Equal(params[r], params[0]) {
+					t.Errorf("rank %d's parameters differ from rank 0's: %v vs %v", r, params[r], params[0])
+				}
 			}
 		})
 	}
