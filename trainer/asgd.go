@@ -31,12 +31,17 @@ func (o *ASGDOptions) Validate(_ *Config, size int) error { return o.PSPlacement
 func asgdFactory() Factory {
 	return Factory{
 		Options:     func() Options { return &ASGDOptions{} },
-		Collectives: []string{"ps"}, // the server applies each push: there is no round to allreduce
+		Collectives: []string{CollectivePS}, // the server applies each push: there is no round to allreduce
 		New:         func(*Config) (Strategy, error) { return &asgd{}, nil },
 	}
 }
 
 func (s *asgd) Name() string { return "asgd" }
+
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *asgd) NotStepped() string {
+	return "its update is the parameter server's (each step pushes the gradient and pulls the server's model), not the caller's optimizer's, and each rank's round is its own push, not a round of every rank"
+}
 
 func (s *asgd) Start(ctx context.Context, w *Worker) error {
 	svc, err := startPS(ctx, w, "asgd", kv.SGD{LR: float32(w.Cfg.LR)}.Factory(), nil)

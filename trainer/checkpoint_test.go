@@ -15,7 +15,6 @@ import (
 
 	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/transport"
-	"github.com/hetsync/hetsync/workload/data"
 )
 
 func testCheckpoint(n, nv, state int) *Checkpoint {
@@ -201,7 +200,7 @@ func runCkptJob(t *testing.T, j ckptJob) ckptOutcome {
 				if j.only0 && r != 0 {
 					ckOpts, resume = CheckpointOptions{}, ""
 				}
-				opts := RunOptions{TrainSize: len(train.y), Checkpoint: ckOpts, AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+				opts := TrainOptions{TrainSize: len(train.y), Checkpoint: ckOpts, AfterRound: func(rec *metrics.RoundRecord) {
 					if j.steps != nil {
 						j.steps(w.Rank, rec.Round, w.Steps())
 					}
@@ -427,42 +426,6 @@ func TestRewindRunKeepsEachRoundOnce(t *testing.T) {
 	for _, p := range []string{filepath.Join(dir, metrics.EvalFile), metrics.RankRecordsPath(dir, 1)} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o644 {
 			t.Errorf("%s rewritten with mode %v (%v), want 0644 as the run's other files", p, fi.Mode().Perm(), err)
-		}
-	}
-}
-
-// TestShardBatchesSeek: seeking the default workload's batches to step n gives the batch that
-// n calls of Next would have reached, across epoch ends (partial last batches included).
-func TestShardBatchesSeek(t *testing.T) {
-	const n = 23
-	ds := &data.Dataset{Images: make([]float32, n*data.ImageSize), Labels: make([]uint8, n), N: n}
-	for i := range n {
-		ds.Labels[i] = uint8(i % 10)
-		ds.Images[i*data.ImageSize] = float32(i)
-	}
-	for _, batch := range []int{1, 4, 7, 23, 30} {
-		shard, err := data.NewShard(ds, data.ShardConfig{Split: data.SplitIID, Rank: 1, Size: 2, Seed: 5})
-		if err != nil {
-			t.Fatal(err)
-		}
-		newIt := func() *shardBatches {
-			it, err := shard.Batches(batch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return &shardBatches{it: it}
-		}
-		seq := newIt()
-		for steps := range uint64(40) {
-			sought := newIt()
-			if err := sought.SeekSteps(steps); err != nil {
-				t.Fatal(err)
-			}
-			want, _, _ := seq.Next()
-			got, _, _ := sought.Next()
-			if !slices.Equal(got, want) {
-				t.Fatalf("batch %d, step %d: seeking gives another batch than stepping", batch, steps)
-			}
 		}
 	}
 }

@@ -67,7 +67,7 @@ func (o *DCASGDOptions) Validate(_ *Config, size int) error {
 func dcasgdFactory() Factory {
 	return Factory{
 		Options:     func() Options { return &DCASGDOptions{} },
-		Collectives: []string{"ps"}, // the server applies each push: there is no round to allreduce
+		Collectives: []string{CollectivePS}, // the server applies each push: there is no round to allreduce
 		New: func(cfg *Config) (Strategy, error) {
 			o, err := optionsOf[*DCASGDOptions](cfg, "dcasgd")
 			return &dcasgd{opts: o}, err
@@ -76,6 +76,11 @@ func dcasgdFactory() Factory {
 }
 
 func (s *dcasgd) Name() string { return "dcasgd" }
+
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *dcasgd) NotStepped() string {
+	return "its update is the parameter server's (the delay-compensated rule runs on the server), not the caller's optimizer's, and each rank's round is its own push, not a round of every rank"
+}
 
 func (s *dcasgd) Start(ctx context.Context, w *Worker) error {
 	rule := kv.DCASGD{LR: float32(w.Cfg.LR), Lambda: float32(s.opts.Lambda), Shared: s.opts.Variant == "mxnet"}

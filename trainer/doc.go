@@ -1,8 +1,10 @@
 // Package trainer is a worker's life in a data-parallel training job: the synchronization
 // strategies that turn the ranks' local steps into one model, driving a model the user
 // supplies; the common round loop (Run) that owns stopping, evaluation and metrics;
-// heterogeneity injection; and `hetsync train`'s default workload (RunRank: Fashion-MNIST and
-// the built-in networks, with every rank's metrics gathered into one run directory on rank 0).
+// heterogeneity injection; and RunRank, a whole rank whose metrics are gathered into one run
+// directory on rank 0. `hetsync train`'s default workload (Fashion-MNIST, the built-in
+// networks, the compute device) is package workload, which runs through RunRank: this package
+// links no data set, network or CUDA backend.
 //
 // # Training your own model
 //
@@ -10,8 +12,9 @@
 // of the model's own next batch into a given slice: any data, any loss, labels of any type or
 // none, on any device. Train runs one rank of a job on it with the strategy Config.Strategy
 // names; TrainOptions.Eval optionally evaluates snapshots on rank 0. NewBatchModel adapts a
-// classifier network with a batch iterator (workload/nn, workload/data) to a Model: that is all
-// `hetsync train` adds. examples/esync-model is a complete program.
+// classifier network with a batch iterator to a Model: package workload does that for
+// `hetsync train` (workload/nn's networks over workload/data's shards), and RunRank adds the
+// run directory. examples/esync-model is a complete program.
 //
 // Every rank passes the same Config, which names its strategy, batch, learning rate and a
 // bound (Epochs, MaxTime or MaxRounds): Train refuses a zero one rather than take
@@ -23,6 +26,22 @@
 // and the ranks (agree.go); then every rank takes rank 0's parameters (start.go), as DDP and
 // Horovod start, so a model initialised per rank still trains one model. A communicator given
 // in TrainOptions.Comm runs its own algorithm: a Config.Collective it does not run is refused.
+//
+// # Your own loop
+//
+// A program that keeps its own training loop and optimizer (the Python package's, a
+// PyTorch model's) drives a strategy step by step through a Session over two flat float32
+// vectors, the parameters and the gradient: after each local step it reports the step
+// (Session.Step), asks whether to synchronize now (ShouldSync: ESync's state service
+// answers; WBSP's trigger barrier, which the slowest rank's step completes; ssgd says yes
+// every step) and, when told to, runs the round's exchange (Sync).
+// Session.Exchange says where the caller's optimizer steps: after Sync on the averaged
+// gradient (ssgd) or on each step's own gradient, Sync then setting the global model (esync,
+// wbsp over an allreduce). Train runs the same strategy methods (step.go: Stepped,
+// StepRound) with the model's steps and the strategy's optimizer, so the two give the same
+// parameters. The strategies without a step-by-step form (the parameter-server strategies and
+// the ps forms of wbsp and wbsp-opt, wbsp-opt over an allreduce, sync-switch, local) and
+// ESync's non-blocking queries refuse a session, saying why.
 //
 // # Strategies and their options
 //
@@ -88,7 +107,7 @@
 //
 // # Checkpoints
 //
-// With RunOptions.Checkpoint, a checkpoint (checkpoint.go: atomic, checksummed files) is
+// With TrainOptions.Checkpoint, a checkpoint (checkpoint.go: atomic, checksummed files) is
 // written every N rounds or every duration, and Run continues one with the same round
 // numbers, clock, data position and state. Strategies whose ranks share one state after each
 // round implement Checkpointer (ssgd): rank 0's one file is the whole job. Strategies whose

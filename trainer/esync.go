@@ -159,10 +159,9 @@ func ParseESyncEpsilon(s string) (fixed time.Duration, factor float64, err error
 //
 // --esync-queries nonblocking is the paper's §4.2 mode (overlappedSteps): a rank computes its
 // next step while its query is in flight. The original's code blocks, and so does the
-// default: on one 2-core host the speculative steps' CPU slowed the other ranks as much as
-// the overlap saved (experiments/esync.yaml's settings, one run each: SSGD 12.8 s to 0.80,
-// blocking 5.5 s, nonblocking 6.2 s). It pays where a query's round trip is long against a
-// step, as across hosts.
+// default: where the ranks share a host's cores, the speculative steps' CPU slows the other
+// ranks as much as the overlap saves (docs/results/tuning.md#esync). It pays where a query's
+// round trip is long against a step, as across hosts.
 //
 // The state service's protocol is the original's but for one message: a round's first query
 // (k = 0, always NOT-READY) travels inside the reset that ends the previous global update, so
@@ -172,8 +171,8 @@ func ParseESyncEpsilon(s string) (fixed time.Duration, factor float64, err error
 // The local optimizer defaults to the one every other strategy uses (--momentum 0.9), which
 // reaches a target sooner on iid shards; on class-sorted shards (--shard by-class) give
 // --local-momentum 0, the paper's plain SGD: a velocity kept across rounds integrates the one
-// class a rank's unshuffled shard is on for many steps, and the average follows it (it ended
-// at 0.30 where plain SGD ended at 0.57). experiments/esync.yaml gives every strategy plain SGD.
+// class a rank's unshuffled shard is on for many steps, and the average follows it
+// (docs/results/tuning.md#esync). experiments/esync.yaml gives every strategy plain SGD.
 //
 // Metrics: RoundRecord.LocalSteps is n_i; Compute is the local steps (with injected
 // slowdown), Wait the barrier before the allreduce (the fast ranks' idle time), Comm the
@@ -190,6 +189,12 @@ type esync struct {
 	lastC   time.Duration // duration of this rank's last local step
 	overlap bool          // non-blocking queries (ESyncConfig.Queries)
 	dropped int           // speculative steps dropped this round (0 or 1)
+	// The round in progress: its local steps so far (n_i), their summed loss, its stats and
+	// the time its state-service queries took.
+	k       int
+	lossSum float64
+	st      RoundStats
+	query   time.Duration
 	rounds  int
 	samples int64
 	clean   bool
@@ -229,35 +234,80 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 	return nil
 }
 
+// Round is the built-in loop's round (StepRound), or, with non-blocking queries on a rank
+// other than 0, the paper's overlapped steps (overlappedSteps) followed by the same Sync.
 func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	var (
-		st      RoundStats
-		lossSum float64
-		query   time.Duration
-	)
-	if s.round == 1 {
-		// No reset carried round 1's first query; its answer is NOT-READY.
-		q0 := w.Now()
-		if _, err := s.svc.Query(ctx, s.round, 0, s.lastC); err != nil {
-			return RoundStats{}, err
-		}
-		query += w.Now().Sub(q0)
+	if !s.overlap || w.Rank == 0 {
+		return StepRound(ctx, w, s, stopVote)
 	}
-	var (
-		k   int
-		err error
-	)
-	s.dropped = 0
-	if s.overlap && w.Rank != 0 {
-		k, err = s.overlappedSteps(ctx, w, &st, &lossSum, &query)
-	} else {
-		k, err = s.blockingSteps(ctx, w, &st, &lossSum, &query)
-	}
-	if err != nil {
+	if err := s.Begin(ctx, w); err != nil {
 		return RoundStats{}, err
 	}
+	if err := s.overlappedSteps(ctx, w); err != nil {
+		return RoundStats{}, err
+	}
+	return s.Sync(ctx, w, stopVote)
+}
+
+// Exchange: esync's local steps apply their own gradients, and the round averages the
+// models' deltas.
+func (s *esync) Exchange() Exchange { return ExchangeParams }
+
+// Optimizer is the local SGD (rate η, LocalMomentum, this rank's own velocity).
+func (s *esync) Optimizer(*Worker) *SGD { return &s.opt }
+
+// Steppable refuses a caller's loop under non-blocking queries: their query overlaps the next
+// local step and a READY answer drops that step after it was computed, which a loop whose
+// optimizer has already applied it cannot take back.
+func (s *esync) Steppable() error {
+	if s.cfg.Queries == ESyncNonBlocking {
+		return fmt.Errorf("trainer: esync with --esync-queries %s cannot be driven by a caller's loop: its query overlaps the next local step, "+
+			"and a READY answer drops that step after the caller's optimizer applied it; use --esync-queries %s", ESyncNonBlocking, ESyncBlocking)
+	}
+	return nil
+}
+
+// Begin starts a round's count. Round 1's first query (k = 0, answered NOT-READY) goes out
+// here, before the first step; every later round's rode on the reset that ended the previous
+// one.
+func (s *esync) Begin(ctx context.Context, w *Worker) error {
+	s.k, s.lossSum, s.st, s.query, s.dropped = 0, 0, RoundStats{}, 0, 0
+	if s.round != 1 {
+		return nil
+	}
+	q0 := w.Now()
+	if _, err := s.svc.Query(ctx, s.round, 0, s.lastC); err != nil {
+		return err
+	}
+	s.query += w.Now().Sub(q0)
+	return nil
+}
+
+// AfterStep counts a local step; its duration is the step time the next query reports.
+func (s *esync) AfterStep(_ *Worker, r StepReport) {
+	s.lastC = r.Duration
+	s.lossSum += r.Loss
+	s.st.Correct += r.Correct
+	s.st.Samples += r.Samples
+	s.st.Compute += r.Duration
+	s.k++
+}
+
+// ShouldSync asks the state service, as the original does before each step after the first,
+// and waits for the answer: READY ends the round with n_i = k steps.
+func (s *esync) ShouldSync(ctx context.Context, w *Worker) (bool, error) {
+	q0 := w.Now()
+	ready, err := s.svc.Query(ctx, s.round, s.k, s.lastC)
+	s.query += w.Now().Sub(q0)
+	return ready, err
+}
+
+// Sync sums the ranks' deltas with the extras, sets every rank's model to the global update
+// and resets into the next round at the state service.
+func (s *esync) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	st, k := s.st, s.k
 	st.LocalSteps = k
-	st.Loss = lossSum / float64(k)
+	st.Loss = s.lossSum / float64(k)
 
 	n := len(w.Params)
 	for i, p := range w.Params {
@@ -293,7 +343,7 @@ func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats
 	st.GlobalSamples = s.samples
 	st.GlobalRounds = s.rounds
 	st.Wait = t1.Sub(t0)
-	st.Comm = t2.Sub(t1) + query
+	st.Comm = t2.Sub(t1) + s.query
 	st.Stop = s.buf[n] > 0.5
 	if s.overlap {
 		// the batch of a dropped step was consumed: a replay of the round skips it
@@ -303,34 +353,15 @@ func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats
 	return st, nil
 }
 
-// blockingSteps takes a round's local steps as the original does: before each step after
-// the first, it asks the state service and waits for the answer. It returns n_i.
-func (s *esync) blockingSteps(ctx context.Context, w *Worker, st *RoundStats, lossSum *float64, query *time.Duration) (int, error) {
-	k := 0
-	for {
-		if k > 0 {
-			q0 := w.Now()
-			ready, err := s.svc.Query(ctx, s.round, k, s.lastC)
-			*query += w.Now().Sub(q0)
-			if err != nil || ready {
-				return k, err
-			}
-		}
-		if err := s.certainStep(ctx, w, st, lossSum); err != nil {
-			return k, err
-		}
-		k++
-	}
-}
-
 // certainStep takes a local step that the state service has allowed.
-func (s *esync) certainStep(ctx context.Context, w *Worker, st *RoundStats, lossSum *float64) error {
+func (s *esync) certainStep(ctx context.Context, w *Worker) error {
 	t0 := w.Now()
 	ls, err := w.LocalStep(ctx)
 	if err != nil {
 		return err
 	}
-	return s.apply(w, st, lossSum, ls, w.Now().Sub(t0))
+	s.apply(w, ls, w.Now().Sub(t0))
+	return nil
 }
 
 // overlappedSteps takes a round's local steps in the paper's non-blocking mode (§4.2): a
@@ -339,56 +370,48 @@ func (s *esync) certainStep(ctx context.Context, w *Worker, st *RoundStats, loss
 // gradient dropped; the computation already done is lost, and so is its batch). An answer
 // that arrives only after the step has finished keeps the step. The state service and its
 // predicates are the blocking mode's; only the asking rank's waiting changes, which takes
-// the query's round trip (milliseconds on a busy host, against a few milliseconds of step)
-// off every local step. A rank that the service last named the slowest waits for its
-// answer instead, since it will be READY after its first step. Rank 0 asks its own state
-// machine and never waits, so it always blocks. It returns n_i, the steps kept.
-func (s *esync) overlappedSteps(ctx context.Context, w *Worker, st *RoundStats, lossSum *float64, query *time.Duration) (int, error) {
+// the query's round trip off every local step. A rank that the service last named the
+// slowest waits for its answer instead, since it will be READY after its first step. Rank 0
+// asks its own state machine and never waits, so it always blocks. n_i, the steps kept, is
+// s.k.
+func (s *esync) overlappedSteps(ctx context.Context, w *Worker) error {
 	// k = 0 was answered NOT-READY: the first step is certain.
-	if err := s.certainStep(ctx, w, st, lossSum); err != nil {
-		return 0, err
+	if err := s.certainStep(ctx, w); err != nil {
+		return err
 	}
-	k := 1
 	for {
-		if err := s.svc.Ask(ctx, s.round, k, s.lastC); err != nil {
-			return k, err
+		if err := s.svc.Ask(ctx, s.round, s.k, s.lastC); err != nil {
+			return err
 		}
 		if s.svc.slowest {
 			q0 := w.Now()
 			a, err := s.svc.Answer(ctx)
-			*query += w.Now().Sub(q0)
+			s.query += w.Now().Sub(q0)
 			if err != nil {
-				return k, err
+				return err
 			}
 			if a.ready {
-				return k, nil
+				return nil
 			}
-			if err := s.certainStep(ctx, w, st, lossSum); err != nil {
-				return k, err
+			if err := s.certainStep(ctx, w); err != nil {
+				return err
 			}
-			k++
 			continue
 		}
-		kept, ready, err := s.speculate(ctx, w, st, lossSum, query)
-		if err != nil {
-			return k, err
-		}
-		if kept {
-			k++
-		}
-		if ready {
-			return k, nil
+		ready, err := s.speculate(ctx, w)
+		if err != nil || ready {
+			return err
 		}
 	}
 }
 
 // speculate takes a local step while the query is in flight, and gets the query's answer.
-// kept reports whether the step counts (the answer was NOT-READY, or came after the step).
-func (s *esync) speculate(ctx context.Context, w *Worker, st *RoundStats, lossSum *float64, query *time.Duration) (kept, ready bool, err error) {
+// The step counts (apply) when the answer was NOT-READY, or came after the step.
+func (s *esync) speculate(ctx context.Context, w *Worker) (ready bool, err error) {
 	t0 := w.Now()
 	ls, err := w.Compute(ctx)
 	if err != nil {
-		return false, false, err
+		return false, err
 	}
 	var a esyncAnswer
 	answered := false
@@ -401,7 +424,7 @@ func (s *esync) speculate(ctx context.Context, w *Worker, st *RoundStats, lossSu
 	select {
 	case got := <-s.svc.Answers():
 		if err := take(got); err != nil {
-			return false, false, err
+			return false, err
 		}
 	default:
 	}
@@ -415,13 +438,13 @@ func (s *esync) speculate(ctx context.Context, w *Worker, st *RoundStats, lossSu
 			}
 			got, woke, err := sleepOr(ctx, &w.Inject.timer, d, answers)
 			if err != nil {
-				return false, false, err
+				return false, err
 			}
 			if !woke {
 				break
 			}
 			if err := take(got); err != nil {
-				return false, false, err
+				return false, err
 			}
 			if a.ready {
 				break
@@ -429,34 +452,31 @@ func (s *esync) speculate(ctx context.Context, w *Worker, st *RoundStats, lossSu
 		}
 	}
 	if answered && a.ready {
-		st.Compute += w.Now().Sub(t0) // computed, then dropped
+		s.st.Compute += w.Now().Sub(t0) // computed, then dropped
 		s.dropped++
-		return false, true, nil
+		return true, nil
 	}
 	if !answered {
 		q0 := w.Now()
 		if a, err = s.svc.Answer(ctx); err != nil {
-			return false, false, err
+			return false, err
 		}
-		*query += w.Now().Sub(q0)
-		return true, a.ready, s.apply(w, st, lossSum, ls, q0.Sub(t0))
+		s.query += w.Now().Sub(q0)
+		s.apply(w, ls, q0.Sub(t0))
+		return a.ready, nil
 	}
-	return true, a.ready, s.apply(w, st, lossSum, ls, w.Now().Sub(t0))
+	s.apply(w, ls, w.Now().Sub(t0))
+	return a.ready, nil
 }
 
-// apply takes the SGD step of a local step that took d so far and records the whole step's
-// duration (batch fetch, forward/backward, injected slowdown and update) as c.
-func (s *esync) apply(w *Worker, st *RoundStats, lossSum *float64, ls StepStats, d time.Duration) error {
+// apply takes the SGD step of a local step that took d so far and counts the whole step
+// (batch fetch, forward/backward, injected slowdown and update), as StepRound does.
+func (s *esync) apply(w *Worker, ls StepStats, d time.Duration) {
 	t0 := w.Now()
 	s.opt.Step(w.Params, w.Grads, 1)
 	u := w.Now().Sub(t0)
 	w.Inject.After = u // the next step's injected sleep leaves room for its update
-	s.lastC = d + u
-	*lossSum += ls.Loss
-	st.Correct += ls.Correct
-	st.Samples += ls.Samples
-	st.Compute += s.lastC
-	return nil
+	s.AfterStep(w, StepReport{Loss: ls.Loss, Samples: ls.Samples, Correct: ls.Correct, Duration: d + u})
 }
 
 // esyncUpdate is the global update w ← w + γ·S/N in place, with S the summed deltas.

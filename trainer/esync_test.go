@@ -54,7 +54,7 @@ func runCapturedJob(t *testing.T, cfg Config, size int, wrap func(transport.Endp
 			return err
 		}
 		out.strats[r] = strat
-		opts := RunOptions{TrainSize: len(train.y), AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+		opts := TrainOptions{TrainSize: len(train.y), AfterRound: func(rec *metrics.RoundRecord) {
 			out.params[r] = append(out.params[r], append([]float32(nil), w.Params...))
 		}}
 		if r == 0 {

@@ -19,7 +19,16 @@ type local struct {
 	samples int64
 }
 
+func localFactory() Factory {
+	return Factory{Options: noOptions, New: func(*Config) (Strategy, error) { return &local{}, nil }}
+}
+
 func (s *local) Name() string { return "local" }
+
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *local) NotStepped() string {
+	return "it synchronizes nothing: a caller's loop trains each rank alone without a session"
+}
 
 // RanOver says that local's rounds communicate nothing.
 func (s *local) RanOver(*Worker) string { return "none" }

@@ -205,24 +205,40 @@ func TestTrainRejectsBadInput(t *testing.T) {
 		name  string
 		cfg   trainer.Config
 		model trainer.Model
+		opts  trainer.TrainOptions
 		want  string
 	}{
-		{"unknown strategy", trainer.Config{Strategy: "bsp", Batch: 3, LR: 0.1, MaxRounds: 1}, m, "known: asgd,"},
-		{"epochs without a training-set size", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, Epochs: 1}, m, "Config.Epochs 1 needs the training-set size (TrainOptions.TrainSize)"},
-		{"no model", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, MaxRounds: 1}, nil, "needs an endpoint and a model"},
-		{"empty model", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, MaxRounds: 1}, &regModel{data: m.data, batch: 1}, "no parameters"},
+		{"unknown strategy", trainer.Config{Strategy: "bsp", Batch: 3, LR: 0.1, MaxRounds: 1}, m, trainer.TrainOptions{}, "known: asgd,"},
+		{"epochs without a training-set size", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, Epochs: 1}, m, trainer.TrainOptions{}, "Config.Epochs 1 needs the training-set size (TrainOptions.TrainSize)"},
+		{"no model", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, MaxRounds: 1}, nil, trainer.TrainOptions{}, "needs an endpoint and a model"},
+		{"empty model", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, MaxRounds: 1}, &regModel{data: m.data, batch: 1}, trainer.TrainOptions{}, "no parameters"},
 		// A zero is refused, not taken for the command line's default.
-		{"empty strategy", trainer.Config{Batch: 3, LR: 0.1, MaxRounds: 1}, m, "Config.Strategy is empty: name one of asgd,"},
-		{"zero batch", trainer.Config{Strategy: "ssgd", LR: 0.1, MaxRounds: 1}, m, "Config.Batch must be ≥ 1, got 0"},
-		{"zero lr", trainer.Config{Strategy: "ssgd", Batch: 3, MaxRounds: 1}, m, "Config.LR must be a positive number, got 0"},
-		{"no bound", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1}, m, "no bound on the run: set Config.Epochs, Config.MaxTime or Config.MaxRounds"},
+		{"empty strategy", trainer.Config{Batch: 3, LR: 0.1, MaxRounds: 1}, m, trainer.TrainOptions{}, "Config.Strategy is empty: name one of asgd,"},
+		{"zero batch", trainer.Config{Strategy: "ssgd", LR: 0.1, MaxRounds: 1}, m, trainer.TrainOptions{}, "Config.Batch must be ≥ 1, got 0"},
+		{"zero lr", trainer.Config{Strategy: "ssgd", Batch: 3, MaxRounds: 1}, m, trainer.TrainOptions{}, "Config.LR must be a positive number, got 0"},
+		{"no bound", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1}, m, trainer.TrainOptions{}, "no bound on the run: set Config.Epochs, Config.MaxTime or Config.MaxRounds"},
+		// The run directory is RunRank's: Train would not write it.
+		{"run directory", trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, MaxRounds: 1}, m, trainer.TrainOptions{Out: "run"}, "TrainOptions.Out is the run directory's, which Train does not write: use RunRank"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := trainer.Train(context.Background(), ep, tc.cfg, tc.model, trainer.TrainOptions{})
+			_, err := trainer.Train(context.Background(), ep, tc.cfg, tc.model, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunRankRefusesCheckpointPaths: RunRank checkpoints into its run directory and resumes
+// from ResumeDir; a checkpoint directory or checkpoint given beside them would be dropped.
+func TestRunRankRefusesCheckpointPaths(t *testing.T) {
+	ep := transport.NewMemJob(1)[0]
+	defer ep.Close()
+	m := &regModel{data: newRegData(10, 1, 0), batch: 3, params: make([]float32, regDim+1)}
+	cfg := trainer.Config{Strategy: "ssgd", Batch: 3, LR: 0.1, MaxRounds: 1}
+	opts := trainer.TrainOptions{Checkpoint: trainer.CheckpointOptions{Dir: t.TempDir()}}
+	if _, err := trainer.RunRank(context.Background(), ep, cfg, m, opts); err == nil || !strings.Contains(err.Error(), "TrainOptions.Checkpoint may set only Every") {
+		t.Fatalf("err = %v, want one saying that RunRank takes only Checkpoint.Every", err)
 	}
 }
 

@@ -14,6 +14,11 @@ import (
 // names (--ps-ranks, or ranks 0..--ps-servers-1; default rank 0 alone), as goroutines beside
 // their workers.
 
+// CollectivePS is the Config.Collective (--collective) of the strategies' parameter server:
+// rounds that run over the strategy's own server (collective/kv) rather than the
+// communicator's allreduce. Result.Collective then says ParameterServer.
+const CollectivePS = "ps"
+
 // psClient is a worker's side of the parameter server: the service and the worker's clock
 // (its pushes so far). Strategies embed it; its Finish closes the service.
 type psClient struct {

@@ -236,8 +236,8 @@ func (r *Registry) New(cfg *Config) (Strategy, error) {
 // Builtin returns a new registry holding the strategies of this package.
 func Builtin() *Registry {
 	return &Registry{factories: map[string]Factory{
-		"local":       {Options: noOptions, New: func(*Config) (Strategy, error) { return &local{}, nil }},
-		"ssgd":        {Options: noOptions, New: func(*Config) (Strategy, error) { return &ssgd{}, nil }},
+		"local":       localFactory(),
+		"ssgd":        ssgdFactory(),
 		"asgd":        asgdFactory(),
 		"dcasgd":      dcasgdFactory(),
 		"ssp":         sspFactory(),

@@ -18,11 +18,16 @@ import (
 // the time spent waiting for slower ranks (Wait) from moving data (Comm).
 type ssgd struct {
 	buf     []float32
+	step    StepReport // the round's one local step
 	rounds  int
 	samples int64
 }
 
 const ssgdExtra = 4 // stop vote, loss, correct, samples
+
+func ssgdFactory() Factory {
+	return Factory{Options: noOptions, New: func(*Config) (Strategy, error) { return &ssgd{}, nil }}
+}
 
 func (s *ssgd) Name() string { return "ssgd" }
 
@@ -34,11 +39,28 @@ func (s *ssgd) Start(ctx context.Context, w *Worker) error {
 	return nil
 }
 
+// Round is one local step, the gradients' allreduce and the worker's optimizer step on the
+// average (StepRound).
 func (s *ssgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, err := w.LocalStep(ctx)
-	if err != nil {
-		return RoundStats{}, err
-	}
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: ssgd allreduces each step's gradient.
+func (s *ssgd) Exchange() Exchange { return ExchangeGradients }
+
+// Optimizer is the worker's: the one every rank applies the same average with.
+func (s *ssgd) Optimizer(w *Worker) *SGD { return w.Opt }
+
+func (s *ssgd) Begin(context.Context, *Worker) error { return nil }
+
+func (s *ssgd) AfterStep(_ *Worker, r StepReport) { s.step = r }
+
+// ShouldSync: every step ends a round.
+func (s *ssgd) ShouldSync(context.Context, *Worker) (bool, error) { return true, nil }
+
+// Sync allreduces the step's gradient with the extras and leaves the average in w.Grads.
+func (s *ssgd) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	st := s.step
 	n := len(w.Grads)
 	copy(s.buf, w.Grads)
 	s.buf[n] = 0
@@ -58,7 +80,10 @@ func (s *ssgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: ssgd round %d: allreduce: %w", w.Rank, s.rounds, err)
 	}
 	t2 := w.Now()
-	w.Apply(s.buf[:n], 1/float32(w.Size))
+	inv := 1 / float32(w.Size)
+	for i, g := range s.buf[:n] {
+		w.Grads[i] = inv * g
+	}
 	s.rounds++
 	s.samples += int64(s.buf[n+3] + 0.5)
 	return RoundStats{
@@ -66,7 +91,7 @@ func (s *ssgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 		GlobalLoss:    float64(s.buf[n+1]) / float64(w.Size),
 		GlobalSamples: s.samples,
 		GlobalRounds:  s.rounds,
-		Compute:       st.Compute,
+		Compute:       st.Duration,
 		Wait:          t1.Sub(t0),
 		Comm:          t2.Sub(t1),
 		Stop:          s.buf[n] > 0.5,

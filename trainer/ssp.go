@@ -84,7 +84,7 @@ func (o *SSPOptions) Validate(_ *Config, size int) error {
 func sspFactory() Factory {
 	return Factory{
 		Options:     func() Options { return &SSPOptions{} },
-		Collectives: []string{"ps"}, // the server holds the clocks that gate the pulls
+		Collectives: []string{CollectivePS}, // the server holds the clocks that gate the pulls
 		New: func(cfg *Config) (Strategy, error) {
 			o, err := optionsOf[*SSPOptions](cfg, "ssp")
 			return &ssp{opts: o}, err
@@ -93,6 +93,11 @@ func sspFactory() Factory {
 }
 
 func (s *ssp) Name() string { return "ssp" }
+
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *ssp) NotStepped() string {
+	return "its update is the parameter server's, not the caller's optimizer's, and each rank's round is its own push, held by the staleness bound, not a round of every rank"
+}
 
 func (s *ssp) Start(ctx context.Context, w *Worker) error {
 	s.lazy = s.opts.Pull == "lazy"

@@ -11,14 +11,14 @@ import (
 // more than Threshold × the baseline ("for K consecutive steps", as the paper says), the baseline being the
 // median round time of up to 8×Window rounds before them (at least Window of them, so the
 // first rounds only build the baseline). Every round of the window, not its median: on a
-// shared host rank 0's evaluation slows a few rounds in a row by 2–3× (measured: 45, 18, 38,
-// 42 and 18 ms against a 13 ms baseline during the first evaluation), which set off the
-// median rule at θ = 2 with no straggler, while a straggler slows every round.
+// shared host rank 0's evaluation slows a few rounds in a row, which sets off a median rule
+// with no straggler present (docs/results/tuning.md#sync-switch-the-straggler-detector),
+// while a straggler slows every round.
 //
 // Round times, not per-rank compute times: a slow link (the paper's netem stragglers) slows
 // every rank's round alike and shows in no compute time, a slow device shows in the round time
-// too, and per-step compute times of ranks that share a host's cores are too noisy to compare
-// (measured: 3–13 ms for the same MLP step on a busy 2-core host). Heterogeneity present from
+// too, and per-step compute times of ranks that share a host's cores are too noisy to
+// compare. Heterogeneity present from
 // the start is in the baseline: the policies react to transient stragglers only. Medians
 // keep one noisy round from hiding a straggler in the baseline.
 type stragglerDetector struct {

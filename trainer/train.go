@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/metrics"
@@ -11,13 +12,16 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
-// TrainOptions are one rank's settings of Train beyond the job's Config.
+// TrainOptions are one rank's settings beyond the job's Config: the one options value that
+// passes from the command line (or the user's program) through RunRank and Train to the round
+// loop (Run), each of which uses its own fields and passes the rest on. Each hook is stated
+// here once.
 type TrainOptions struct {
 	// Strategies are the strategies cfg.Strategy may name; nil means Builtin.
 	Strategies *Registry
 	// Eval evaluates a snapshot of the parameters on rank 0 (on a goroutine of its own, so
 	// it must not share the model's device or buffers); nil disables evaluation, and with it
-	// Config.TargetAcc.
+	// Config.TargetAcc. The other ranks' is not used.
 	Eval EvalFunc
 	// TrainSize is the number of training samples of the whole job, for Config.Epochs; 0
 	// requires a bound other than epochs.
@@ -27,23 +31,59 @@ type TrainOptions struct {
 	// cannot change: Config.Collective must then be empty or name that algorithm (its
 	// Algorithm method), unless the strategy's rounds run over its own parameter server.
 	Comm Collective
-	// Links is the job's link matrix, the same on every rank, that the communicator Train
-	// builds plans from (auto, ring order, ps placement, hier-); nil plans without one.
+	// Links is the job's link matrix (hetsync.Comm.Links: --plan-links measure or a file),
+	// the same on every rank, that the communicator Train builds plans from (auto, ring
+	// order, ps placement, hier-); nil plans without one.
 	Links *topology.Matrix
-	// Progress receives rank 0's progress lines; nil prints nothing.
-	Progress io.Writer
 	// Watch is what the communicator Train builds reports (stalls, timeline); its Timeline
 	// also gets a span per local step and per round.
 	Watch collective.Watch
-	// Checkpoint is where rank 0 writes checkpoints and what the run resumes from.
+	// Progress receives rank 0's progress lines (and RunRank's final summary); nil prints
+	// nothing. ProgressEvery is their period (default 1s).
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// Checkpoint is where rank 0 writes checkpoints and what the run resumes from. Under
+	// RunRank, Dir is the run directory and Resume is loaded from ResumeDir: set Every.
 	Checkpoint CheckpointOptions
-	// AfterRound, when set, sees each of this rank's round records as the round ends, and
-	// AfterEval each of rank 0's evaluations as it is taken (RunOptions).
+	// AfterRound, when set, sees each of this rank's round records as the round ends (tests,
+	// live plots, an exporter), and AfterEval each of rank 0's evaluations as it is taken, the
+	// final one last (a run directory written as the job runs).
 	AfterRound func(*metrics.RoundRecord)
 	AfterEval  func(EvalResult)
 	// Failed, when set, is asked on rank 0 before each round: an error stops the job after
-	// that round (RunOptions).
+	// that round as a stop rule would, with the error as the reason (rank 0's run directory
+	// that could not take a record: training on to the stop rule would lose it all). The
+	// caller fails the run with the same error once Run returns; the other ranks stop cleanly.
 	Failed func() error
+
+	// The run directory, RunRank's (Train refuses them).
+	//
+	// Out is the run directory rank 0 writes ("" writes nothing). The other ranks take rank
+	// 0's (their own Out is not used) and append their records to its ranks/ on their own
+	// host as the job runs, a local copy of what they send rank 0 at the end.
+	Out string
+	// Record is what config.json records; nil records the Config.
+	Record any
+	// DataPath is the transport and data path of the job's bytes, for summary.json ("mem",
+	// "p2p data-path=tcp"); "" records none.
+	DataPath string
+	// ResumeDir is the run directory whose checkpoint every rank continues from (it must be
+	// readable at this path on every rank's host); rank 0 then continues that run directory,
+	// which Out must name.
+	ResumeDir string
+}
+
+// runDirFields refuses the run directory's options outside RunRank, which alone honours them.
+func (o TrainOptions) runDirFields(who string) error {
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{{o.Out != "", "Out"}, {o.Record != nil, "Record"}, {o.DataPath != "", "DataPath"}, {o.ResumeDir != "", "ResumeDir"}} {
+		if f.set {
+			return fmt.Errorf("trainer: TrainOptions.%s is the run directory's, which %s does not write: use RunRank", f.name, who)
+		}
+	}
+	return nil
 }
 
 // Train runs this rank of a training job on the user's model: every rank of the job calls it
@@ -54,8 +94,22 @@ type TrainOptions struct {
 // heterogeneity cfg injects (slowdown, step sleep, stragglers) applies whatever the strategy.
 // After Train, model.Params() holds this rank's final parameters.
 func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, opts TrainOptions) (*Result, error) {
+	if err := opts.runDirFields("Train"); err != nil {
+		return nil, err
+	}
+	w, strat, err := prepare(ep, cfg, model, opts)
+	if err != nil {
+		return nil, err
+	}
+	return Run(ctx, w, strat, opts)
+}
+
+// prepare validates cfg and builds this rank's worker (over opts.Comm, or a communicator of
+// its own running Config.Collective) and the strategy cfg names: what Train and NewSession
+// share before the job starts.
+func prepare(ep transport.Endpoint, cfg Config, model Model, opts TrainOptions) (*Worker, Strategy, error) {
 	if ep == nil || model == nil {
-		return nil, fmt.Errorf("trainer: Train needs an endpoint and a model")
+		return nil, nil, fmt.Errorf("trainer: training needs an endpoint and a model")
 	}
 	reg := opts.Strategies
 	if reg == nil {
@@ -63,48 +117,41 @@ func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, 
 	}
 	given := cfg.Collective // before Validate gives an empty one the strategy's default
 	if err := reg.Validate(&cfg, ep.Size()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.Epochs > 0 && opts.TrainSize <= 0 {
-		return nil, fmt.Errorf("trainer: rank %d: Config.Epochs %v needs the training-set size (TrainOptions.TrainSize)", ep.Rank(), cfg.Epochs)
+		return nil, nil, fmt.Errorf("trainer: rank %d: Config.Epochs %v needs the training-set size (TrainOptions.TrainSize)", ep.Rank(), cfg.Epochs)
 	}
 	ep = cfg.Stragglers.WrapEndpoint(ep)
 	comm := opts.Comm
 	if comm == nil {
 		c, err := collective.New(ep, collective.Options{Algorithm: cfg.Collective, Links: opts.Links, Watch: opts.Watch})
 		if err != nil {
-			return nil, fmt.Errorf("trainer: rank %d: Config.Collective: %w", ep.Rank(), err)
+			return nil, nil, fmt.Errorf("trainer: rank %d: Config.Collective: %w", ep.Rank(), err)
 		}
 		comm = c
 	}
 	w, err := NewWorker(&cfg, ep, comm, model)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w.Timeline = opts.Watch.Timeline
 	strat, err := reg.New(&cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if opts.Comm != nil {
 		if err := checkGivenComm(given, opts.Comm, w, strat); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	ropts := RunOptions{TrainSize: opts.TrainSize, Progress: opts.Progress, AfterEval: opts.AfterEval, Checkpoint: opts.Checkpoint, Failed: opts.Failed}
-	if opts.AfterRound != nil {
-		ropts.AfterRound = func(_ *Worker, rec *metrics.RoundRecord) { opts.AfterRound(rec) }
-	}
-	if ep.Rank() == 0 {
-		ropts.Eval = opts.Eval
-	}
-	return Run(ctx, w, strat, ropts)
+	return w, strat, nil
 }
 
 // checkGivenComm refuses a Config.Collective (given, as the caller set it) that the
 // communicator the caller gave would not run: the rounds of a strategy that runs over the
 // communicator run its algorithm, whatever Config.Collective says. A strategy whose rounds run
-// over its own parameter server (Config.Collective "ps"), or over nothing, serves
+// over its own parameter server (Config.Collective CollectivePS), or over nothing, serves
 // Config.Collective itself. An empty given leaves the choice to the communicator
 // (Result.Collective says what ran).
 func checkGivenComm(given string, comm Collective, w *Worker, strat Strategy) error {

@@ -66,13 +66,13 @@ func paramsHash(p []float32) uint64 {
 
 // runSynthJob trains the synthetic problem on size in-process ranks; each tweak sees every
 // rank's options before it runs.
-func runSynthJob(t *testing.T, cfg Config, size int, tweaks ...func(rank int, o *RunOptions)) *jobOutcome {
+func runSynthJob(t *testing.T, cfg Config, size int, tweaks ...func(rank int, o *TrainOptions)) *jobOutcome {
 	t.Helper()
 	return runSynthJobOn(t, cfg, transport.NewMemJob(size), tweaks...)
 }
 
 // runSynthJobOn runs the synthetic job on the given endpoints (one per rank) and closes them.
-func runSynthJobOn(t *testing.T, cfg Config, eps []transport.Endpoint, tweaks ...func(rank int, o *RunOptions)) *jobOutcome {
+func runSynthJobOn(t *testing.T, cfg Config, eps []transport.Endpoint, tweaks ...func(rank int, o *TrainOptions)) *jobOutcome {
 	t.Helper()
 	size := len(eps)
 	cfg.Defaults()
@@ -102,7 +102,7 @@ func runSynthJobOn(t *testing.T, cfg Config, eps []transport.Endpoint, tweaks ..
 				if err != nil {
 					return err
 				}
-				opts := RunOptions{TrainSize: len(train.y), AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+				opts := TrainOptions{TrainSize: len(train.y), AfterRound: func(rec *metrics.RoundRecord) {
 					h := paramsHash(w.Params)
 					out.mu.Lock()
 					defer out.mu.Unlock()
@@ -277,7 +277,7 @@ func TestStopWhenFailed(t *testing.T) {
 					cfg.Collective = "ps"
 				}
 				calls := 0
-				out := runSynthJob(t, cfg, size, func(r int, o *RunOptions) {
+				out := runSynthJob(t, cfg, size, func(r int, o *TrainOptions) {
 					if r == 0 {
 						o.Failed = func() error {
 							if calls++; calls >= failAt {

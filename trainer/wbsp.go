@@ -33,6 +33,11 @@ type wbsp struct {
 
 func (s *wbsp) Name() string { return "wbsp" }
 
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *wbsp) NotStepped() string {
+	return "its rounds interleave the exchange with the steps: every step's delta is uploaded to the parameter server, and the global model is applied at whichever step boundary it is published"
+}
+
 func wbspFactory() Factory {
 	return Factory{
 		Options: func() Options { return &WBSPOptions{} },

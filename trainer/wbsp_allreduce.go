@@ -39,14 +39,43 @@ func (s *wbspAllReduce) Start(ctx context.Context, w *Worker) error {
 	return nil
 }
 
+// Round is local steps until the trigger fires, then the deltas' allreduce (StepRound).
 func (s *wbspAllReduce) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: every rank's optimizer applies its own steps, and the round averages the deltas.
+func (s *wbspAllReduce) Exchange() Exchange { return ExchangeParams }
+
+// Optimizer is the worker's, each rank keeping its own momentum.
+func (s *wbspAllReduce) Optimizer(w *Worker) *SGD { return w.Opt }
+
+// localStep is WBSP's own step in the built-in loop (wbspStep): its step time, which elects
+// the trigger rank, counts the update as computation.
+func (s *wbspAllReduce) localStep(ctx context.Context, w *Worker) (StepReport, error) {
+	return wbspStep(ctx, w)
+}
+
+// Begin posts the first round's trigger barrier; every later round's is posted by the Sync
+// before it.
+func (s *wbspAllReduce) Begin(ctx context.Context, w *Worker) error {
 	if s.unposted {
 		s.post(ctx, w)
 		s.unposted = false
 	}
-	if err := s.stepsUntilTrigger(ctx, w, "wbsp"); err != nil {
-		return RoundStats{}, err
-	}
+	return nil
+}
+
+func (s *wbspAllReduce) AfterStep(_ *Worker, r StepReport) { s.record(r) }
+
+// ShouldSync tests the trigger barrier (the trigger rank completes it, and may wait for it).
+func (s *wbspAllReduce) ShouldSync(ctx context.Context, w *Worker) (bool, error) {
+	return s.triggered(ctx, w, "wbsp")
+}
+
+// Sync allreduces the round's deltas with the extras, sets w_{t+1} and posts the next
+// round's trigger barrier.
+func (s *wbspAllReduce) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
 	n := len(w.Params)
 	for i, p := range w.Params {
 		s.buf[i] = p - s.base[i]

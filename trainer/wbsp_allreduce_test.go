@@ -144,7 +144,7 @@ func runWBSPAllReduce(t *testing.T, cfg Config, size, switchAt int, slow time.Du
 		default:
 			return fmt.Errorf("--sync %s --collective %s built %T, not an allreduce form", cfg.Strategy, cfg.Collective, strat)
 		}
-		opts := RunOptions{TrainSize: len(train.y), AfterRound: func(w *Worker, rec *metrics.RoundRecord) {
+		opts := TrainOptions{TrainSize: len(train.y), AfterRound: func(rec *metrics.RoundRecord) {
 			out.bases[r] = append(out.bases[r], paramsHash(*base))
 			if r == 0 && rec.Round+1 == switchAt {
 				phase.Store(1)

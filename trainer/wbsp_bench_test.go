@@ -42,7 +42,7 @@ func benchPSRound(b *testing.B, strategy string) {
 	}
 	ep := transport.NewMemJob(1)[0]
 	defer ep.Close()
-	w, err := newBatchWorker(&cfg, ep, nil, nnModel{m}, data)
+	w, err := newBatchWorker(&cfg, ep, nil, mlpNetwork{m}, data)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,3 +84,15 @@ func BenchmarkPSRoundMLP(b *testing.B) {
 		b.Run(name, func(b *testing.B) { benchPSRound(b, s) })
 	}
 }
+
+// mlpNetwork is the MLP of workload/nn as a Network (package workload holds the same adapter
+// for `hetsync train`, but it imports this package and so cannot serve its tests).
+type mlpNetwork struct{ m *nn.Model }
+
+func (a mlpNetwork) NumParams() int { return a.m.NumParams() }
+func (a mlpNetwork) ForwardBackward(x []float32, labels []uint8) (float64, int, error) {
+	return a.m.ForwardBackward(x, labels)
+}
+func (a mlpNetwork) ReadParams(dst []float32) error  { return a.m.ParamsToHost(dst) }
+func (a mlpNetwork) WriteParams(src []float32) error { return a.m.ParamsFromHost(src) }
+func (a mlpNetwork) ReadGrads(dst []float32) error   { return a.m.GradsToHost(dst) }

@@ -38,7 +38,7 @@ func (o *WBSPOptions) Defaults(*Config) {
 }
 
 func (o *WBSPOptions) Validate(cfg *Config, size int) error {
-	if cfg != nil && cfg.Collective != "" && cfg.Collective != "ps" {
+	if cfg != nil && cfg.Collective != "" && cfg.Collective != CollectivePS {
 		// The allreduce form has no server: its apply is the paper's buffered one and it
 		// places nothing.
 		switch {
@@ -61,7 +61,7 @@ func (o *WBSPOptions) Validate(cfg *Config, size int) error {
 // allreduce form for every other collective.
 func wbspNew(ps, allReduce func() Strategy) func(cfg *Config) (Strategy, error) {
 	return func(cfg *Config) (Strategy, error) {
-		if cfg.Collective == "ps" {
+		if cfg.Collective == CollectivePS {
 			return ps(), nil
 		}
 		return allReduce(), nil
@@ -94,4 +94,11 @@ func wbspLocalStep(ctx context.Context, w *Worker) (st StepStats, end time.Time,
 	end = w.Now()
 	st.Compute += end.Sub(t0)
 	return st, end, nil
+}
+
+// wbspStep is wbspLocalStep as a step report: its duration is the step's compute time with
+// the injected slowdown and the update, WBSP's step time.
+func wbspStep(ctx context.Context, w *Worker) (StepReport, error) {
+	ls, _, err := wbspLocalStep(ctx, w)
+	return StepReport{Loss: ls.Loss, Samples: ls.Samples, Correct: ls.Correct, Duration: ls.Compute}, err
 }

@@ -148,6 +148,11 @@ func (p *deltaPipeline) rebase(local []float32, lo, hi int) {
 
 func (s *wbspOpt) Name() string { return "wbsp-opt" }
 
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *wbspOpt) NotStepped() string {
+	return "its uploads overlap the next steps, and new global models are applied at step boundaries with the deltas not yet sent re-based, inside the strategy's own step loop"
+}
+
 func (s *wbspOpt) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)
 	s.prev, s.delta, s.pipe = make([]float32, n), make([]float32, n), newDeltaPipeline(n)

@@ -41,6 +41,11 @@ type wbspOptAllReduce struct {
 
 func (s *wbspOptAllReduce) Name() string { return "wbsp-opt" }
 
+// NotStepped says why a caller's loop cannot drive it (Session).
+func (s *wbspOptAllReduce) NotStepped() string {
+	return "its round's allreduce overlaps the next steps, and the deltas not yet sent are re-based at step boundaries, inside the strategy's own step loop"
+}
+
 func (s *wbspOptAllReduce) Start(ctx context.Context, w *Worker) error {
 	if err := s.start(w, "wbsp-opt"); err != nil {
 		return err

@@ -49,7 +49,7 @@ func TestWBSPOptUploadsEveryDelta(t *testing.T) {
 					}
 				}}
 				strats[r] = s
-				_, err = Run(ctx, w, s, RunOptions{TrainSize: len(train.y)})
+				_, err = Run(ctx, w, s, TrainOptions{TrainSize: len(train.y)})
 				return err
 			})
 			n := len(inits[0])

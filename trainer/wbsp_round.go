@@ -163,18 +163,28 @@ func (s *wbspRounds) waitsForTrigger(w *Worker) bool {
 	return mine >= wbspSlowFraction*theirs && elapsed+mine > theirs
 }
 
-// step takes one local step and records it; it reports whether the round's trigger has fired
-// (this rank is the trigger and has now completed a step, or the barrier completed).
+// step takes one local step and records it; it reports whether the round's trigger has fired.
 func (s *wbspRounds) step(ctx context.Context, w *Worker, name string) (bool, error) {
-	ls, _, err := wbspLocalStep(ctx, w)
+	r, err := wbspStep(ctx, w)
 	if err != nil {
 		return false, err
 	}
+	s.record(r)
+	return s.triggered(ctx, w, name)
+}
+
+// record counts one local step of the round.
+func (s *wbspRounds) record(r StepReport) {
 	s.st.LocalSteps++
-	s.st.Samples += ls.Samples
-	s.st.Correct += ls.Correct
-	s.st.Compute += ls.Compute
-	s.lossSum += ls.Loss
+	s.st.Samples += r.Samples
+	s.st.Correct += r.Correct
+	s.st.Compute += r.Duration
+	s.lossSum += r.Loss
+}
+
+// triggered reports, after a local step, whether the round's trigger has fired (this rank is
+// the trigger and has now completed a step, or the barrier completed).
+func (s *wbspRounds) triggered(ctx context.Context, w *Worker, name string) (bool, error) {
 	if s.barrier == nil {
 		// The trigger rank: its completed step is the trigger. The others posted their part
 		// of the barrier when the previous round was issued, so this wait is short.
@@ -210,16 +220,6 @@ func (s *wbspRounds) step(ctx context.Context, w *Worker, name string) (bool, er
 		runtime.Gosched()
 	}
 	return done, nil
-}
-
-// stepsUntilTrigger takes local steps until the round's trigger fires (at least one).
-func (s *wbspRounds) stepsUntilTrigger(ctx context.Context, w *Worker, name string) error {
-	for {
-		fired, err := s.step(ctx, w, name)
-		if err != nil || fired {
-			return err
-		}
-	}
 }
 
 // fill writes the round's extras after the n deltas already in buf: rank 0's stop vote, this

@@ -20,6 +20,7 @@ import (
 	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/metrics/exporter"
 	"github.com/hetsync/hetsync/trainer"
+	"github.com/hetsync/hetsync/workload"
 	"github.com/hetsync/hetsync/workload/data"
 )
 
@@ -28,7 +29,7 @@ type trainOptions struct {
 	NP     int
 	Config trainer.Config
 	// Workload is what train trains: a built-in network on Fashion-MNIST.
-	Workload trainer.Workload
+	Workload workload.Workload
 	Out      string
 	DataDir  string
 	netOptions
@@ -40,7 +41,7 @@ type trainOptions struct {
 
 // trainLaunch is what config.json records besides the training configuration.
 type trainLaunch struct {
-	trainer.RunRecord
+	workload.RunRecord
 	Ranks     int    `json:"ranks"`
 	Transport string `json:"transport"`
 	DataPath  string `json:"data_path,omitempty"`
@@ -82,8 +83,8 @@ func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 	if cfg.StepSleep, err = trainer.ParseMillisList("step-sleep", c.String("step-sleep")); err != nil {
 		return o, err
 	}
-	o.Workload = trainer.Workload{Model: c.String("model"), Shard: c.String("shard")}
-	if o.Workload.Devices, err = trainer.ParseDevices(c.String("device")); err != nil {
+	o.Workload = workload.Workload{Model: c.String("model"), Shard: c.String("shard")}
+	if o.Workload.Devices, err = workload.ParseDevices(c.String("device")); err != nil {
 		return o, err
 	}
 	// Ranks on other hosts may run another binary (--remote-bin); ranks here run this one.
@@ -152,7 +153,7 @@ func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 }
 
 func (o trainOptions) record(size int) trainLaunch {
-	l := trainLaunch{RunRecord: trainer.RunRecord{Config: o.Config, Workload: o.Workload}, Ranks: size, Transport: o.Transport, Started: time.Now().UTC().Format(time.RFC3339)}
+	l := trainLaunch{RunRecord: workload.RunRecord{Config: o.Config, Workload: o.Workload}, Ranks: size, Transport: o.Transport, Started: time.Now().UTC().Format(time.RFC3339)}
 	if o.Transport == "p2p" {
 		l.DataPath, l.Security = o.DataPath, o.Security
 	}
@@ -268,9 +269,9 @@ func (o trainOptions) commOptions() []hetsync.Option {
 // transient network stragglers slow (--stragglers, mode network): their delays decorate the
 // endpoint under its communicator from the rank's first training message on, so the trainer
 // builds that rank's communicator over the decorated endpoint itself.
-func (o trainOptions) rankOptions(c *hetsync.Comm, localSize int) trainer.RankOptions {
-	ropts := trainer.RankOptions{DataDir: o.DataDir, Threads: o.Threads, LocalSize: localSize, Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(),
-		Comm: c.Comm}
+func (o trainOptions) rankOptions(c *hetsync.Comm, localSize int) workload.Options {
+	ropts := workload.Options{DataDir: o.DataDir, Threads: o.Threads, LocalSize: localSize,
+		TrainOptions: trainer.TrainOptions{Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(), Comm: c.Comm}}
 	if ep := c.Endpoint(); o.Config.Stragglers.WrapEndpoint(ep) != ep {
 		ropts.Comm = nil
 	}
@@ -288,21 +289,21 @@ func trainRank(ctx context.Context, o trainOptions, out, errOut io.Writer) error
 			if err != nil {
 				return fmt.Errorf("rank %d: %w", c.Rank(), err)
 			}
-			if err := serveMetrics(ctx, addr, errOut, fmt.Sprintf("rank %d", c.Rank()), &ropts); err != nil {
+			if err := serveMetrics(ctx, addr, errOut, fmt.Sprintf("rank %d", c.Rank()), &ropts.TrainOptions); err != nil {
 				return fmt.Errorf("rank %d: %w", c.Rank(), err)
 			}
 		}
 		if c.Rank() == 0 {
 			rec := o.recordOf(c)
-			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), rec, out, errOut
+			ropts.Out, ropts.Record, ropts.Progress, ropts.DataProgress = o.outDir(), rec, out, errOut
 			lock, err := o.prepareRunDir(rec)
 			if err != nil {
 				return fmt.Errorf("rank 0: %w", err)
 			}
 			defer lock.Close()
 		}
-		o.resumeOptions.rankOptions(c.Rank(), &ropts)
-		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
+		o.resumeOptions.rankOptions(c.Rank(), &ropts.TrainOptions)
+		_, err := workload.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err) // the ranks' own checks name Config fields: here they are flags
 	}, o.commOptions()...)
 	return collectiveFlagError(err, o.Config.Collective)
@@ -319,7 +320,7 @@ func dataPathOf(c *hetsync.Comm) string {
 
 // serveMetrics serves an exporter of the ranks whose options it hooks into at addr until ctx
 // ends, and prints where; who names the ranks in that line.
-func serveMetrics(ctx context.Context, addr string, errOut io.Writer, who string, hooks ...*trainer.RankOptions) error {
+func serveMetrics(ctx context.Context, addr string, errOut io.Writer, who string, hooks ...*trainer.TrainOptions) error {
 	ex := exporter.New()
 	at, err := ex.Serve(ctx, addr)
 	if err != nil {
@@ -342,7 +343,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx) // ends the metrics server with the job
 	defer cancel()
 	// one exporter serves every rank of the process, told apart by their rank label
-	var hook trainer.RankOptions
+	var hook trainer.TrainOptions
 	if o.MetricsAddr != "" {
 		if err := serveMetrics(ctx, o.MetricsAddr, os.Stderr, fmt.Sprintf("ranks 0-%d", o.NP-1), &hook); err != nil {
 			return err
@@ -352,10 +353,10 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 		ropts := o.rankOptions(c, o.NP)
 		ropts.AfterRound, ropts.AfterEval = hook.AfterRound, hook.AfterEval
 		if c.Rank() == 0 {
-			ropts.Out, ropts.Config, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
+			ropts.Out, ropts.Record, ropts.Progress, ropts.DataProgress = o.outDir(), o.record(o.NP), out, os.Stderr
 		}
-		o.resumeOptions.rankOptions(c.Rank(), &ropts)
-		_, err := trainer.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
+		o.resumeOptions.rankOptions(c.Rank(), &ropts.TrainOptions)
+		_, err := workload.RunRank(ctx, c.Endpoint(), o.Config, o.Workload, ropts)
 		return trainer.InFlags(err)
 	}, append(o.Watch.initOptions(), o.commOptions()...)...)
 	err = collectiveFlagError(err, o.Config.Collective)

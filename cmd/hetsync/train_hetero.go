@@ -11,6 +11,7 @@ import (
 
 	"github.com/hetsync/hetsync/launcher"
 	"github.com/hetsync/hetsync/trainer"
+	"github.com/hetsync/hetsync/workload"
 )
 
 // envHeteroTFast carries the measured fast step time from `hetsync train` to the ranks it
@@ -76,7 +77,7 @@ func heteroTFast(c *cli.Context, cfg *trainer.Config, size int, who string) (tim
 	if threads <= 0 {
 		threads = max(1, runtime.NumCPU()/size)
 	}
-	tFast, err := trainer.MeasureStepTime(model, batch, cfg.Seed, threads, 20)
+	tFast, err := workload.MeasureStepTime(model, batch, cfg.Seed, threads, 20)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", who, err)
 	}

@@ -145,8 +145,8 @@ func checkResumeDir(dir string) error {
 }
 
 // rankOptions adds the checkpoint, resume and fault flags to a rank's options.
-func (r resumeOptions) rankOptions(rank int, ropts *trainer.RankOptions) {
-	ropts.CheckpointEvery, ropts.Resume = r.CheckpointEvery, r.Resume
+func (r resumeOptions) rankOptions(rank int, ropts *trainer.TrainOptions) {
+	ropts.Checkpoint.Every, ropts.ResumeDir = r.CheckpointEvery, r.Resume
 	if r.failRank == rank && restartCount() == 0 {
 		after := ropts.AfterRound // a live exporter's, kept
 		ropts.AfterRound = func(rec *metrics.RoundRecord) {

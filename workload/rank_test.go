@@ -1,4 +1,4 @@
-package trainer
+package workload
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/topology"
+	"github.com/hetsync/hetsync/trainer"
 	"github.com/hetsync/hetsync/transport"
 	"github.com/hetsync/hetsync/workload/data"
 )
@@ -66,26 +68,26 @@ func TestRunRankWritesRunDirectory(t *testing.T) {
 		links            *topology.Matrix
 	}{
 		{"ssgd", "ring", "ring", nil},
-		{"asgd", "", ParameterServer, nil},
-		{"wbsp", "ps", ParameterServer, nil},
+		{"asgd", "", trainer.ParameterServer, nil},
+		{"wbsp", "ps", trainer.ParameterServer, nil},
 		{"wbsp", "butterfly", "butterfly", nil},
 		{"wbsp-opt", "auto", "recursive-doubling", nil},
 		{"esync", "hier-ring", "hier-ring", links},
 	} {
 		strat := tc.strat
 		t.Run(strat+"-"+tc.coll, func(t *testing.T) {
-			cfg := Config{Strategy: strat, Collective: tc.coll, Batch: 16, Momentum: 0.9, MaxRounds: 30, Eval: EvalEvery{Rounds: 10}}
+			cfg := trainer.Config{Strategy: strat, Collective: tc.coll, Batch: 16, Momentum: 0.9, MaxRounds: 30, Eval: trainer.EvalEvery{Rounds: 10}}
 			cfg.Defaults()
 			const size = 2
 			eps := transport.NewMemJob(size)
-			results := make([]*RankResult, size)
+			results := make([]*trainer.RankResult, size)
 			errs := make([]error, size)
 			var wg sync.WaitGroup
 			for r, ep := range eps {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					o := RankOptions{DataDir: dir, Threads: 1, EvalBatch: 32, DataPath: "mem", Links: tc.links}
+					o := Options{DataDir: dir, Threads: 1, EvalBatch: 32, TrainOptions: trainer.TrainOptions{DataPath: "mem", Links: tc.links}}
 					if r == 0 {
 						o.Out = filepath.Join(out, strat+"-"+tc.coll)
 					}
@@ -194,7 +196,7 @@ func TestRunRankEndsEarly(t *testing.T) {
 			out := filepath.Join(dir, tc.name)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cfg := Config{Strategy: "ssgd", Collective: "ring", Batch: 8, MaxRounds: 1 << 20, Eval: EvalEvery{Rounds: 5}}
+			cfg := trainer.Config{Strategy: "ssgd", Collective: "ring", Batch: 8, MaxRounds: 1 << 20, Eval: trainer.EvalEvery{Rounds: 5}}
 			cfg.Defaults()
 			eps := transport.NewMemJob(tc.size)
 			rank0 := &failingEndpoint{Endpoint: eps[0]}
@@ -211,7 +213,7 @@ func TestRunRankEndsEarly(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, errs[r] = RunRank(ctxs[r], ep, cfg, Workload{}, RankOptions{DataDir: dir, Threads: 1, EvalBatch: 32, Out: out})
+					_, errs[r] = RunRank(ctxs[r], ep, cfg, Workload{}, Options{DataDir: dir, Threads: 1, EvalBatch: 32, TrainOptions: trainer.TrainOptions{Out: out}})
 					if r == 0 {
 						cancel() // the others need not notice a failed rank 0 by themselves
 					}
@@ -264,5 +266,41 @@ func TestRunRankEndsEarly(t *testing.T) {
 				t.Fatalf("LoadRun: %d records, %v", len(rounds), err)
 			}
 		})
+	}
+}
+
+// TestShardBatchesSeek: seeking the default workload's batches to step n gives the batch that
+// n calls of Next would have reached, across epoch ends (partial last batches included).
+func TestShardBatchesSeek(t *testing.T) {
+	const n = 23
+	ds := &data.Dataset{Images: make([]float32, n*data.ImageSize), Labels: make([]uint8, n), N: n}
+	for i := range n {
+		ds.Labels[i] = uint8(i % 10)
+		ds.Images[i*data.ImageSize] = float32(i)
+	}
+	for _, batch := range []int{1, 4, 7, 23, 30} {
+		shard, err := data.NewShard(ds, data.ShardConfig{Split: data.SplitIID, Rank: 1, Size: 2, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		newIt := func() *shardBatches {
+			it, err := shard.Batches(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &shardBatches{it: it}
+		}
+		seq := newIt()
+		for steps := range uint64(40) {
+			sought := newIt()
+			if err := sought.SeekSteps(steps); err != nil {
+				t.Fatal(err)
+			}
+			want, _, _ := seq.Next()
+			got, _, _ := sought.Next()
+			if !slices.Equal(got, want) {
+				t.Fatalf("batch %d, step %d: seeking gives another batch than stepping", batch, steps)
+			}
+		}
 	}
 }

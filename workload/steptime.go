@@ -1,4 +1,4 @@
-package trainer
+package workload
 
 import (
 	"fmt"
@@ -16,15 +16,15 @@ import (
 // costs on this machine, without batch fetching.
 func MeasureStepTime(model string, batch int, seed uint64, threads, steps int) (time.Duration, error) {
 	if batch < 1 || threads < 1 || steps < 1 {
-		return 0, fmt.Errorf("trainer: measuring the step time needs batch, threads and steps ≥ 1, got %d, %d, %d", batch, threads, steps)
+		return 0, fmt.Errorf("workload: measuring the step time needs batch, threads and steps ≥ 1, got %d, %d, %d", batch, threads, steps)
 	}
 	dev, err := kernels.NewCPU(threads)
 	if err != nil {
-		return 0, fmt.Errorf("trainer: measuring the step time: %w", err)
+		return 0, fmt.Errorf("workload: measuring the step time: %w", err)
 	}
 	m, err := nn.NewModel(model, dev, batch, seed)
 	if err != nil {
-		return 0, fmt.Errorf("trainer: measuring the step time: %w", err)
+		return 0, fmt.Errorf("workload: measuring the step time: %w", err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 17))
 	x := make([]float32, batch*m.InputLen())
@@ -39,7 +39,7 @@ func MeasureStepTime(model string, batch int, seed uint64, threads, steps int) (
 	for i := 0; i < steps+2; i++ {
 		t0 := time.Now()
 		if _, _, err := m.ForwardBackward(x, labels); err != nil {
-			return 0, fmt.Errorf("trainer: measuring the step time: %w", err)
+			return 0, fmt.Errorf("workload: measuring the step time: %w", err)
 		}
 		if i >= 2 {
 			times = append(times, time.Since(t0))

@@ -1,4 +1,4 @@
-package trainer
+package workload
 
 import (
 	"fmt"
@@ -50,11 +50,11 @@ func checkDevice(name string) error {
 // validateDevices checks Devices against the job size.
 func (c *Workload) validateDevices(size int) error {
 	if len(c.Devices) > 1 && len(c.Devices) != size {
-		return fmt.Errorf("trainer: --device lists %d devices for %d ranks: give one for all ranks or one per rank", len(c.Devices), size)
+		return fmt.Errorf("workload: --device lists %d devices for %d ranks: give one for all ranks or one per rank", len(c.Devices), size)
 	}
 	for i, d := range c.Devices {
 		if err := checkDevice(d); err != nil {
-			return fmt.Errorf("trainer: --device entry %d: %w", i, err)
+			return fmt.Errorf("workload: --device entry %d: %w", i, err)
 		}
 	}
 	return nil
@@ -66,13 +66,13 @@ func openDevice(rank int, name string, threads int) (kernels.Device, error) {
 	if name == "cpu" {
 		dev, err := kernels.NewCPU(threads)
 		if err != nil {
-			return nil, fmt.Errorf("trainer: rank %d: device cpu: %w", rank, err)
+			return nil, fmt.Errorf("workload: rank %d: device cpu: %w", rank, err)
 		}
 		return dev, nil
 	}
 	dev, err := cuda.Open(cuda.Config{Device: name})
 	if err != nil {
-		return nil, fmt.Errorf("trainer: rank %d: device %s: %w", rank, name, err)
+		return nil, fmt.Errorf("workload: rank %d: device %s: %w", rank, name, err)
 	}
 	return dev, nil
 }
