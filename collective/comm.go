@@ -23,8 +23,12 @@ const LargeCallBytes = 32 << 20
 
 // Options configure a Comm.
 type Options struct {
-	// Algorithm is "ring", "butterfly", "binary-blocks", "ps" or "auto" (the default when empty).
+	// Algorithm is a name of the Registry: "ring", "butterfly", "binary-blocks", "ps" or
+	// "auto" (the default when empty) among the built-in ones.
 	Algorithm string
+	// Registry holds the algorithms Algorithm names and auto chooses among; nil means
+	// Builtin(). A communicator reads it once, in New.
+	Registry *Registry
 	// SegmentBytes is the largest message the collectives send; larger ranges are split into
 	// segments that are pipelined. 0 means DefaultSegmentBytes, or for calls of LargeCallBytes
 	// or more the endpoint's transport.LargeSegment when it has one.
@@ -61,7 +65,7 @@ func (o Options) Validate(p int) error {
 	if o.Servers < 0 || o.Servers > p {
 		return fmt.Errorf("collective: Servers %d out of range [0, %d] for a job of %d ranks", o.Servers, p, p)
 	}
-	if o.Servers != 0 && o.Algorithm != "ps" {
+	if o.Servers != 0 && !registryOf(o).hasServers(o.Algorithm) {
 		return fmt.Errorf("collective: Servers is only meaningful with Algorithm \"ps\", not %q", o.Algorithm)
 	}
 	if err := validateLinks(o.Links, p); err != nil {
@@ -238,7 +242,7 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		// Re-measuring needs the job's own endpoint: a sub-communicator's carries only the
 		// collectives' channel, so it keeps the plan of its part of the job's matrix.
 		c.replan = newReplanner(opts, alg, p, ep.Rank())
-		if opts.Algorithm == "auto" {
+		if a, ok := alg.(*auto); ok && a.reg.arena {
 			c.arena = newArenaColl(transport.HostArena(ep), p, ep.Rank())
 		}
 	}
@@ -610,6 +614,9 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 func (c *Comm) execSchedule(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int, limit time.Duration) (err error) {
 	n := buf.Len()
 	s := c.schedule(kind, n, root, buf.DType)
+	if s.err != nil {
+		return fmt.Errorf("%s: %v #%d (%s): the algorithm's schedule: %w", c.who, kind, seq, c.algName, s.err)
+	}
 	if kind == kindAllToAll && n > 0 {
 		lo, hi := c.Rank()*n/c.Size(), (c.Rank()+1)*n/c.Size()
 		es := buf.DType.Size()
