@@ -39,26 +39,20 @@ type dataPather interface {
 // reached over a shared-memory pipe. An endpoint that cannot tell is not: the in-process
 // endpoint and the network paths keep the network model.
 func onSharedMemory(ep transport.Endpoint) bool {
-	for ep != nil {
-		if d, ok := ep.(dataPather); ok {
-			paths := d.DataPaths()
-			if len(paths) < 2 {
-				return false
-			}
-			for r, path := range paths {
-				if r != ep.Rank() && path != "shm" && path != "cma" {
-					return false
-				}
-			}
-			return true
-		}
-		u, ok := ep.(transport.Decorator)
-		if !ok {
+	d, ok := transport.As[dataPather](ep)
+	if !ok {
+		return false
+	}
+	paths := d.DataPaths()
+	if len(paths) < 2 || len(paths) != ep.Size() {
+		return false
+	}
+	for r, path := range paths {
+		if r != ep.Rank() && path != "shm" && path != "cma" {
 			return false
 		}
-		ep = u.Unwrap()
 	}
-	return false
+	return true
 }
 
 // useSharedMemory makes auto plan on sharedMemoryModel when it has no link matrix. Call it

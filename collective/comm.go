@@ -146,7 +146,7 @@ type Comm struct {
 	jobRanks []int              // rank of c -> rank of base; nil when they are the same
 	chans    *channelAllocator  // sub-communicator channels, shared with every related Comm
 	who      string             // "rank 3", or a sub-communicator rank with its job rank
-	borrow   transport.Borrower // ep, when it lends received payloads (nil otherwise)
+	borrow   transport.Borrower // ep or an endpoint under it, when it lends received payloads
 	opts     Options
 	// largeSeg is the segment size of large calls (segmentFor); 0 when Options.SegmentBytes
 	// was set or the endpoint has no preference.
@@ -227,7 +227,9 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 	if a, ok := alg.(*auto); ok && opts.Links == nil && onSharedMemory(base) {
 		a.useSharedMemory()
 	}
-	borrow, _ := ep.(transport.Borrower)
+	// Found under any decorator (a straggler's delays touch sends only): borrowing spares a
+	// copy of every segment reduced.
+	borrow, _ := transport.As[transport.Borrower](ep)
 	c := &Comm{
 		ep: ep, base: base, jobRanks: jobRanks, chans: chans, who: who,
 		borrow: borrow, opts: opts, largeSeg: largeSeg, chunk: chunk, algName: opts.Algorithm, alg: alg,
