@@ -10,11 +10,11 @@ import (
 
 // How auto prices its candidates. The replay (simulate.go) builds every rank's schedule and
 // runs them against each other: exact for the model, and the reference the tests hold the
-// rest to, but its work grows with p² and more (seconds at 256 ranks, minutes at 1,024). So
-// auto replays only where that is cheap or where nothing else is right, and otherwise prices
-// every candidate from closed forms (plan_cost.go, plan_hosts.go):
+// rest to, but its work grows with p² and more (docs/results/collective-constants.md has its
+// times). So auto replays only where that is cheap or where nothing else is right, and
+// otherwise prices every candidate from closed forms (plan_cost.go, plan_hosts.go):
 //
-//   - p ≤ planReplayRanks: replay (a few milliseconds);
+//   - p ≤ planReplayRanks: replay;
 //   - an irregular placement and p ≤ planIrregularReplayRanks: replay. Irregular is hosts of
 //     different rank counts (a hierarchy's lanes then load its hosts unevenly, and the closed
 //     forms take the busiest rank's share as everyone's) or a host pair whose rank pairs
