@@ -100,3 +100,53 @@ func TestBorrowUnderDelayed(t *testing.T) {
 		}
 	}
 }
+
+// hostRow is a decorator that reports the hosts of a job: it stands for the p2p endpoint's
+// proof, with a liveness record for every peer.
+type hostRow struct {
+	transport.Endpoint
+	row []bool
+	act transport.Activity
+}
+
+func (e *hostRow) Unwrap() transport.Endpoint { return e.Endpoint }
+func (e *hostRow) SameHost() []bool           { return e.row }
+func (e *hostRow) LargeSegmentBytes() int     { return 4 << 20 }
+func (e *hostRow) Activity() *transport.Activity {
+	return &e.act
+}
+func (e *hostRow) Peer(peer int) transport.PeerState {
+	return transport.PeerState{RTT: time.Duration(peer+1) * time.Millisecond}
+}
+
+// TestSubEndpointUnwrap: through a sub-communicator's endpoint, transport.As finds what names
+// no rank as the job's endpoint has it, what names ranks in the sub-communicator's ranks, and
+// no arena (the job's serves the job's own communicator).
+func TestSubEndpointUnwrap(t *testing.T) {
+	eps := transport.NewMemJobArena(4, 1<<20)
+	defer transport.CloseAll(eps)
+	job := &hostRow{Endpoint: eps[1], row: []bool{true, true, false, false}}
+	sub := newSubEndpoint(job, []int{3, 1, 0}, 1, transport.ChanSubComm)
+	if got := transport.SameHost(sub); fmt.Sprint(got) != "[false true true]" {
+		t.Errorf("SameHost of the sub-communicator's ranks 3, 1, 0 = %v", got)
+	}
+	if got := transport.LargeSegment(sub); got != 4<<20 {
+		t.Errorf("LargeSegment through the sub-communicator = %d, want the job's %d", got, 4<<20)
+	}
+	live, ok := transport.LivenessOf(sub)
+	if !ok {
+		t.Fatal("no Liveness through the sub-communicator")
+	}
+	if live.Peer(0).RTT != 4*time.Millisecond || live.Activity() != &job.act {
+		t.Errorf("Liveness through the sub-communicator: peer 0 (job rank 3) RTT %v, want 4ms and the job's record", live.Peer(0).RTT)
+	}
+	if transport.HostArena(job) == nil {
+		t.Fatal("the job has no arena")
+	}
+	if a := transport.HostArena(sub); a != nil {
+		t.Errorf("HostArena through the sub-communicator = %v, want none", a)
+	}
+	if _, ok := sub.(subChanneler); !ok {
+		t.Error("the sub-communicator's endpoint does not say its channel")
+	}
+}

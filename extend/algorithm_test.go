@@ -283,6 +283,31 @@ func TestAlgorithmFromOutsideInit(t *testing.T) {
 	}
 }
 
+// TestArenaComesFromTheRegistry: auto runs the calls its rules give the host's arena there
+// only when its registry holds the arena, as Builtin's does; a registry of the program's own
+// algorithms alone runs them on the same ranks, exactly.
+func TestArenaComesFromTheRegistry(t *testing.T) {
+	const p = 4
+	own := collective.NewRegistry()
+	if err := own.Register(algName, reduceBroadcast{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		reg  *collective.Registry
+		want string
+	}{
+		{"builtin", collective.Builtin(), "arena"},
+		{"own", own, algName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eps := transport.NewMemJobArena(p, 16<<20)
+			t.Cleanup(func() { transport.CloseAll(eps) })
+			allReduceExact(t, eps, collective.Options{Algorithm: "auto", Registry: tc.reg}, tc.want)
+		})
+	}
+}
+
 // TestRegisterRefusesBrokenAlgorithm: an algorithm whose schedules leave a rank waiting, or
 // step outside the call, is refused when it is registered, with the reason.
 func TestRegisterRefusesBrokenAlgorithm(t *testing.T) {
