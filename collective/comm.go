@@ -30,6 +30,7 @@ type Comm struct {
 	// set, which asks for the algorithm's own schedule cut in such segments.
 	chunk   int
 	algName string
+	sigAlg  string // algName as the op signature hashes it (sigAlgorithm)
 	alg     algorithm
 	replan  *replanner // nil when the Comm does not re-plan
 	arena   *arenaColl // the job's arena (arena.go); nil when auto cannot use one
@@ -108,6 +109,7 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 	c := &Comm{
 		ep: ep, base: base, jobRanks: jobRanks, chans: chans, who: who,
 		borrow: borrow, opts: opts, largeSeg: largeSeg, chunk: chunk, algName: opts.Algorithm, alg: alg,
+		sigAlg:     sigAlgorithm(opts.Algorithm, alg),
 		cache:      make(map[schedKey]*schedule),
 		sendSig:    make(chan struct{}, 1),
 		recvSig:    make(chan struct{}, 1),

@@ -207,6 +207,20 @@ func (r *Registry) clone() *Registry {
 	return &Registry{entries: slices.Clone(r.entries), arena: r.arena}
 }
 
+// fingerprint names r's algorithms in order and whether it holds the arena: two registries
+// with the same fingerprint give auto the same candidates.
+func (r *Registry) fingerprint() string {
+	var b strings.Builder
+	for _, e := range r.entries {
+		b.WriteString(e.name)
+		b.WriteByte(',')
+	}
+	if r.arena {
+		b.WriteString("arena")
+	}
+	return b.String()
+}
+
 // Names returns the names Options.Algorithm takes, auto included, sorted.
 func (r *Registry) Names() []string {
 	names := []string{autoName}

@@ -60,7 +60,22 @@ func (c *Comm) signature(kind collKind, dt DType, op ReduceOp, n, root int) uint
 	// A rank whose peers are not all on shared memory plans on another model and may choose
 	// another algorithm: its calls must fail as different collectives, not mix.
 	a, ok := c.alg.(*auto)
-	return sigPrefix(kind, c.algName, ok && a.sharedMemory()).args(dt, op, n, root)
+	return sigPrefix(kind, c.sigAlg, ok && a.sharedMemory()).args(dt, op, n, root)
+}
+
+// sigAlgorithm is the algorithm's part of the op signature: its name, and for auto over a
+// registry other than Builtin's the algorithms it chooses among. Ranks whose registries differ
+// may choose differently: their calls must fail as different collectives, not mix.
+func sigAlgorithm(name string, alg algorithm) string {
+	a, ok := alg.(*auto)
+	if !ok {
+		return name
+	}
+	mine, builtin := a.reg.fingerprint(), Builtin().fingerprint()
+	if mine == builtin {
+		return name
+	}
+	return name + "[" + mine + "]"
 }
 
 // sigHash is an op signature being hashed: FNV-1a's state.

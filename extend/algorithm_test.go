@@ -308,6 +308,38 @@ func TestArenaComesFromTheRegistry(t *testing.T) {
 	}
 }
 
+// TestRegistriesDifferAcrossRanks: ranks whose auto chooses among different algorithms fail
+// their first call as different collectives. Here rank 0's recursive doubling and rank 1's
+// reduceBroadcast match message for message, and would leave rank 1 with rank 0's input.
+func TestRegistriesDifferAcrossRanks(t *testing.T) {
+	own := collective.NewRegistry()
+	if err := own.Register(algName, reduceBroadcast{}); err != nil {
+		t.Fatal(err)
+	}
+	eps := memJob(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, reg := range []*collective.Registry{collective.Builtin(), own} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := collective.New(eps[r], collective.Options{Registry: reg})
+			if err == nil {
+				err = c.AllReduce(ctx, collective.F32(input(r, 5)), collective.Sum)
+			}
+			errs[r] = err
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err == nil {
+			t.Errorf("rank %d: an allreduce with another rank's registry succeeded", r)
+		}
+	}
+}
+
 // TestRegisterRefusesBrokenAlgorithm: an algorithm whose schedules leave a rank waiting, or
 // step outside the call, is refused when it is registered, with the reason.
 func TestRegisterRefusesBrokenAlgorithm(t *testing.T) {
