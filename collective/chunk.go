@@ -57,6 +57,9 @@ func chunkedAllReduce(alg algorithm, b *builder, k int) {
 		lo, hi := Partition(b.n, k, i)
 		sub := newBuilder(b.p, b.rank, hi-lo, b.elemSize, b.seg*b.elemSize)
 		alg.allReduce(sub)
+		if b.err == nil {
+			b.err = sub.err
+		}
 		for _, st := range sub.steps {
 			st.lo += lo
 			st.hi += lo

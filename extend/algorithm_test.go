@@ -131,25 +131,33 @@ func onRanks(t *testing.T, eps []transport.Endpoint, opts collective.Options, fn
 	for _, n := range lengths(len(eps)) {
 		wants[n] = sum(len(eps), n)
 	}
-	errs := make([]error, len(eps))
-	var wg sync.WaitGroup
-	for r, ep := range eps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := collective.New(ep, opts)
-			if err == nil {
-				err = fn(ctx, c, wants)
-			}
-			errs[r] = err
-		}()
-	}
-	wg.Wait()
+	errs := eachRank(len(eps), func(r int) error {
+		c, err := collective.New(eps[r], opts)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, c, wants)
+	})
 	for r, err := range errs {
 		if err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}
 	}
+}
+
+// eachRank runs fn for ranks 0 to p-1, each on its own goroutine, and returns their errors.
+func eachRank(p int, fn func(r int) error) []error {
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for r := range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = fn(r)
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // allReduceExact runs an allreduce of every length on the job and checks every rank's result;
@@ -319,20 +327,14 @@ func TestRegistriesDifferAcrossRanks(t *testing.T) {
 	eps := memJob(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r, reg := range []*collective.Registry{collective.Builtin(), own} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := collective.New(eps[r], collective.Options{Registry: reg})
-			if err == nil {
-				err = c.AllReduce(ctx, collective.F32(input(r, 5)), collective.Sum)
-			}
-			errs[r] = err
-		}()
-	}
-	wg.Wait()
+	regs := []*collective.Registry{collective.Builtin(), own}
+	errs := eachRank(2, func(r int) error {
+		c, err := collective.New(eps[r], collective.Options{Registry: regs[r]})
+		if err != nil {
+			return err
+		}
+		return c.AllReduce(ctx, collective.F32(input(r, 5)), collective.Sum)
+	})
 	for r, err := range errs {
 		if err == nil {
 			t.Errorf("rank %d: an allreduce with another rank's registry succeeded", r)
@@ -366,6 +368,46 @@ func TestRegisterRefusesBrokenAlgorithm(t *testing.T) {
 		t.Errorf("Names() = %s", got)
 	}
 }
+
+// TestStepOutsideTheCallFails: an algorithm that passes Register's checks but asks for a
+// step outside the call on a larger job fails that job's calls with an error naming the step,
+// on every rank, instead of panicking or hanging.
+func TestStepOutsideTheCallFails(t *testing.T) {
+	reg := collective.Builtin()
+	if err := reg.Register("wrong-above-9", wrongAbove{9}); err != nil {
+		t.Fatal(err)
+	}
+	const p = 10
+	eps := memJob(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := eachRank(p, func(r int) error {
+		c, err := collective.New(eps[r], collective.Options{Algorithm: "wrong-above-9", Registry: reg})
+		if err != nil {
+			return err
+		}
+		return c.AllReduce(ctx, collective.F32(input(r, 7)), collective.Sum)
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "outside the call") {
+			t.Errorf("rank %d: %v, want an error saying the step is outside the call", r, err)
+		}
+	}
+}
+
+// wrongAbove is reduceBroadcast on jobs of up to ranks ranks, and on larger ones sends one
+// element past the end of the buffer.
+type wrongAbove struct{ ranks int }
+
+func (w wrongAbove) AllReduce(b *collective.Builder) {
+	if b.Ranks() > w.ranks {
+		b.Send((b.Rank()+1)%b.Ranks(), 0, b.Len()+1)
+		return
+	}
+	reduceBroadcast{}.AllReduce(b)
+}
+func (w wrongAbove) ReduceScatter(b *collective.Builder) { reduceBroadcast{}.ReduceScatter(b) }
+func (w wrongAbove) AllGather(b *collective.Builder)     { reduceBroadcast{}.AllGather(b) }
 
 // unanswered sends to rank 0, which never receives.
 type unanswered struct{}
