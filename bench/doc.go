@@ -10,7 +10,7 @@
 // reducescatter, allgather and alltoall (p-1)/p with S the whole array; broadcast 1.
 //
 // Output formats: the nccl-tests text table, a TSV with the columns of the harness that runs
-// Open MPI and Gloo for the README's comparison (a "# ... P=N" line, then #bytes count iters
+// Open MPI and Gloo for the comparison in docs/performance.md (a "# ... P=N" line, then #bytes count iters
 // avg_us min_us max_us algbw_GBps busbw_GBps check), and JSON.
 //
 // The package never creates endpoints or communicators and never prints on its own: the

@@ -39,8 +39,8 @@ type Config struct {
 	TargetSeconds float64
 	// Settle, when > 0, runs the first size untimed until rank 0 has spent this long in it,
 	// before anything is timed: the first calls of a fresh job run slower while the libp2p
-	// host finishes its background work and the Go runtime sizes its heap (by up to 2× for a
-	// 4 KiB allreduce; docs/results/tuning.md).
+	// host finishes its background work and the Go runtime sizes its heap, enough to skew the
+	// small sizes' rows (docs/results/tuning.md, "Settling a fresh job").
 	Settle time.Duration
 	Check  int // -c: checked calls per size (after the timed ones)
 	// Attribute is how many calls per size run with attribution on, after the checked ones

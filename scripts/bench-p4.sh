@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-p4.sh: the README's P = 4 tables. Allreduce of hetsync beside Open MPI (its default and
+# bench-p4.sh: the P = 4 tables of docs/performance.md. Allreduce of hetsync beside Open MPI (its default and
 # each forced algorithm) and Gloo, 4 ranks on this host, 4 KiB to 256 MiB, in one run of the
 # peers' comparison harness per data path (the harness runs every configuration round by
 # round and keeps medians). For each size it names the best peer and prints hetsync's busbw

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's timeline screenshot: a 4-rank `hetsync train` whose rank 3 sleeps 40 ms a step
+# The timeline screenshot of docs/troubleshooting.md: a 4-rank `hetsync train` whose rank 3 sleeps 40 ms a step
 # writes its --timeline, the ranks' files are merged into one trace (jq), and Chromium's own
 # DevTools (its Performance panel, served on the debugging port, so nothing is fetched from
 # the internet) opens it, driven by puppeteer-core, and saves a screenshot.

@@ -49,11 +49,10 @@ func HostArena(ep Endpoint) Arena {
 
 // ArenaSlotBytes is the slot the collectives of a job of p ranks lay out in an arena large
 // enough for it: the chunk of an arena allreduce, each of which costs every rank a wake-up at
-// a barrier. 1 MiB up to 16 ranks, 64 KiB per rank above (2 MiB at 32 ranks, 4 MiB at 64): on
-// a 2-core host, 256 KiB slots took 1.3–1.8× the time of 1 MiB ones at 4 to 16 ranks
-// (4–256 MiB), and 64 ranks took 16 MiB in 0.25 s with 4 MiB slots, 0.37–0.51 s with 1 MiB
-// and 0.78 s with 256 KiB, where a rank preempted in the middle of its share holds up every
-// barrier (docs/results/oversubscribed.md, "Arena slots").
+// a barrier. 1 MiB up to 16 ranks, 64 KiB per rank above (2 MiB at 32 ranks, 4 MiB at 64):
+// fewer, larger chunks mean fewer barriers, and the more ranks share a core, the longer a rank
+// preempted in the middle of its share holds up every barrier, so the best slot grows with
+// the rank count (docs/results/oversubscribed.md, "Arena slots").
 func ArenaSlotBytes(p int) int { return max(1<<20, p*(64<<10)) }
 
 // ArenaSlots is how many slots the collectives lay out in the arena of a job of p ranks: two

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hetsync/hetsync/compress"
 )
 
 // NewMemJob returns the endpoints of an in-process job of size ranks. Messages are copied, so a
@@ -59,13 +61,17 @@ func (j *memJob) firstClosed() int {
 	return -1
 }
 
-func (j *memJob) box(k memKey) *mailbox {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	b := j.boxes[k]
+func (j *memJob) box(k memKey) *mailbox { return mailboxOf(&j.mu, j.boxes, k) }
+
+// mailboxOf returns boxes[k], made on first use; mu guards boxes. The in-process job keys its
+// mailboxes by sender, receiver and channel, a stream endpoint's sends to itself by channel.
+func mailboxOf[K comparable](mu *sync.Mutex, boxes map[K]*mailbox, k K) *mailbox {
+	mu.Lock()
+	defer mu.Unlock()
+	b := boxes[k]
 	if b == nil {
 		b = &mailbox{signal: make(chan struct{}, 1)}
-		j.boxes[k] = b
+		boxes[k] = b
 	}
 	return b
 }
@@ -127,12 +133,65 @@ var (
 	errPeerClosed     = errors.New("the peer closed its endpoint (its rank ended)")
 )
 
+// traffic counts an endpoint's messages and bytes for its Stats.
+type traffic struct {
+	msgsSent, msgsRecv, bytesSent, bytesRecv, wireSent, wireRecv atomic.Uint64
+}
+
+func (t *traffic) snapshot() Stats {
+	return Stats{
+		MsgsSent: t.msgsSent.Load(), MsgsRecv: t.msgsRecv.Load(),
+		BytesSent: t.bytesSent.Load(), BytesRecv: t.bytesRecv.Load(),
+		WireBytesSent: t.wireSent.Load(), WireBytesRecv: t.wireRecv.Load(),
+	}
+}
+
+// post sends a message through a mailbox, as the in-process job does and a stream endpoint
+// does to itself: through the codec's round trip, so that a lossy codec loses what the wire
+// would, and counted before delivery: once the receiver can take the message (and answer
+// it), the sender's Stats already show it sent.
+func post(box *mailbox, t *traffic, h Header, payload []byte) error {
+	data, err := memRoundTrip(h.Codec, payload)
+	if err != nil {
+		return err
+	}
+	t.msgsSent.Add(1)
+	t.bytesSent.Add(uint64(len(payload)))
+	box.put(memMsg{h: h, payload: data})
+	return nil
+}
+
+// deliver copies m, taken from a mailbox of rank's messages from rank from, into buf and
+// counts it received.
+func deliver(rank, from int, m memMsg, buf []byte, t *traffic) (Header, int, error) {
+	if len(m.payload) > len(buf) {
+		return m.h, 0, &PeerError{Rank: rank, Peer: from, Op: "recv " + m.h.String(),
+			Err: fmt.Errorf("message of %d bytes does not fit the %d-byte buffer", len(m.payload), len(buf))}
+	}
+	n := copy(buf, m.payload)
+	t.msgsRecv.Add(1)
+	t.bytesRecv.Add(uint64(n))
+	return m.h, n, nil
+}
+
+// checkedRecv is Recv's answer from a receive matched by channel alone: the message's header
+// must be the one the caller wanted.
+func checkedRecv(rank, from int, want, got Header, n int, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	if err := CheckHeader(rank, from, want, got); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 type memEndpoint struct {
 	job       *memJob
 	rank      int
 	closed    chan struct{}
 	closeOnce sync.Once
-	stats     struct{ msgsSent, msgsRecv, bytesSent, bytesRecv atomic.Uint64 }
+	stats     traffic
 }
 
 func (e *memEndpoint) Rank() int { return e.rank }
@@ -158,15 +217,9 @@ func (e *memEndpoint) Send(ctx context.Context, to int, h Header, payload []byte
 		return &PeerError{Rank: e.rank, Peer: to, Op: "send", Err: ctx.Err()}
 	default:
 	}
-	data, err := memRoundTrip(h.Codec, payload)
-	if err != nil {
+	if err := post(e.job.box(memKey{from: e.rank, to: to, ch: h.Channel}), &e.stats, h, payload); err != nil {
 		return &PeerError{Rank: e.rank, Peer: to, Op: "send " + h.String(), Err: err}
 	}
-	// Counted before delivery: once the peer can take the message (and answer it), the
-	// sender's Stats already show it sent.
-	e.stats.msgsSent.Add(1)
-	e.stats.bytesSent.Add(uint64(len(payload)))
-	e.job.box(memKey{from: e.rank, to: to, ch: h.Channel}).put(memMsg{h: h, payload: data})
 	return nil
 }
 
@@ -178,25 +231,12 @@ func (e *memEndpoint) recv(ctx context.Context, from int, ch Channel, buf []byte
 	if err != nil {
 		return Header{}, 0, &PeerError{Rank: e.rank, Peer: from, Op: fmt.Sprintf("recv on channel %d", ch), Err: err}
 	}
-	if len(m.payload) > len(buf) {
-		return m.h, 0, &PeerError{Rank: e.rank, Peer: from, Op: "recv " + m.h.String(),
-			Err: fmt.Errorf("message of %d bytes does not fit the %d-byte buffer", len(m.payload), len(buf))}
-	}
-	n := copy(buf, m.payload)
-	e.stats.msgsRecv.Add(1)
-	e.stats.bytesRecv.Add(uint64(n))
-	return m.h, n, nil
+	return deliver(e.rank, from, m, buf, &e.stats)
 }
 
 func (e *memEndpoint) Recv(ctx context.Context, from int, want Header, buf []byte) (int, error) {
 	got, n, err := e.recv(ctx, from, want.Channel, buf)
-	if err != nil {
-		return 0, err
-	}
-	if err := CheckHeader(e.rank, from, want, got); err != nil {
-		return 0, err
-	}
-	return n, nil
+	return checkedRecv(e.rank, from, want, got, n, err)
 }
 
 func (e *memEndpoint) RecvAny(ctx context.Context, from int, ch Channel, buf []byte) (Header, int, error) {
@@ -204,10 +244,7 @@ func (e *memEndpoint) RecvAny(ctx context.Context, from int, ch Channel, buf []b
 }
 
 func (e *memEndpoint) Stats() Stats {
-	s := Stats{
-		MsgsSent: e.stats.msgsSent.Load(), MsgsRecv: e.stats.msgsRecv.Load(),
-		BytesSent: e.stats.bytesSent.Load(), BytesRecv: e.stats.bytesRecv.Load(),
-	}
+	s := e.stats.snapshot()
 	s.WireBytesSent, s.WireBytesRecv = s.BytesSent, s.BytesRecv
 	return s
 }
@@ -244,11 +281,11 @@ func memRoundTrip(c Codec, payload []byte) ([]byte, error) {
 	}
 	wire := make([]byte, len(payload)/2)
 	if c == CodecFP16 {
-		Float32ToFP16(wire, payload)
-		FP16ToFloat32(out, wire)
+		compress.Float32ToFP16(wire, payload)
+		compress.FP16ToFloat32(out, wire)
 	} else {
-		Float32ToBF16(wire, payload)
-		BF16ToFloat32(out, wire)
+		compress.Float32ToBF16(wire, payload)
+		compress.BF16ToFloat32(out, wire)
 	}
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
+
+	"github.com/hetsync/hetsync/internal/rawsock"
 )
 
 // sockPoll looks at a socket without reading it: how many bytes wait in its receive queue, and
@@ -25,7 +27,7 @@ type sockPoll struct {
 
 // newSockPoll returns nil when c is not a socket whose file descriptor can be reached.
 func newSockPoll(c io.ReadWriteCloser) *sockPoll {
-	raw := rawConnOf(c)
+	raw := rawsock.ConnOf(c)
 	if raw == nil {
 		return nil
 	}

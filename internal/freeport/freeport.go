@@ -1,8 +1,8 @@
 // Package freeport finds a TCP port for a job's rendezvous that stays free until rank 0 binds
 // it. A port the kernel hands out for ":0" comes from its ephemeral range, from which it also
 // draws every other listener and outgoing connection: between the moment a launcher picks such
-// a port and the moment rank 0 binds it, another rank's data listener can take it (seen in
-// tests that start several ranks at once). A port below the ephemeral range is never handed
+// a port and the moment rank 0 binds it, another rank's data listener can take it, as it
+// does when several ranks start at once. A port below the ephemeral range is never handed
 // out that way. The package must never hold a port: it only picks one.
 package freeport
 

@@ -1,7 +1,8 @@
 // Package procstat reads what the Linux kernel says of a process in /proc/PID/stat: its state
-// letter (R, S, D, T, t, Z, X...) and its start time. The p2p transport asks it about its
-// same-host peers and the launcher about its children, so that a stopped (SIGSTOP) or exited
-// process is named as such instead of being taken for a slow one.
+// letter (R, S, D, T, t, Z, X...) and its start time, and names a process on one kernel (ID:
+// its PID, PID namespace and start time) with what the kernel says of it (State). The p2p
+// transport asks it about its same-host peers and the launcher about its children, so that a
+// stopped (SIGSTOP) or exited process is named as such instead of being taken for a slow one.
 package procstat
 
 import (

@@ -43,9 +43,12 @@
 // 32-byte token, security and data path. Rank 0 checks that the registration's rank matches the
 // authenticated peer ID and that size, security and data path agree with its own; a
 // disagreement or a rank registered twice fails the job on rank 0 and is reported to every
-// registered rank. When all Size ranks have registered, rank 0 sends each the full table.
-// When JoinTimeout expires first, rank 0 fails with the list of missing ranks and tells the
-// ranks that did register. A connection refused by the gater never reaches this protocol:
+// registered rank. While ranks are missing, rank 0 logs every 5 s how many joined and which
+// are missing. When all Size ranks have registered, the table goes down a tree (tabletree.go):
+// rank 0 sends it to its 8 children and sends every other rank its parent's entry, and each
+// rank fetches the table from its parent, which passes it on once it has it; rank 0 thus sends
+// 8 copies of the O(p) table, not p. When JoinTimeout expires first, rank 0 fails with the
+// list of missing ranks and tells the ranks that did register. A connection refused by the gater never reaches this protocol:
 // rank 0 keeps waiting for the real rank. Rank 0 keeps answering the protocol after the job
 // formed: a late registration (a second process with a running rank's number) is told that
 // the job has formed. A rendezvous port already taken is reported as such before libp2p
@@ -100,8 +103,9 @@
 //     direction where the receiver proved at connect time that the kernel lets it read the
 //     sender's memory; a refused direction (another user, Yama's ptrace_scope, a container's
 //     seccomp profile) keeps the rings, with a warning, and DataPaths reports "cma" only for
-//     pairs that really use it. Not the default: on the 2-core machines hetsync is measured on,
-//     the rings are faster (docs/results/cma.md).
+//     pairs that really use it. Not the default: where ranks share few cores, two copies
+//     through a ring that stays in cache are faster than the kernel's page-by-page copy
+//     (docs/results/cma.md).
 //   - "auto" (default): shm between ranks that proved one host (a listener that cannot map
 //     the segment makes the pair fall back to unix); otherwise tcp when Security is none, else
 //     tls. If a same-host Unix socket turns out unreachable (containers that share a host

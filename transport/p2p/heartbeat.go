@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"encoding/binary"
+	"github.com/hetsync/hetsync/internal/procstat"
 	"io"
 	"log/slog"
 	"sync"
@@ -68,9 +69,9 @@ type heartbeats struct {
 
 	mu    sync.Mutex
 	peers []beatPeer
-	// procs are the processes of the peers on this rank's kernel (the zero procID for the
+	// procs are the processes of the peers on this rank's kernel (the zero procstat.ID for the
 	// others), set once the peer table is known (procwatch.go).
-	procs []procID
+	procs []procstat.ID
 	// netApart marks the watched peers in another network namespace: their silence, while
 	// their process runs, is a network that is down (procwatch.go).
 	netApart []bool
@@ -417,8 +418,8 @@ func (hb *heartbeats) monitor() {
 				continue
 			}
 			proc := hb.proc(r)
-			st := proc.state()
-			if st == procGone {
+			st := proc.State()
+			if st == procstat.StateGone {
 				// Two heartbeats missed and the kernel says the process is gone: it left the job
 				// without a goodbye. Waiting out the limit would only delay the news.
 				hb.died(r, &transport.PeerExitedError{Rank: hb.rank, Peer: r})
@@ -428,14 +429,14 @@ func (hb *heartbeats) monitor() {
 				overloaded[r] = false
 				continue
 			}
-			if st == procRunning && hb.isNetApart(r) {
+			if st == procstat.StateRunning && hb.isNetApart(r) {
 				// Alive on this kernel, behind another network namespace: the network between
 				// the two is what failed.
 				hb.died(r, &transport.UnresponsiveError{Rank: hb.rank, Peer: r, Silent: silent, Limit: limit, LimitFrom: limitFrom,
 					State: procCause(st), LinkDown: true})
 				continue
 			}
-			if st == procRunning {
+			if st == procstat.StateRunning {
 				// On this kernel and running: starved of CPU, not frozen.
 				if !overloaded[r] {
 					overloaded[r] = true

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/hetsync/hetsync/internal/procstat"
 	"io"
 	"net"
 	"os"
@@ -37,6 +38,10 @@ func Join(ctx context.Context, cfg Config) (transport.Endpoint, error) {
 type hooks struct {
 	bound      func(rendezvous string)
 	registered func(rank int)
+	// progressInterval, when set, is how often rank 0 logs the join's progress.
+	progressInterval time.Duration
+	// answered, when set, learns what rank 0 sent each rank: the table, or its parent.
+	answered func(rank int, full bool)
 	// arenaMap, when set, runs before a rank maps (or rank 0 creates) the arena; an error
 	// stands for a mapping that failed.
 	arenaMap func(rank int) error
@@ -143,6 +148,8 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	}
 	h := j.h
 	j.hb = newHeartbeats(cfg, h, ids)
+	ts := newTableServer(cfg.Rank, ids, ctx.Done())
+	h.SetStreamHandler(tableProto, ts.handle)
 	var rs *rendezvousServer
 	if cfg.Rank == 0 {
 		bound0, err := boundTCP(h)
@@ -155,6 +162,8 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		rs = newRendezvousServer(cfg, ids)
 		if hk != nil {
 			rs.registered = hk.registered
+			rs.progressInterval = hk.progressInterval
+			rs.answered = hk.answered
 		}
 		h.SetStreamHandler(rendezvousProto, rs.handle)
 		if hk != nil && hk.bound != nil {
@@ -180,7 +189,7 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	osHostname, _ := os.Hostname()
 	self := peerInfo{Rank: cfg.Rank, Size: cfg.Size, LocalRank: cfg.LocalRank, Hostname: osHostname,
 		Token: token, Security: cfg.Security, DataPath: cfg.DataPath,
-		HostOverride: cfg.Hostname, Proof: j.proof.proof, Proc: selfProc()}
+		HostOverride: cfg.Hostname, Proof: j.proof.proof, Proc: procstat.Self()}
 	for _, a := range h.Network().ListenAddresses() {
 		self.Addrs = append(self.Addrs, a.String())
 	}
@@ -227,11 +236,13 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		if aerr != nil {
 			return nil, fmt.Errorf("rank %d: rendezvous address %s: %w", cfg.Rank, cfg.Rendezvous, aerr)
 		}
-		peers, err = register(ctx, cfg, j.start, h, ids[0], addr0, self)
+		peers, err = register(ctx, cfg, j.start, h, ids, addr0, self)
 	}
 	if err != nil {
+		ts.set(peerTable{Error: fmt.Sprintf("rank %d, which passes the table on, did not get it: %v", cfg.Rank, err)})
 		return nil, err
 	}
+	ts.set(peerTable{Peers: peers})
 	for r, p := range peers {
 		if r == cfg.Rank {
 			continue
@@ -310,10 +321,10 @@ func withPeerStates(err error, rank int, peers []peerInfo, local []locality) err
 	me := peers[rank].Proc
 	var notes []string
 	for r := range min(len(peers), len(local)) {
-		if r == rank || !watchable(me, peers[r].Proc, local[r].kernel) {
+		if r == rank || !procstat.Watchable(me, peers[r].Proc, local[r].kernel) {
 			continue
 		}
-		if st := peers[r].Proc.state(); st == procStopped || st == procGone {
+		if st := peers[r].Proc.State(); st == procstat.StateStopped || st == procstat.StateGone {
 			notes = append(notes, fmt.Sprintf("rank %d (pid %d on this host) is %v", r, peers[r].Proc.PID, st))
 		}
 	}

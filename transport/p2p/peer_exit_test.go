@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hetsync/hetsync/internal/procstat"
 	"os"
 	"os/exec"
 	"strconv"
@@ -124,7 +125,7 @@ func stopAndWait(pid int) error {
 		return err
 	}
 	for {
-		st, _, err := readProcStat(pid)
+		st, _, err := procstat.Read(pid)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hetsync/hetsync/internal/procstat"
 	"io"
 	"net"
 	"os"
@@ -46,15 +47,17 @@ type peerInfo struct {
 
 	// HostOverride is Config.Hostname (HETSYNC_HOSTNAME), empty when not set: ranks that set
 	// different ones never share a host. Hostname above is os.Hostname(), for messages.
-	HostOverride string    `json:"host_override,omitempty"`
-	Proof        hostProof `json:"host_proof"` // see hostproof.go
-	Proc         procID    `json:"proc"`       // see procwatch.go
+	HostOverride string      `json:"host_override,omitempty"`
+	Proof        hostProof   `json:"host_proof"` // see hostproof.go
+	Proc         procstat.ID `json:"proc"`       // see procwatch.go
 }
 
-// peerTable is rank 0's answer: every rank's info, or why the job cannot start.
+// peerTable is rank 0's answer: every rank's info, or why the job cannot start, or (Parent)
+// the rank to fetch the table from (tabletree.go).
 type peerTable struct {
-	Error string     `json:"error,omitempty"`
-	Peers []peerInfo `json:"peers,omitempty"`
+	Error  string     `json:"error,omitempty"`
+	Peers  []peerInfo `json:"peers,omitempty"`
+	Parent *peerInfo  `json:"parent,omitempty"`
 }
 
 func writeMsg(w io.Writer, v any) error {
@@ -106,7 +109,11 @@ type rendezvousServer struct {
 	// that claims the rank of a running one.
 	formed atomic.Bool
 
-	registered func(rank int) // test hook, may be nil
+	registered       func(rank int) // test hook, may be nil
+	progressInterval time.Duration  // test hook: joinProgressEvery when 0
+	// answered, a test hook, learns whether rank 0 sent rank the table itself (full) or a
+	// pointer to its parent.
+	answered func(rank int, full bool)
 }
 
 func newRendezvousServer(cfg Config, ids []peer.ID) *rendezvousServer {
@@ -188,8 +195,12 @@ func (rs *rendezvousServer) serve(ctx context.Context, self peerInfo) ([]peerInf
 		tellAndWait(refused, err.Error())
 		return nil, err
 	}
+	progress := time.NewTicker(rs.progressEvery())
+	defer progress.Stop()
 	for have < size {
 		select {
+		case <-progress.C:
+			rs.logProgress(have, streams)
 		case reg := <-rs.regs:
 			r := reg.info.Rank
 			if reg.err != nil {
@@ -209,20 +220,23 @@ func (rs *rendezvousServer) serve(ctx context.Context, self peerInfo) ([]peerInf
 				rs.registered(r)
 			}
 		case <-ctx.Done():
-			var missing []string
-			for r := 1; r < size; r++ {
-				if streams[r] == nil {
-					missing = append(missing, fmt.Sprint(r))
-				}
-			}
 			return fail(fmt.Errorf("rank 0: rendezvous at %s: %d of %d ranks joined; still missing rank(s) %s: %w",
-				rs.cfg.Rendezvous, have, size, strings.Join(missing, ", "), ctx.Err()))
+				rs.cfg.Rendezvous, have, size, missingRanks(streams, size), ctx.Err()))
 		}
 	}
+	// The table goes to rank 0's children in the tree; every other rank gets its parent's
+	// entry and fetches the table from it (tabletree.go).
 	table := peerTable{Peers: peers}
 	var firstErr error
 	for r := 1; r < size; r++ {
-		if err := writeMsg(streams[r], table); err != nil && firstErr == nil {
+		msg := table
+		if p := tableParent(r); p != 0 {
+			msg = peerTable{Parent: &peers[p]}
+		}
+		if rs.answered != nil {
+			rs.answered(r, msg.Parent == nil)
+		}
+		if err := writeMsg(streams[r], msg); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("rank 0: sending the peer table to rank %d: %w", r, err)
 		}
 		_ = streams[r].Close()
@@ -232,6 +246,40 @@ func (rs *rendezvousServer) serve(ctx context.Context, self peerInfo) ([]peerInf
 	}
 	rs.formed.Store(true)
 	return peers, nil
+}
+
+// joinProgressEvery is how often rank 0 logs how many ranks have joined while it waits.
+const joinProgressEvery = 5 * time.Second
+
+func (rs *rendezvousServer) progressEvery() time.Duration {
+	if rs.progressInterval > 0 {
+		return rs.progressInterval
+	}
+	return joinProgressEvery
+}
+
+// logProgress logs, while ranks are still joining, how many have and which are missing.
+func (rs *rendezvousServer) logProgress(have int, streams []network.Stream) {
+	rs.cfg.Logger.Info(fmt.Sprintf("hetsync rendezvous: rank 0: %d of %d ranks joined; waiting for rank(s) %s",
+		have, rs.cfg.Size, missingRanks(streams, rs.cfg.Size)), "rank", 0, "joined", have, "size", rs.cfg.Size)
+}
+
+// missingRanks lists the ranks that have not registered, the first 32 of them when there are
+// more (a message of thousands of numbers says nothing).
+func missingRanks(streams []network.Stream, size int) string {
+	var missing []string
+	n := 0
+	for r := 1; r < size; r++ {
+		if streams[r] == nil {
+			if n++; n <= 32 {
+				missing = append(missing, fmt.Sprint(r))
+			}
+		}
+	}
+	if n > 32 {
+		missing = append(missing, fmt.Sprintf("and %d more", n-32))
+	}
+	return strings.Join(missing, ", ")
 }
 
 // tellAndWait sends every stream an error table and waits (briefly) until each peer has read
@@ -284,7 +332,8 @@ func isReset(err error) bool {
 
 // register is the side of every rank but 0: dial rank 0 (retrying while it is not up yet),
 // register, and wait for the table.
-func register(ctx context.Context, cfg Config, start time.Time, h host.Host, rank0 peer.ID, addr0 ma.Multiaddr, self peerInfo) ([]peerInfo, error) {
+func register(ctx context.Context, cfg Config, start time.Time, h host.Host, ids []peer.ID, addr0 ma.Multiaddr, self peerInfo) ([]peerInfo, error) {
+	rank0 := ids[0]
 	where := fmt.Sprintf("rank %d: cannot join rank 0 at %s", cfg.Rank, cfg.Rendezvous)
 	ai := peer.AddrInfo{ID: rank0, Addrs: []ma.Multiaddr{addr0}}
 	backoff := 20 * time.Millisecond
@@ -307,7 +356,7 @@ func register(ctx context.Context, cfg Config, start time.Time, h host.Host, ran
 			var s network.Stream
 			s, err = h.NewStream(ctx, rank0, rendezvousProto)
 			if err == nil {
-				return exchange(ctx, cfg, s, where, self)
+				return exchange(ctx, cfg, h, ids, s, where, self)
 			}
 			if ctx.Err() != nil {
 				lastErr = err
@@ -357,7 +406,7 @@ func gaveUp(ctx context.Context, start time.Time, timeout time.Duration) string 
 		waited.Round(time.Millisecond), timeout, context.Cause(ctx))
 }
 
-func exchange(ctx context.Context, cfg Config, s network.Stream, where string, self peerInfo) ([]peerInfo, error) {
+func exchange(ctx context.Context, cfg Config, h host.Host, ids []peer.ID, s network.Stream, where string, self peerInfo) ([]peerInfo, error) {
 	if d, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(d)
 	}
@@ -378,6 +427,9 @@ func exchange(ctx context.Context, cfg Config, s network.Stream, where string, s
 		return nil, fmt.Errorf("%s: waiting for the peer table: %w", where, err)
 	}
 	_ = s.Close()
+	if table.Parent != nil && table.Error == "" {
+		return fetchTable(ctx, cfg, h, ids, *table.Parent, where)
+	}
 	if err := checkTable(cfg, table); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}

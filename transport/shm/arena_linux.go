@@ -5,14 +5,12 @@ package shm
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -77,15 +75,6 @@ const (
 	// arenaSpin is how many times Wait polls its word before it sleeps, when it spins.
 	arenaSpin = 200
 )
-
-func validArenaName(name string) bool {
-	rest, ok := strings.CutPrefix(name, arenaPrefix)
-	if !ok || len(rest) != 32 {
-		return false
-	}
-	_, err := hex.DecodeString(rest)
-	return err == nil && strings.ToLower(rest) == rest
-}
 
 func arenaDataOff(ranks int) int {
 	return (arenaSlotsOff + ranks*arenaSlotSize + 4095) &^ 4095
@@ -180,7 +169,7 @@ func OpenArena(name string, opts ArenaOptions) (*Arena, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !validArenaName(name) {
+	if !validName(name, arenaPrefix) {
 		return nil, fmt.Errorf("shm arena: rank %d: %q is not an arena name (want %s and 32 hex digits)", opts.Rank, name, arenaPrefix)
 	}
 	path := filepath.Join(opts.Dir, name)

@@ -121,8 +121,8 @@
 // nanoseconds, since the word may change while it looks. With ArenaOptions.Poll it then looks
 // again for up to that long, yielding the CPU (sched_yield) between looks, before it sleeps: on
 // a host whose ranks outnumber the cores, the ranks still working get the core, and a rank
-// whose word changes takes it back without a wake-up (a barrier of 4 ranks on 2 cores took
-// half the time).
+// whose word changes takes it back without a wake-up, which a barrier would otherwise pay once
+// per rank (docs/results/oversubscribed.md, "Polling the arena").
 //
 // Close marks the rank's slot closed and replaces the shared mapping by private zero pages of
 // the same range: the shared memory is given back, and a collective that the endpoint's Close

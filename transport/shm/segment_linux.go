@@ -97,10 +97,11 @@ func Create(opts Options) (*Segment, error) {
 	return &Segment{opts: opts, path: path, mem: mem, ringSize: opts.RingSize, creator: true, lock: fd, probe: probe, mirror: mirror}, nil
 }
 
-// validName reports whether name is one Create could have made: the prefix and 32 hex digits,
+// validName reports whether name is one createLocked could have made with prefix (namePrefix
+// for a pipe's segment, arenaPrefix for an arena): the prefix and 32 lowercase hex digits,
 // nothing that could point outside the directory.
-func validName(name string) bool {
-	rest, ok := strings.CutPrefix(name, namePrefix)
+func validName(name, prefix string) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
 	if !ok || len(rest) != 32 {
 		return false
 	}
@@ -116,7 +117,7 @@ func Open(name string, opts Options) (*Segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !validName(name) {
+	if !validName(name, namePrefix) {
 		return nil, fmt.Errorf("shm segment from %s: %q is not a segment name (want %s and 32 hex digits)", opts.Peer, name, namePrefix)
 	}
 	path := filepath.Join(opts.Dir, name)

@@ -19,7 +19,7 @@ import (
 // never removed, whoever runs the sweep. minAge covers the moment between a creator's open
 // and its lock.
 func SweepStale(dir string, minAge time.Duration) ([]string, error) {
-	return SweepUnheld(dir, minAge, func(name string) bool { return validName(name) || validArenaName(name) })
+	return SweepUnheld(dir, minAge, func(name string) bool { return validName(name, namePrefix) || validName(name, arenaPrefix) })
 }
 
 // SweepUnheld is SweepStale for any files whose live owners hold them with HoldLock: those in

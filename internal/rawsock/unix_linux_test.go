@@ -1,19 +1,20 @@
 //go:build linux
 
-package shm
+package rawsock
 
 import (
 	"errors"
 	"io"
 	"net"
-	"syscall"
+	"path/filepath"
 	"testing"
 	"time"
 )
 
-// rawReader is what the doorbell watcher reads with: it must return what was written, wait
-// (parked, not failing) while nothing was, and end as the link's own Read would.
-func TestRawReader(t *testing.T) {
+// A Sock's Read is what a transport/shm pipe's doorbell watcher reads its Unix socket link
+// with: it must return what was written, wait (parked, not failing) while nothing was, and
+// end as the link's own Read would.
+func TestReadUnixLink(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		write string
@@ -25,14 +26,13 @@ func TestRawReader(t *testing.T) {
 		{"this end closes", "wrr", func(mine, _ net.Conn) { mine.Close() }, func(err error) bool { return errors.Is(err, net.ErrClosed) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mine, peer := socketPair(t)
-			defer mine.Close()
-			defer peer.Close()
-			raw, err := mine.(syscall.Conn).SyscallConn()
-			if err != nil {
-				t.Fatal(err)
+			// A Unix stream socket, as a transport/shm pipe's doorbell link is.
+			mine, peer := connPair(t, "unix", filepath.Join(t.TempDir(), "link"))
+			s := New(mine)
+			if s == nil {
+				t.Fatal("no raw access to a Unix socket")
 			}
-			read := rawReader(raw)
+			read := s.Read
 			if _, err := peer.Write([]byte(tc.write)); err != nil {
 				t.Fatal(err)
 			}

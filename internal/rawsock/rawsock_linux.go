@@ -1,4 +1,4 @@
-package transport
+package rawsock
 
 import (
 	"io"
@@ -8,7 +8,7 @@ import (
 	"unsafe"
 )
 
-// rawSock reads and writes a socket with raw system calls, parking in the netpoller (with
+// Sock reads and writes a socket with raw system calls, parking in the netpoller (with
 // the connection's deadlines) when the socket is not ready. syscall.Syscall, which net.Conn's
 // Read and Write use, tells the Go scheduler that the thread may block: the runtime's monitor
 // thread then wakes every 20 µs to see whether the call has blocked, and hands the rank's
@@ -16,14 +16,14 @@ import (
 // does on a host whose cores are all busy. A read or write of a non-blocking socket never
 // blocks, so those wake-ups are all cost, at every size: a rank of a host with more ranks
 // than cores runs with one processor, and a copy of a few hundred KiB into a loopback socket
-// takes long enough that every such call handed the processor on (1–64 MiB allreduces over
-// TCP at P = 4 took 0.6–0.75× the time and 0.75× the CPU once all calls were raw).
+// takes long enough that every such call would hand the processor on
+// (docs/results/tcp-large.md, "Every socket read and write raw").
 //
 // A raw call keeps the thread's processor for its duration, so a read moves at most rawSlice
 // bytes, and a writer lets the rank's other goroutines (its reader, the sender of a large
 // schedule, the heartbeats) run after every rawSlice bytes (one writev may move more: what
-// the socket's send buffer takes, 4 MiB on the job's connections).
-type rawSock struct {
+// the socket's send buffer takes).
+type Sock struct {
 	raw syscall.RawConn
 
 	// scratch of the callbacks, bound once so that calls allocate nothing
@@ -40,25 +40,26 @@ type rawSock struct {
 	writeF func(fd uintptr) bool
 }
 
-// newRawSock returns nil when c is not a socket whose file descriptor can be reached.
-func newRawSock(c io.ReadWriter) *rawSock {
-	raw := rawConnOf(c)
+// New returns nil when c is not a socket whose file descriptor can be reached.
+func New(c any) *Sock {
+	raw := ConnOf(c)
 	if raw == nil {
 		return nil
 	}
-	s := &rawSock{raw: raw}
+	s := &Sock{raw: raw}
 	s.readF = s.readCall
 	s.writeF = s.writeCall
 	return s
 }
 
 // rawSlice is the most bytes one raw read moves, and how many a writer moves before it lets
-// the rank's other goroutines run: about 50–100 µs of copying on a loaded host. Reads and writes of
-// 256 KiB and of unlimited size took the same time from 1 to 64 MiB.
+// the rank's other goroutines run: short enough that their heartbeats and reads keep their
+// pace, long enough that the slicing costs a large message nothing against unlimited raw
+// calls (docs/results/tcp-large.md, the slice sizes compared).
 const rawSlice = 256 << 10
 
 // Read reads at most len(b) bytes (and at most rawSlice), as net.Conn's Read does.
-func (s *rawSock) Read(b []byte) (int, error) {
+func (s *Sock) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
@@ -79,7 +80,7 @@ func (s *rawSock) Read(b []byte) (int, error) {
 	return s.rn, nil
 }
 
-func (s *rawSock) readCall(fd uintptr) bool {
+func (s *Sock) readCall(fd uintptr) bool {
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.rbuf[0])), uintptr(len(s.rbuf)))
 		switch e {
@@ -96,9 +97,9 @@ func (s *rawSock) readCall(fd uintptr) bool {
 	}
 }
 
-// writeFrame writes hdr and payload with one writev, or more when the socket takes part of
+// WriteFrame writes hdr and payload with one writev, or more when the socket takes part of
 // them; after each rawSlice bytes it lets the rank's other goroutines run.
-func (s *rawSock) writeFrame(hdr, payload []byte) (int64, error) {
+func (s *Sock) WriteFrame(hdr, payload []byte) (int64, error) {
 	s.iov[0] = syscall.Iovec{Base: &hdr[0]}
 	s.iov[0].SetLen(len(hdr))
 	s.iovs = s.iov[:1]
@@ -125,7 +126,7 @@ func (s *rawSock) writeFrame(hdr, payload []byte) (int64, error) {
 	return s.wn, err
 }
 
-func (s *rawSock) writeCall(fd uintptr) bool {
+func (s *Sock) writeCall(fd uintptr) bool {
 	for len(s.iovs) > 0 {
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.iovs[0])), uintptr(len(s.iovs)))
 		switch e {
@@ -157,8 +158,8 @@ func (s *rawSock) writeCall(fd uintptr) bool {
 	return true
 }
 
-// rawConnOf returns the file descriptor access of a socket, nil when c has none.
-func rawConnOf(c any) syscall.RawConn {
+// ConnOf returns the file descriptor access of a socket, nil when c has none.
+func ConnOf(c any) syscall.RawConn {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return nil

@@ -1,4 +1,4 @@
-package transport
+package rawsock
 
 import (
 	"bytes"
@@ -10,24 +10,36 @@ import (
 	"time"
 )
 
+// frameHeader is the size of transport's frame header, which the tests write before each
+// payload as the stream endpoint does.
+const frameHeader = 48
+
 // tcpConns returns both ends of a loopback TCP connection.
 func tcpConns(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	a, b := connPair(t, "tcp", "127.0.0.1:0")
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
+// connPair returns both ends of a connection to a listener on network and addr, closed when
+// the test ends.
+func connPair(t *testing.T, network, addr string) (net.Conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
+	a, err := net.Dial(network, ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, err := ln.Accept()
 	if err != nil {
+		a.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close(); b.Close() })
-	return a.(*net.TCPConn), b.(*net.TCPConn)
+	return a, b
 }
 
 // Frames written with raw writevs arrive whole and in order, also when the socket takes part
@@ -35,14 +47,14 @@ func tcpConns(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 // writable, and when a frame is larger than rawSlice (written a slice at a time); reads
 // smaller than a frame and larger than rawSlice return every byte, then io.EOF.
 func TestRawSockFrames(t *testing.T) {
-	for _, n := range []int{0, 1, 7, 4093, 65521, pollFrameMax - FrameHeaderSize, 3*rawSlice + 5} {
+	for _, n := range []int{0, 1, 7, 4093, 65521, 64 << 10, 3*rawSlice + 5} {
 		for _, bufSize := range []int{0, 16 << 10} {
 			a, b := tcpConns(t)
 			if bufSize > 0 {
 				a.SetWriteBuffer(bufSize)
 				b.SetReadBuffer(bufSize)
 			}
-			w, r := newRawSock(a), newRawSock(b)
+			w, r := New(a), New(b)
 			if w == nil || r == nil {
 				t.Fatal("a TCP connection has no raw socket")
 			}
@@ -50,7 +62,7 @@ func TestRawSockFrames(t *testing.T) {
 			var want bytes.Buffer
 			done := make(chan error, 1)
 			go func() {
-				hdr := make([]byte, FrameHeaderSize)
+				hdr := make([]byte, frameHeader)
 				payload := make([]byte, n)
 				for i := range frames {
 					for j := range hdr {
@@ -59,7 +71,7 @@ func TestRawSockFrames(t *testing.T) {
 					for j := range payload {
 						payload[j] = byte(i*31 + j*7)
 					}
-					k, err := w.writeFrame(hdr, payload)
+					k, err := w.WriteFrame(hdr, payload)
 					if err == nil && k != int64(len(hdr)+n) {
 						err = errors.New("short write")
 					}
@@ -71,7 +83,7 @@ func TestRawSockFrames(t *testing.T) {
 				done <- a.CloseWrite()
 			}()
 			for i := range frames {
-				for j := range FrameHeaderSize {
+				for j := range frameHeader {
 					want.WriteByte(byte(i + j))
 				}
 				for j := range n {
@@ -112,20 +124,20 @@ func TestRawSockDeadlines(t *testing.T) {
 	a, b := tcpConns(t)
 	a.SetWriteBuffer(4 << 10)
 	b.SetReadBuffer(4 << 10)
-	w := newRawSock(a)
+	w := New(a)
 	a.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	hdr, payload := make([]byte, FrameHeaderSize), make([]byte, rawSlice+rawSlice/2)
+	hdr, payload := make([]byte, frameHeader), make([]byte, rawSlice+rawSlice/2)
 	var total int64
 	var err error
 	for err == nil && total < 16<<20 {
 		var k int64
-		k, err = w.writeFrame(hdr, payload)
+		k, err = w.WriteFrame(hdr, payload)
 		total += k
 	}
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("writing to a peer that never reads: %v after %d bytes, want the deadline", err, total)
 	}
-	r := newRawSock(a)
+	r := New(a)
 	a.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	if _, err := r.Read(make([]byte, 16)); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("reading a silent peer: %v, want the deadline", err)
