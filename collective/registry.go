@@ -124,9 +124,9 @@ type (
 // Builtin returns one holding this package's algorithms, a program adds its own with Register,
 // and Options.Registry hands it to a communicator. auto draws its candidates from it, in the
 // order the algorithms were registered (the order breaks auto's ties). Register every
-// algorithm before the registry is handed to New, the same ones in the same order on every
-// rank: each rank decides alone, and ranks whose candidates differ would run different
-// schedules.
+// algorithm before the registry is handed to New (New takes a copy), the same ones in the same
+// order on every rank: each rank decides alone, so ranks whose auto chooses among different
+// algorithms fail their first call (the op signature names the registry).
 type Registry struct {
 	entries []regEntry
 	// arena: auto runs the calls its rules give the job's shared arena (arena_allreduce.go's
