@@ -40,6 +40,7 @@ type config struct {
 	links                         setting[string] // links.go
 	watch                         watchConfig     // watch.go
 	coll                          collective.Options
+	algorithms                    *collective.Registry // WithAlgorithms; nil: the built-in ones
 	getenv                        func(string) string
 	logger                        *slog.Logger
 }
@@ -108,6 +109,14 @@ func WithPoll(d time.Duration) Option {
 // off (TLS protects the stream path; tcp, unix, shm and cma are for trusted hosts and networks).
 func WithChecksum(on bool) Option {
 	return func(c *config) { c.checksum = setting[bool]{on, fmt.Sprintf("WithChecksum(%v)", on)} }
+}
+
+// WithAlgorithms makes reg the algorithms WithAlgorithm (or HETSYNC_COLLECTIVE) names and
+// auto chooses among: collective.Builtin() with a program's own added by Register. Every rank
+// must hand Init the same algorithms in the same order. Default: collective.Builtin(). It
+// wins over the Registry of WithCollectiveOptions.
+func WithAlgorithms(reg *collective.Registry) Option {
+	return func(c *config) { c.algorithms = reg }
 }
 
 // WithCollectiveOptions sets the communicator's options beyond the algorithm (segment size,
@@ -226,6 +235,9 @@ func (c *config) resolve(env launcher.Settings) resolved {
 func (c *config) collectiveOptions(r resolved, rank, size int) (collective.Options, error) {
 	o := c.coll
 	o.Algorithm = r.Algorithm
+	if c.algorithms != nil {
+		o.Registry = c.algorithms
+	}
 	if v := strings.TrimSpace(c.getenv(collective.EnvReplan)); v != "" && o.Replan == (collective.ReplanOptions{}) {
 		replan, err := collective.ParseReplanOptions(v)
 		if err != nil {

@@ -25,11 +25,8 @@ const abortReasonWait = 200 * time.Millisecond
 
 // abortChannel is the channel of the communicator's collectives on the job's endpoint.
 func (c *Comm) abortChannel() transport.Channel {
-	switch e := c.ep.(type) {
-	case *subEndpoint:
-		return e.ch
-	case *borrowingSubEndpoint:
-		return e.ch
+	if e, ok := c.ep.(subChanneler); ok {
+		return e.channel()
 	}
 	return transport.ChanCollective
 }

@@ -261,7 +261,7 @@ func TestAttributionNamesTheSlowLink(t *testing.T) {
 			}
 			sched := probe.schedule(tc.kind, map[collKind]int{kindAllReduce: n}[tc.kind], 0, dt)
 			link := Link{From: 0, To: sched.sends[0].peer}
-			d := transport.NewDelayed(eps[0], injected, []transport.DelayWindow{{From: 0, To: time.Hour}})
+			d := transport.NewDelayed(eps[0], injected, []transport.DelayWindow{{From: 0, To: time.Hour}}, nil)
 			d.Start(time.Now())
 			eps[0] = slowLinkEndpoint{Endpoint: eps[0], slow: d, to: link.To}
 			j := newJob(t, eps, Options{Algorithm: tc.alg})

@@ -10,29 +10,31 @@ import (
 
 // auto picks an algorithm per call from the simulator: for each candidate it builds the
 // schedules of all p ranks for this (collective, n, dtype), replays them on the network
-// model, and runs the fastest, or a simpler candidate predicted within autoTieMargin of it
-// (see decide). Every rank computes the same
-// choice from the same inputs (the same matrix, the same candidate order), and the decision is
-// cached per (collective, n, element size).
+// model (or, for large jobs, prices them from closed forms, plan.go), and runs the fastest,
+// or a simpler candidate predicted within autoTieMargin of it (see pickFrom). Every rank
+// computes the same choice from the same inputs (the same matrix, the same registry in the
+// same order), and the decision is cached per (collective, n, element size).
 //
-// Without a link matrix the model is one α-β pair for every link (AutoAlpha, AutoBeta), or,
-// when every peer is reached over shared memory, the shared-memory model (auto_shm.go), and
-// the candidates are: allreduce — recursive doubling (latency-optimal, wins for small
-// messages), butterfly, binary-blocks, ring; reduce-scatter and allgather — butterfly,
-// binary-blocks, ring. ps is never chosen there: it has the ring's volume in that model but is
-// incast-sensitive on real networks, which only a matrix's shared host links can show.
+// The candidates are the algorithms of the communicator's Registry (Registry.candidateConfigs):
+// with the built-in ones and no link matrix, for allreduce recursive doubling (latency-optimal,
+// wins for small messages), butterfly, binary-blocks and ring, and for reduce-scatter and
+// allgather the last three. ps is not among them: it has the ring's volume in that model but
+// is incast-sensitive on real networks, which only a matrix's shared host links can show.
+// The model is one α-β pair for every link (AutoAlpha, AutoBeta), or, when every peer is
+// reached over shared memory, the shared-memory model (auto_shm.go).
 //
 // With Options.Links the model is the matrix's (per-pair costs, host NICs and group uplinks
 // shared by the messages that cross them, see layout.model) and the candidates are every
-// configuration: each algorithm (recursive doubling for allreduce, butterfly, binary-blocks,
-// ring, ps with placed servers) in each rank order (rank, grouped, interleaved), and the
-// hierarchy over each of butterfly, binary-blocks, ring and ps in each host order.
+// configuration: each algorithm in each rank order (rank, grouped, interleaved), ps with
+// placed servers, and the hierarchy over each algorithm but recursive doubling in each host
+// order.
 //
-// Without a matrix, in practice (α = 30 µs, 10 Gb/s): recursive doubling below a few KiB;
-// butterfly for powers of two above; binary-blocks or ring for other p depending on the block
-// shape (e.g. p = 9, 8 + 1, goes to the ring for large messages).
+// On the α-β model (α = 30 µs, 10 Gb/s) auto takes recursive doubling below a few KiB,
+// butterfly for powers of two above, and binary-blocks or ring for other p depending on the
+// block shape (p = 9, 8 + 1, goes to the ring for large messages).
 type auto struct {
 	opts Options
+	reg  *Registry // the algorithms auto chooses among: Options.Registry's, fixed at New
 	lay  *layout   // nil without a matrix
 	net  *netModel // the replay's network, built when a replay first needs it
 	pnet *planNet  // the closed forms' network (plan.go), built when they first need it
@@ -76,7 +78,7 @@ type autoCandidate struct {
 }
 
 func newAuto(opts Options) *auto {
-	a := &auto{opts: opts, choice: make(map[autoKey]autoChoice), buckets: make(map[bucketKey]bucket), replayRanks: planReplayRanks}
+	a := &auto{opts: opts, reg: registryOf(opts).clone(), choice: make(map[autoKey]autoChoice), buckets: make(map[bucketKey]bucket), replayRanks: planReplayRanks}
 	if opts.Links != nil {
 		a.lay = newLayout(opts.Links)
 	}
@@ -123,10 +125,10 @@ func (a *auto) candidates(kind collKind) []autoCandidate {
 		return c
 	}
 	var cands []autoCandidate
-	for _, c := range candidateConfigs(kind, a.lay != nil) {
+	for _, c := range a.reg.candidateConfigs(kind, a.lay != nil) {
 		alg := c.base
 		if a.lay != nil {
-			alg = configure(c.algConfig, c.base, a.lay, 0)
+			alg = configure(c.algConfig, c.base, a.lay)
 		}
 		cands = append(cands, autoCandidate{name: c.name, alg: alg})
 	}
@@ -135,44 +137,6 @@ func (a *auto) candidates(kind collKind) []autoCandidate {
 	}
 	a.cands[kind] = cands
 	return cands
-}
-
-// candidateConfig is a candidate before it is fitted to a layout.
-type candidateConfig struct {
-	name string
-	algConfig
-	base algorithm
-}
-
-// candidateConfigs lists auto's candidates for one collective kind, with or without a matrix.
-func candidateConfigs(kind collKind, links bool) []candidateConfig {
-	bases := []candidateConfig{
-		{name: "butterfly", base: butterfly{}}, {name: "binary-blocks", base: binaryBlocks{}}, {name: "ring", base: ring{}},
-	}
-	if kind == kindAllReduce {
-		bases = append([]candidateConfig{{name: "recursive-doubling", base: recursiveDoubling{}}}, bases...)
-	}
-	if !links {
-		return bases
-	}
-	var out []candidateConfig
-	for _, b := range bases {
-		for _, order := range orderNames() {
-			_, isRing := b.base.(ring)
-			if kind != kindAllReduce && !isRing && order != orderRank {
-				continue // only the ring renumbers reduce-scatter and allgather
-			}
-			out = append(out, candidateConfig{b.name + "/" + order, algConfig{base: b.name, order: order}, b.base})
-		}
-	}
-	out = append(out, candidateConfig{"ps", algConfig{base: "ps"}, paramServer{}})
-	for _, b := range append(bases[len(bases)-3:], candidateConfig{name: "ps", base: paramServer{}}) {
-		for _, order := range []string{orderGrouped, orderInterleaved} {
-			name := hierPrefix + b.name + "/" + order
-			out = append(out, candidateConfig{name, algConfig{base: b.name, hier: true, order: order}, b.base})
-		}
-	}
-	return out
 }
 
 func (a *auto) decide(kind collKind, b *builder) autoChoice {

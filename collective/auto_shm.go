@@ -13,9 +13,9 @@ import "github.com/hetsync/hetsync/transport"
 // Costs of the shared-memory model: ShmAlpha (s) is a message's latency and ShmBeta (s/B) its
 // time per byte as a rank sees them when the ranks outnumber the cores (a message waits for its
 // receiver to be scheduled, and the copies share the cores), ShmReduceBeta (s/B) the time per
-// byte of the reduction kernel on a received segment that is still in the cache. Per-message
-// costs of a job with a core per rank (about 8 µs and 0.12 ns/B) chose binary-blocks and rings
-// where recursive doubling and binary-blocks ran faster on two cores with five to eight ranks.
+// byte of the reduction kernel on a received segment that is still in the cache. A job's
+// ranks outnumber its cores where choosing well matters most, so the model takes their costs
+// there (docs/results/collective-constants.md).
 const (
 	ShmAlpha      = 15e-6
 	ShmBeta       = 0.5e-9
@@ -39,26 +39,20 @@ type dataPather interface {
 // reached over a shared-memory pipe. An endpoint that cannot tell is not: the in-process
 // endpoint and the network paths keep the network model.
 func onSharedMemory(ep transport.Endpoint) bool {
-	for ep != nil {
-		if d, ok := ep.(dataPather); ok {
-			paths := d.DataPaths()
-			if len(paths) < 2 {
-				return false
-			}
-			for r, path := range paths {
-				if r != ep.Rank() && path != "shm" && path != "cma" {
-					return false
-				}
-			}
-			return true
-		}
-		u, ok := ep.(transport.Decorator)
-		if !ok {
+	d, ok := transport.As[dataPather](ep)
+	if !ok {
+		return false
+	}
+	paths := d.DataPaths()
+	if len(paths) < 2 || len(paths) != ep.Size() {
+		return false
+	}
+	for r, path := range paths {
+		if r != ep.Rank() && path != "shm" && path != "cma" {
 			return false
 		}
-		ep = u.Unwrap()
 	}
-	return false
+	return true
 }
 
 // useSharedMemory makes auto plan on sharedMemoryModel when it has no link matrix. Call it

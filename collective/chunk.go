@@ -8,25 +8,22 @@ package collective
 // and each pass costs more once a call's data no longer stays in the cache between passes: a
 // 1 MiB allreduce keeps every rank's buffer and received segments cached, a 4 MiB one does
 // not. Chunking keeps each pass over a chunk within reach of the previous one, at the cost of a
-// few more messages per call; over TCP, shared memory and in-process channels alike it took
-// less time from 4 MiB up. The chunks' schedules are appended one after the other and the
+// few more messages per call. The chunks' schedules are appended one after the other and the
 // executor keeps each list in order, so a rank sends chunk k+1's first messages as soon as it
 // has sent chunk k's last, while chunk k's last receives are still arriving.
-// docs/results/tcp-large.md has the measurements. A link matrix leaves the call whole: across
+// docs/results/collective-constants.md has the measurements. A link matrix leaves the call whole: across
 // hosts the links, not the cache, bound it, and every chunk would pay the links' latency again.
 // Every rank decides from its options alone, which are the same on every rank of a job, so all
 // agree on the chunks.
 
-// streamChunkBytes is the chunk size of a chunked allreduce: the call size at which an
-// allreduce over TCP loopback spends the least CPU per byte, and the best of 512 KiB, 1 MiB and
-// 2 MiB over shared memory.
+// streamChunkBytes is the chunk size of a chunked allreduce: the call size whose passes over
+// the data stay in the cache, measured best over TCP and shared memory.
 const streamChunkBytes = 1 << 20
 
 // chunkBytes is the chunk size of a job of p ranks: streamChunkBytes up to maxChunkRanks
 // ranks, 0 (no chunks) above. Each chunk is a whole allreduce, so its steps' messages shrink
-// with p and every step pays its wake-ups again: at 64 ranks on 2 cores 1 MiB chunks took a
-// 16 MiB allreduce 2.2× the time of the unchunked call, and chunks of p × 256 KiB were slower
-// than 1 MiB ones at 8 ranks (docs/results/oversubscribed.md).
+// with p and every step pays its wake-ups again: in large jobs the chunks cost more than the
+// cache saves.
 func chunkBytes(p int) int {
 	if p > maxChunkRanks {
 		return 0
@@ -34,9 +31,8 @@ func chunkBytes(p int) int {
 	return streamChunkBytes
 }
 
-// maxChunkRanks is the largest job whose allreduces are chunked: 8 and 16 ranks on one 2-core
-// host ran ahead of Open MPI with 1 MiB chunks, 64 ranks ran faster without them, and 32 ranks
-// measured level.
+// maxChunkRanks is the largest job whose allreduces are chunked: where the measurements
+// (docs/results/collective-constants.md) put the point at which chunks stop paying.
 const maxChunkRanks = 16
 
 // chunkCallBytes is the smallest allreduce that is chunked: two chunks.
@@ -61,6 +57,9 @@ func chunkedAllReduce(alg algorithm, b *builder, k int) {
 		lo, hi := Partition(b.n, k, i)
 		sub := newBuilder(b.p, b.rank, hi-lo, b.elemSize, b.seg*b.elemSize)
 		alg.allReduce(sub)
+		if b.err == nil {
+			b.err = sub.err
+		}
 		for _, st := range sub.steps {
 			st.lo += lo
 			st.hi += lo

@@ -6,165 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
 )
-
-// DefaultSegmentBytes is the pipelining segment size when Options.SegmentBytes is 0: Gloo's
-// kMaxSegmentSize and KungFu's chunk size. Calls of LargeCallBytes or more over an endpoint
-// that asks for larger segments use those instead (see segmentFor).
-const DefaultSegmentBytes = 1 << 20
-
-// LargeCallBytes is the buffer size from which a call uses the endpoint's large segments
-// (transport.LargeSegmenter) when Options.SegmentBytes is 0.
-const LargeCallBytes = 32 << 20
-
-// Options configure a Comm.
-type Options struct {
-	// Algorithm is "ring", "butterfly", "binary-blocks", "ps" or "auto" (DefaultAlgorithm, when
-	// empty).
-	Algorithm string
-	// SegmentBytes is the largest message the collectives send; larger ranges are split into
-	// segments that are pipelined. 0 means DefaultSegmentBytes, or for calls of LargeCallBytes
-	// or more the endpoint's transport.LargeSegment when it has one.
-	SegmentBytes int
-	// Servers is, for "ps" only, the number of server ranks (ranks 0..Servers-1) that host the
-	// shards; 0 means every rank (colocated servers).
-	Servers int
-	// Codec is the wire codec for payloads. The lossy casts (FP16, BF16) need float32 buffers.
-	Codec transport.Codec
-	// Links is the job's link matrix (hosts and per-pair costs), the same on every rank; with
-	// it auto, ring order, ps placement and the hier- configurations plan from the network.
-	Links *topology.Matrix
-	// Timeout bounds every call whose context has no deadline, from when the call starts
-	// running (after the calls issued before it): 0 means DefaultTimeout, NoTimeout (or any
-	// negative value) no limit. A call whose context has a deadline runs until that deadline
-	// instead, sooner or later. A call that runs out of time fails with a *TimeoutError and
-	// leaves the communicator unusable.
-	Timeout time.Duration
-	// Watch says what the Comm reports while its calls run: stalls, a timeline (watchdog.go).
-	Watch Watch
-	// Replan tunes how auto re-plans when the network changes under the job (see
-	// ReplanOptions); the zero value re-plans with the defaults.
-	Replan ReplanOptions
-}
-
-// DefaultAlgorithm is the algorithm of Options whose Algorithm is empty.
-const DefaultAlgorithm = "auto"
-
-// Validate checks the options against a job of p ranks, the algorithm built as New builds it
-// (a configuration that plans from the link matrix needs Options.Links).
-func (o Options) Validate(p int) error {
-	_, err := o.build(p)
-	return err
-}
-
-// Check is Validate without building the algorithm: the name must parse, but a configuration
-// that plans from the link matrix is not refused for the lack of one, so that a caller whose
-// matrix comes later (measured once the job has formed) can check its options before that.
-func (o Options) Check(p int) error {
-	o = o.withDefaults()
-	if err := o.checkFields(p); err != nil {
-		return err
-	}
-	_, err := parseAlgorithm(o.Algorithm)
-	return err
-}
-
-// build checks the options against a job of p ranks and builds their algorithm: the one
-// place where a name is parsed and becomes an algorithm.
-func (o Options) build(p int) (algorithm, error) {
-	o = o.withDefaults()
-	if err := o.checkFields(p); err != nil {
-		return nil, err
-	}
-	return lookupAlgorithm(o.Algorithm, o)
-}
-
-// withDefaults is o with DefaultAlgorithm for an empty Algorithm.
-func (o Options) withDefaults() Options {
-	if o.Algorithm == "" {
-		o.Algorithm = DefaultAlgorithm
-	}
-	return o
-}
-
-// checkFields checks every option but the algorithm's name.
-func (o Options) checkFields(p int) error {
-	if o.SegmentBytes < 0 {
-		return fmt.Errorf("collective: SegmentBytes %d is negative", o.SegmentBytes)
-	}
-	if o.Servers < 0 || o.Servers > p {
-		return fmt.Errorf("collective: Servers %d out of range [0, %d] for a job of %d ranks", o.Servers, p, p)
-	}
-	if o.Servers != 0 && o.Algorithm != "ps" {
-		return fmt.Errorf("collective: Servers is only meaningful with Algorithm \"ps\", not %q", o.Algorithm)
-	}
-	if err := validateLinks(o.Links, p); err != nil {
-		return err
-	}
-	if err := o.Replan.Validate(); err != nil {
-		return err
-	}
-	if o.Codec > transport.CodecBF16 {
-		return fmt.Errorf("collective: unknown codec %d", o.Codec)
-	}
-	return nil
-}
-
-// collKind names a collective; it is part of the op signature.
-type collKind uint8
-
-const (
-	kindAllReduce collKind = iota + 1
-	kindReduceScatter
-	kindAllGather
-	kindBroadcast
-	kindReduce
-	kindBarrier
-	kindAllToAll
-	kindPointToPoint
-	kindAttribution // the stamps that end an attributed call (attrib.go)
-)
-
-func (k collKind) String() string {
-	switch k {
-	case kindAllReduce:
-		return "allreduce"
-	case kindReduceScatter:
-		return "reduce-scatter"
-	case kindAllGather:
-		return "allgather"
-	case kindBroadcast:
-		return "broadcast"
-	case kindReduce:
-		return "reduce"
-	case kindBarrier:
-		return "barrier"
-	case kindAllToAll:
-		return "alltoall"
-	case kindPointToPoint:
-		return "send/recv"
-	case kindAttribution:
-		return "attribution"
-	}
-	return "collective?"
-}
-
-// abortOp is the op signature of the frame a rank sends to every peer when a collective fails
-// on its side, so that peers blocked on it get an error instead of waiting forever.
-const abortOp uint32 = 0xAB0A7ED0
-
-type schedKey struct {
-	kind     collKind
-	n, root  int
-	elemSize int
-}
-
-// maxCachedSchedules bounds the schedule cache; a full cache is dropped and rebuilt.
-const maxCachedSchedules = 256
 
 // Comm is a communicator: the ranks of one Endpoint running collectives together. Its collective
 // calls, blocking and non-blocking, run one at a time in the order they were issued, and every
@@ -177,7 +21,7 @@ type Comm struct {
 	jobRanks []int              // rank of c -> rank of base; nil when they are the same
 	chans    *channelAllocator  // sub-communicator channels, shared with every related Comm
 	who      string             // "rank 3", or a sub-communicator rank with its job rank
-	borrow   transport.Borrower // ep, when it lends received payloads (nil otherwise)
+	borrow   transport.Borrower // ep or an endpoint under it, when it lends received payloads
 	opts     Options
 	// largeSeg is the segment size of large calls (segmentFor); 0 when Options.SegmentBytes
 	// was set or the endpoint has no preference.
@@ -186,6 +30,7 @@ type Comm struct {
 	// set, which asks for the algorithm's own schedule cut in such segments.
 	chunk   int
 	algName string
+	sigAlg  string // algName as the op signature hashes it (sigAlgorithm)
 	alg     algorithm
 	replan  *replanner // nil when the Comm does not re-plan
 	arena   *arenaColl // the job's arena (arena.go); nil when auto cannot use one
@@ -256,10 +101,13 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 	if a, ok := alg.(*auto); ok && opts.Links == nil && onSharedMemory(base) {
 		a.useSharedMemory()
 	}
-	borrow, _ := ep.(transport.Borrower)
+	// Found under any decorator (a straggler's delays touch sends only): borrowing spares a
+	// copy of every segment reduced.
+	borrow, _ := transport.As[transport.Borrower](ep)
 	c := &Comm{
 		ep: ep, base: base, jobRanks: jobRanks, chans: chans, who: who,
 		borrow: borrow, opts: opts, largeSeg: largeSeg, chunk: chunk, algName: opts.Algorithm, alg: alg,
+		sigAlg:     sigAlgorithm(opts.Algorithm, alg),
 		cache:      make(map[schedKey]*schedule),
 		sendSig:    make(chan struct{}, 1),
 		recvSig:    make(chan struct{}, 1),
@@ -271,7 +119,7 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		// Re-measuring needs the job's own endpoint: a sub-communicator's carries only the
 		// collectives' channel, so it keeps the plan of its part of the job's matrix.
 		c.replan = newReplanner(opts, alg, p, ep.Rank())
-		if opts.Algorithm == "auto" {
+		if a, ok := alg.(*auto); ok && a.reg.arena {
 			c.arena = newArenaColl(transport.HostArena(ep), p, ep.Rank())
 		}
 	}
@@ -427,263 +275,4 @@ func (c *Comm) checkArgs(kind collKind, buf Buffer, op ReduceOp, root int) error
 		return c.argErr(kind, "codec %d (lossy float cast) needs float32 data, not %v", c.opts.Codec, buf.DType)
 	}
 	return nil
-}
-
-// codecFor is the wire codec for a payload of dt: the configured one, except that integers go
-// exactly when it is a lossy float cast (the public calls refuse them then; Split's own
-// exchanges of ranks and channels use it).
-func (c *Comm) codecFor(dt DType) transport.Codec {
-	if c.opts.Codec.Lossy() && dt != Float32 {
-		return transport.CodecNone
-	}
-	return c.opts.Codec
-}
-
-// signature hashes what every rank must agree on (FNV-1a, no allocation).
-func (c *Comm) signature(kind collKind, dt DType, op ReduceOp, n, root int) uint32 {
-	// A rank whose peers are not all on shared memory plans on another model and may choose
-	// another algorithm: its calls must fail as different collectives, not mix.
-	a, ok := c.alg.(*auto)
-	return sigPrefix(kind, c.algName, ok && a.sharedMemory()).args(dt, op, n, root)
-}
-
-// sigHash is an op signature being hashed: FNV-1a's state.
-type sigHash uint32
-
-func (h sigHash) mix(b byte) sigHash { return (h ^ sigHash(b)) * 16777619 }
-
-// sigPrefix hashes what a signature starts with: the collective, the algorithm's name and
-// whether auto plans for shared memory.
-func sigPrefix(kind collKind, alg string, shm bool) sigHash {
-	h := sigHash(2166136261).mix(byte(kind))
-	for i := 0; i < len(alg); i++ {
-		h = h.mix(alg[i])
-	}
-	if shm {
-		h = h.mix('s')
-	}
-	return h
-}
-
-// args ends the signature with the call's arguments.
-func (h sigHash) args(dt DType, op ReduceOp, n, root int) uint32 {
-	h = h.mix(byte(dt)).mix(byte(op))
-	for i := 0; i < 64; i += 8 {
-		h = h.mix(byte(uint64(n) >> i))
-	}
-	for i := 0; i < 64; i += 8 {
-		h = h.mix(byte(uint64(root) >> i))
-	}
-	if uint32(h) == abortOp {
-		h++
-	}
-	return uint32(h)
-}
-
-// schedule returns the cached schedule for a call, building it on first use.
-func (c *Comm) schedule(kind collKind, n, root int, dt DType) *schedule {
-	key := schedKey{kind: kind, n: n, root: root, elemSize: dt.Size()}
-	if s, ok := c.cache[key]; ok {
-		return s
-	}
-	if len(c.cache) >= maxCachedSchedules {
-		clear(c.cache)
-	}
-	var s *schedule
-	if k := c.allReduceChunks(kind, n, dt.Size()); k > 1 {
-		s = buildChunkedAllReduce(c.alg, c.Size(), c.Rank(), n, dt.Size(), c.segmentBytes(n, dt.Size()), k)
-	} else {
-		s = buildSchedule(c.alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.segmentBytes(n, dt.Size()))
-	}
-	c.cache[key] = s
-	c.growTemp(s, dt.Size())
-	return s
-}
-
-// allReduceChunks is how many chunks a call of kind over n elements of elemSize bytes runs as
-// (chunk.go): 1 unless it is an allreduce of a job of several ranks, planned without a link
-// matrix, with the default segment size.
-func (c *Comm) allReduceChunks(kind collKind, n, elemSize int) int {
-	if kind != kindAllReduce || c.Size() < 2 || c.opts.Links != nil {
-		return 1
-	}
-	return chunks(n, elemSize, c.chunk)
-}
-
-// segmentBytes is the segment size of a call of n elements of elemSize bytes.
-func (c *Comm) segmentBytes(n, elemSize int) int {
-	return segmentFor(n, elemSize, c.opts.SegmentBytes, c.largeSeg)
-}
-
-// segmentFor is the segment size of a call of n elements of elemSize bytes, the same on every
-// rank: seg, or large (when positive) for calls of LargeCallBytes or more. Over TCP each
-// message costs a wake-up of the reader and of the receiver and a pass through the socket's
-// send path, and a schedule with messages above 1 MiB runs its sends on their own goroutine
-// (see execute), so that receives are posted early and take their segments straight from the
-// socket; with blocks of several MiB per rank a few segments per block still overlap
-// reduction and transfer (docs/results/tcp-large.md has the measurements).
-func segmentFor(n, elemSize, seg, large int) int {
-	if large > 0 && n*elemSize >= LargeCallBytes {
-		return large
-	}
-	return seg
-}
-
-// growTemp makes the pooled receive buffer large enough for schedule s.
-func (c *Comm) growTemp(s *schedule, elemSize int) {
-	if need := (s.maxTemp*elemSize + 7) / 8; need > len(c.temp) && c.borrow == nil {
-		c.temp = make([]uint64, need)
-	}
-}
-
-// buildSchedule is the pure function from a call to one rank's schedule.
-func buildSchedule(alg algorithm, kind collKind, p, rank, n, root, elemSize, segBytes int) *schedule {
-	b := newBuilder(p, rank, n, elemSize, segBytes)
-	if p > 1 && n == 0 {
-		// Nothing to move, but the ranks still compare signatures (a dissemination barrier of
-		// empty messages): a rank that passed 0 elements where its peers passed more must
-		// fail with them, not leave them waiting.
-		buildBarrier(b)
-	} else if p > 1 {
-		switch kind {
-		case kindAllReduce:
-			alg.allReduce(b)
-		case kindReduceScatter:
-			alg.reduceScatter(b)
-		case kindAllGather:
-			alg.allGather(b)
-		case kindBroadcast:
-			buildBroadcast(b, root)
-		case kindReduce:
-			buildReduce(b, root)
-		case kindBarrier:
-			buildBarrier(b)
-		case kindAllToAll:
-			buildAllToAll(b)
-		}
-	}
-	return b.finish()
-}
-
-// run issues one collective call and runs it on the caller's goroutine at its turn.
-func (c *Comm) run(ctx context.Context, kind collKind, buf, aux Buffer, op ReduceOp, root int) error {
-	seq, queued := c.turns.issue(nil)
-	if queued != nil {
-		if err := c.awaitTurn(ctx, kind, queued); err != nil {
-			return err
-		}
-	}
-	err := c.exec(ctx, seq, kind, buf, aux, op, root)
-	c.passTurn()
-	return err
-}
-
-// exec runs collective call seq; the caller has the turn.
-func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int) (err error) {
-	c.callStarted(seq, kind)
-	defer func() { c.callEnded(seq, kind, len(buf.Bytes), err) }()
-	if c.closed.Load() {
-		err = fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, ErrClosed)
-		if c.broken == nil {
-			// The peers expect this rank in collective seq: tell them it is not coming.
-			c.broken = err
-			c.abort(seq, err)
-		}
-		return err
-	}
-	if c.broken != nil {
-		return fmt.Errorf("%s: %v #%d (%s): communicator unusable after an earlier failure: %w",
-			c.who, kind, seq, c.algName, c.broken)
-	}
-	if err := ctx.Err(); err != nil {
-		// The peers expect this rank in collective seq: tell them it is not coming.
-		c.broken = err
-		err = fmt.Errorf("%s: %v #%d (%s): %w", c.who, kind, seq, c.algName, err)
-		c.abort(seq, err)
-		return err
-	}
-	c.cur = callDesc{kind: kind, dt: buf.DType, op: op, n: buf.Len(), root: root}
-	ctx, release, limit := c.limit(ctx)
-	defer release()
-	c.recvPeer.Store(-1)
-	c.sendPeer.Store(-1)
-	n := buf.Len()
-	if c.arenaTakes(kind, len(buf.Bytes)) {
-		err = c.execArena(ctx, seq, kind, buf, op, root, limit)
-	} else {
-		err = c.execSchedule(ctx, seq, kind, buf, aux, op, root, limit)
-	}
-	if err != nil {
-		if c.closed.Load() {
-			// Closed while the call ran: what failed (a closed connection, the arena) is
-			// a consequence; say the cause first.
-			err = fmt.Errorf("%w during the call: %w", ErrClosed, err)
-		}
-		c.broken = err
-		c.abort(seq, err)
-		return err
-	}
-	if op == Avg && c.Size() > 1 {
-		switch kind {
-		case kindAllReduce:
-			average(buf, c.Size())
-		case kindReduceScatter:
-			lo, hi := Partition(n, c.Size(), c.Rank())
-			average(buf.Slice(lo, hi), c.Size())
-		case kindReduce:
-			if c.Rank() == root {
-				average(buf, c.Size())
-			}
-		}
-	}
-	return nil
-}
-
-// execSchedule runs call seq as its schedule over the endpoint.
-func (c *Comm) execSchedule(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int, limit time.Duration) (err error) {
-	n := buf.Len()
-	s := c.schedule(kind, n, root, buf.DType)
-	if kind == kindAllToAll && n > 0 {
-		lo, hi := c.Rank()*n/c.Size(), (c.Rank()+1)*n/c.Size()
-		es := buf.DType.Size()
-		copy(buf.Bytes[lo*es:hi*es], aux.Bytes[lo*es:hi*es])
-	}
-	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
-		Op: c.signature(kind, buf.DType, op, n, root)}
-	if err := c.arenaPublish(seq, h.Op); err != nil {
-		return c.callErr(ctx, kind, seq, limit, err)
-	}
-	start := c.replan.clock()
-	attributed := c.attr.beginStamps(s, time.Now())
-	err = c.execute(ctx, s, buf, aux, op, h)
-	if attributed {
-		c.attr.endStamps(time.Now())
-	}
-	if err != nil {
-		err = c.callErr(ctx, kind, seq, limit, err)
-	} else {
-		err = c.replanAfter(ctx, seq, kind, n, buf.DType, start)
-	}
-	if err == nil && attributed {
-		if err = c.attribute(ctx, seq, kind, len(buf.Bytes), s); err != nil {
-			err = c.callErr(ctx, kind, seq, limit, err)
-		}
-	}
-	return err
-}
-
-// abort tells every peer that this rank gave up on collective seq because of err, and why
-// (abort.go), best effort and in bounded time.
-func (c *Comm) abort(seq uint64, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	h := transport.Header{Channel: transport.ChanCollective, Seq: seq, Op: abortOp}
-	first, reason := c.abortReason(err)
-	for r := 0; r < c.Size(); r++ {
-		if r != c.Rank() {
-			c.tellAbortReason(ctx, r, seq, first, []byte(reason))
-			_ = c.ep.Send(ctx, r, h, nil)
-		}
-	}
-	c.arenaAbort(seq)
 }

@@ -64,7 +64,7 @@ func (c *Comm) decodeSignature(sig uint32, near callDesc) (callDesc, bool) {
 		roots = append(roots, r)
 	}
 	for kind := kindAllReduce; kind <= kindAttribution; kind++ {
-		pre := sigPrefix(kind, c.algName, shm)
+		pre := sigPrefix(kind, c.sigAlg, shm)
 		for dt := Float32; dt <= Int64; dt++ {
 			for op := ReduceOp(0); op <= Prod; op++ {
 				for _, n := range []int{near.n, 0, 2} {
@@ -77,7 +77,7 @@ func (c *Comm) decodeSignature(sig uint32, near callDesc) (callDesc, bool) {
 			}
 		}
 	}
-	pre := sigPrefix(near.kind, c.algName, shm)
+	pre := sigPrefix(near.kind, c.sigAlg, shm)
 	for n := range decodeMaxCount {
 		if pre.args(near.dt, near.op, n, near.root) == sig {
 			return callDesc{near.kind, near.dt, near.op, n, near.root}, true

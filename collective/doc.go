@@ -29,9 +29,18 @@
 // messages allocates its sender goroutine and, unless its context is the Comm's own (see
 // Timeouts), a context.WithCancel: a handful of small objects, independent of n and p.
 //
-// The same schedules feed a checker (tests: every send has a receive of the same size and tag,
-// no deadlock, no contribution reduced twice, every rank ends with what the collective promises;
-// run for p = 1..16 and many n) and an α-β simulator (Predict), which "auto" uses.
+// The same schedules feed a checker (every send has a receive of the same size and tag, no
+// deadlock, no contribution reduced twice, every rank ends with what the collective promises;
+// the tests run it for p = 1..16 and many n, and Registry.Register on every algorithm it is
+// given) and an α-β simulator (Predict), which "auto" uses.
+//
+// # Algorithms of your own
+//
+// The names are a Registry's, like the trainer's strategies: Builtin holds this package's
+// algorithms, and a program adds its own with Register: an Algorithm builds one rank's
+// schedule of AllReduce, ReduceScatter and AllGather on a Builder. Options.Registry hands the
+// registry to New; auto then considers the new algorithm beside the built-in ones, priced by
+// replaying its schedules (extend/ has a complete example).
 //
 // # Algorithms and their α-β costs
 //

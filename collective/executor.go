@@ -64,12 +64,11 @@ func (c *Comm) execute(ctx context.Context, s *schedule, buf, aux Buffer, op Red
 }
 
 // inlineMaxBytes is the message size up to which a schedule runs on the calling goroutine alone.
-// Every hand-off between a sending and a receiving goroutine is a scheduler wake-up (tens of
-// microseconds on an idle VM), while a send of up to a segment only copies it into the socket
-// buffer and returns; the endpoint's reader goroutines keep receiving meanwhile. Measured on 4
-// ranks over TCP loopback (2 cores), one goroutine was faster at every size from 4 KiB to
-// 64 MiB with 1 MiB segments. Running the steps in program order on one goroutine is
-// deadlock-free because Endpoint.Send never waits for the receiver.
+// Every hand-off between a sending and a receiving goroutine is a scheduler wake-up, while a
+// send of up to a segment only copies it into the socket buffer and returns; the endpoint's
+// reader goroutines keep receiving meanwhile (docs/results/collective-constants.md has the
+// measurements). Running the steps in program order on one goroutine is deadlock-free because
+// Endpoint.Send never waits for the receiver.
 const inlineMaxBytes = 1 << 20
 
 // executeInline runs the schedule on the calling goroutine: the next send as soon as the

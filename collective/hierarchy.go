@@ -16,6 +16,9 @@ func within(b *builder, members []int, lo, hi int, fn func(sb *builder)) {
 	}
 	sb := &builder{p: len(members), rank: me, n: hi - lo, elemSize: b.elemSize, seg: b.seg}
 	fn(sb)
+	if b.err == nil {
+		b.err = sb.err
+	}
 	for _, s := range sb.steps {
 		s.peer = members[s.peer]
 		s.lo += lo

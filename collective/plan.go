@@ -10,11 +10,11 @@ import (
 
 // How auto prices its candidates. The replay (simulate.go) builds every rank's schedule and
 // runs them against each other: exact for the model, and the reference the tests hold the
-// rest to, but its work grows with p² and more (seconds at 256 ranks, minutes at 1,024). So
-// auto replays only where that is cheap or where nothing else is right, and otherwise prices
-// every candidate from closed forms (plan_cost.go, plan_hosts.go):
+// rest to, but its work grows with p² and more (docs/results/collective-constants.md has its
+// times). So auto replays only where that is cheap or where nothing else is right, and
+// otherwise prices every candidate from closed forms (plan_cost.go, plan_hosts.go):
 //
-//   - p ≤ planReplayRanks: replay (a few milliseconds);
+//   - p ≤ planReplayRanks: replay;
 //   - an irregular placement and p ≤ planIrregularReplayRanks: replay. Irregular is hosts of
 //     different rank counts (a hierarchy's lanes then load its hosts unevenly, and the closed
 //     forms take the busiest rank's share as everyone's) or a host pair whose rank pairs
@@ -25,6 +25,10 @@ import (
 //   - the shared-memory model (auto_shm.go): replay, its hosts are small;
 //   - everything else: closed forms, in O(p log p) for the flat algorithms and O(H²) for the
 //     parameter server and the hierarchy's local and piece moves, H the number of hosts.
+//
+// An algorithm registered from outside the package has no closed forms: the replay prices it
+// where auto replays and in the shortlist, and above planShortlistRanks on a regular layout it
+// goes unpriced (Plan reports it so) and auto does not choose it.
 //
 // Both are pure functions of the matrix, the call and the candidate order, evaluated in a
 // fixed order with no map iteration, so every rank reaches the same decision.
@@ -104,9 +108,30 @@ func (a *auto) closedForms(kind collKind, b *builder, cands []autoCandidate) (lo
 	cost := newPlanCost(a.pnet, b)
 	lo, hi, msgs = make([]float64, len(cands)), make([]float64, len(cands)), make([]int, len(cands))
 	for i, c := range cands {
+		if !closedForm(c.alg) {
+			// Nothing bounds its time from below: the shortlist replays it, and above
+			// planShortlistRanks it goes unpriced.
+			lo[i], hi[i] = 0, math.Inf(1)
+			continue
+		}
 		lo[i], hi[i], msgs[i] = cost.of(c.alg, kind)
 	}
 	return lo, hi, msgs
+}
+
+// closedForm reports whether the planner prices alg from closed forms: every built-in
+// algorithm in any configuration, not one registered from outside, which only the replay of
+// its schedules prices.
+func closedForm(alg algorithm) bool {
+	switch x := alg.(type) {
+	case external:
+		return false
+	case permuted:
+		return closedForm(x.inner)
+	case hierarchical:
+		return closedForm(x.inter)
+	}
+	return true
 }
 
 // planCost prices one call shape's candidates from closed forms, reusing one coster.

@@ -163,7 +163,7 @@ func TestPlanGroupSumsMatchTheHostSums(t *testing.T) {
 		if net.groupLinks == nil {
 			t.Fatalf("hosts %v: a two-rack matrix has no group links", host)
 		}
-		ps := configure(algConfig{base: "ps"}, paramServer{}, newLayout(m), 0).(paramServer)
+		ps := configure(algConfig{base: "ps"}, paramServer{}, newLayout(m)).(paramServer)
 		nodes := placedPSNodes(net, ps, 1<<20)
 		segs := make([]float64, len(nodes.count))
 		for h := range segs {

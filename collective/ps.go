@@ -136,6 +136,19 @@ func placeServers(l *layout, k int) ([]int, []float64) {
 	return place, weight
 }
 
+// placed is ps with its servers placed on l's hosts (placeServers): auto considers ps only
+// so, with a link matrix (placer).
+func (ps paramServer) placed(l *layout) algorithm {
+	ps.place, ps.weight = placeServers(l, ps.k(l.p))
+	return ps
+}
+
+// withServers is ps with k server ranks, Options.Servers (sharded).
+func (ps paramServer) withServers(k int) algorithm {
+	ps.servers = k
+	return ps
+}
+
 // push appends the pushes of [lo, hi)-restricted shards and, on servers, their reduction.
 func (ps paramServer) push(b *builder, reduce bool, lo, hi int) {
 	me := b.rank

@@ -30,6 +30,13 @@ func (ring) setSegment(b *builder) {
 	b.seg = max(min(b.seg, max(perSeg, floor)), 1)
 }
 
+// inOrder is the ring visiting the ranks in order (reorderer): every position still ends with
+// its rank's own block, so all three collectives keep their contract in any order.
+func (r ring) inOrder(order []int) algorithm {
+	r.order = order
+	return r
+}
+
 func mod(a, p int) int { return ((a % p) + p) % p }
 
 // at returns the rank at ring position i (taken mod p) and its block.

@@ -56,6 +56,9 @@ type schedule struct {
 	maxTemp int
 	// maxMsg is the largest message, sent or received, in elements.
 	maxMsg int
+	// err is the first step an Algorithm registered from outside asked for outside the call
+	// (Builder.valid): such a schedule is never run or replayed.
+	err error
 }
 
 // builder accumulates one rank's steps in program order.
@@ -64,6 +67,7 @@ type builder struct {
 	elemSize   int
 	seg        int // largest message in elements (> 0)
 	steps      []step
+	err        error // the first invalid step (Builder.valid)
 }
 
 func newBuilder(p, rank, n, elemSize, segBytes int) *builder {
@@ -112,7 +116,7 @@ func (b *builder) add(s step, lo, hi int) {
 
 // finish computes tags and dependencies and splits the steps into the send and receive lists.
 func (b *builder) finish() *schedule {
-	s := &schedule{P: b.p, Rank: b.rank, N: b.n}
+	s := &schedule{P: b.p, Rank: b.rank, N: b.n, err: b.err}
 	sendTags := make([]uint32, b.p)
 	recvTags := make([]uint32, b.p)
 	// listIdx[i] is step i's index within its own list.

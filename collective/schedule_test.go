@@ -7,56 +7,6 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
-// checkSchedules builds the schedules of every rank for one call and verifies them: every send
-// has a matching receive of the same size and tag, nothing deadlocks, no contribution is
-// reduced twice, and at the end every rank holds what the collective promises.
-func checkSchedules(alg algorithm, kind collKind, p, n, root, segBytes int) error {
-	const elemSize = 4
-	scheds := buildAll(alg, kind, p, n, root, elemSize, segBytes)
-	full := uint64(1)<<p - 1
-	masks := make([][]uint64, p)
-	for r := range masks {
-		masks[r] = make([]uint64, n)
-		lo, hi := Partition(n, p, r)
-		for e := range masks[r] {
-			switch kind {
-			case kindAllReduce, kindReduceScatter, kindReduce:
-				masks[r][e] = 1 << r
-			case kindAllGather:
-				if e >= lo && e < hi {
-					masks[r][e] = full
-				}
-			case kindBroadcast:
-				if r == root {
-					masks[r][e] = full
-				}
-			}
-		}
-	}
-	if _, err := replay(scheds, elemSize, uniformModel(1e-6, 1e-9), masks); err != nil {
-		return err
-	}
-	for r := range masks {
-		lo, hi := 0, n
-		switch kind {
-		case kindReduceScatter:
-			lo, hi = Partition(n, p, r)
-		case kindReduce:
-			if r != root {
-				continue
-			}
-		case kindBarrier, kindAllToAll:
-			continue
-		}
-		for e := lo; e < hi; e++ {
-			if masks[r][e] != full {
-				return fmt.Errorf("rank %d element %d holds contributions %#x, want %#x", r, e, masks[r][e], full)
-			}
-		}
-	}
-	return nil
-}
-
 func testAlgorithms() map[string]algorithm {
 	algs := map[string]algorithm{"recursive-doubling": recursiveDoubling{}}
 	for _, name := range Algorithms() {

@@ -43,6 +43,11 @@ func uniformModel(alpha, beta float64) *netModel {
 // fails when a reduction would count a contribution twice.
 func replay(scheds []*schedule, elemSize int, net *netModel, masks [][]uint64) (float64, error) {
 	p := len(scheds)
+	for _, s := range scheds {
+		if s.err != nil {
+			return 0, s.err
+		}
+	}
 	type msg struct {
 		arrival float64
 		lo, hi  int

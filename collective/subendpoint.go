@@ -21,15 +21,82 @@ type subEndpoint struct {
 	ranks []int // sub-communicator rank -> job rank
 	rank  int
 	ch    transport.Channel
+	act   transport.Activity // Activity's record when the job's endpoint has no heartbeats
 }
 
-// newSubEndpoint returns a subEndpoint over base, one that lends payloads when base does.
+// newSubEndpoint returns a subEndpoint over base, one that lends payloads when base, or an
+// endpoint under its decorators, does.
 func newSubEndpoint(base transport.Endpoint, ranks []int, rank int, ch transport.Channel) transport.Endpoint {
 	e := &subEndpoint{base: base, ranks: ranks, rank: rank, ch: ch}
-	if br, ok := base.(transport.Borrower); ok {
+	if br, ok := transport.As[transport.Borrower](base); ok {
 		return &borrowingSubEndpoint{subEndpoint: e, br: br}
 	}
 	return e
+}
+
+// Unwrap is the job's endpoint (transport.Decorator), through which transport.As finds what
+// passes through unchanged (transport.LargeSegmenter). What names ranks the sub-communicator
+// renumbers below, and what only the job's own communicator may use it hides, so that As
+// never hands out an answer in the job's ranks.
+func (e *subEndpoint) Unwrap() transport.Endpoint { return e.base }
+
+// SameHost is the job endpoint's proven hosts of the sub-communicator's ranks
+// (transport.HostLocality).
+func (e *subEndpoint) SameHost() []bool {
+	job := transport.SameHost(e.base)
+	row := make([]bool, len(e.ranks))
+	for i, jr := range e.ranks {
+		row[i] = job[jr]
+	}
+	return row
+}
+
+// DataPaths is the job endpoint's data path to each rank of the sub-communicator, nil when
+// it reports none (dataPather).
+func (e *subEndpoint) DataPaths() []string {
+	d, ok := transport.As[dataPather](e.base)
+	if !ok {
+		return nil
+	}
+	job := d.DataPaths()
+	if len(job) != e.base.Size() {
+		return nil
+	}
+	paths := make([]string, len(e.ranks))
+	for i, jr := range e.ranks {
+		paths[i] = job[jr]
+	}
+	return paths
+}
+
+// Arena is nil (transport.ArenaHolder): the host's arena serves the job's own communicator,
+// whose ranks and call sequence it is laid out for, not a part of it.
+func (e *subEndpoint) Arena() transport.Arena { return nil }
+
+// Activity is the job endpoint's record of this rank's activity (transport.Liveness), or
+// the sub-communicator's own when the job's endpoint has no heartbeats.
+func (e *subEndpoint) Activity() *transport.Activity {
+	if l, ok := transport.LivenessOf(e.base); ok {
+		return l.Activity()
+	}
+	return &e.act
+}
+
+// Peer is what the job's heartbeats know of the sub-communicator's rank peer
+// (transport.Liveness): nothing when the job's endpoint has none, or peer is out of range.
+func (e *subEndpoint) Peer(peer int) transport.PeerState {
+	if l, ok := transport.LivenessOf(e.base); ok && peer >= 0 && peer < len(e.ranks) {
+		return l.Peer(e.ranks[peer])
+	}
+	return transport.PeerState{}
+}
+
+// FailPeer fails the job rank of the sub-communicator's rank peer on the job's endpoint, when
+// it can fail peers (transport.PeerFailer).
+func (e *subEndpoint) FailPeer(peer int, err error) {
+	if f, ok := transport.As[transport.PeerFailer](e.base); ok && peer >= 0 && peer < len(e.ranks) {
+		f.FailPeer(e.ranks[peer], err)
+	}
 }
 
 func (e *subEndpoint) Rank() int { return e.rank }
@@ -61,6 +128,15 @@ func (e *subEndpoint) baseChannel(ch transport.Channel) (transport.Channel, bool
 		return e.ch + 1, true
 	}
 	return 0, false
+}
+
+// channel is the job endpoint's channel of the sub-communicator's collectives (subChanneler).
+func (e *subEndpoint) channel() transport.Channel { return e.ch }
+
+// subChanneler is implemented by a sub-communicator's endpoint: channel is where its
+// collectives travel on the job's endpoint.
+type subChanneler interface {
+	channel() transport.Channel
 }
 
 // wrap names the sub-communicator ranks around an error of the job's endpoint, which names

@@ -185,7 +185,7 @@ func (s StragglerConfig) WrapEndpoint(ep transport.Endpoint) transport.Endpoint 
 	if len(w) == 0 {
 		return ep
 	}
-	return transport.NewDelayed(ep, s.Delay, w)
+	return transport.NewDelayed(ep, s.Delay, w, []transport.Channel{transport.ChanControl})
 }
 
 // stragglerModel slows a rank's model steps inside the compute-mode windows; LocalStep

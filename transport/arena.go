@@ -37,10 +37,11 @@ type ArenaHolder interface {
 	Arena() Arena
 }
 
-// HostArena is ep's Arena, or nil. Decorators are not looked through: a decorator changes how
-// messages travel (a straggler's delays), which an arena would bypass.
+// HostArena is the Arena of ep or of the first endpoint under its decorators that holds one
+// (As), or nil. A decorator that changes how messages travel (a straggler's delays, which an
+// arena would bypass) holds none itself and so hides the arena beneath it.
 func HostArena(ep Endpoint) Arena {
-	if h, ok := ep.(ArenaHolder); ok {
+	if h, ok := As[ArenaHolder](ep); ok {
 		return h.Arena()
 	}
 	return nil

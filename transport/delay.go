@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,40 +15,46 @@ type DelayWindow struct {
 
 // Delayed is an Endpoint decorator that simulates a transient network straggler: inside its
 // windows every Send first waits Delay, so the rank's outgoing messages arrive that much later
-// (the tc-netem injection of Sync-Switch's experiments, which this kernel lacks). Receives
+// (what tc-netem injects in Sync-Switch's experiments, done in the process). Receives
 // and everything outside the windows pass straight through.
 //
 // The send blocks the caller for Delay instead of delivering later in the background: each
 // message of a collective's dependent chain is then Delay late, as with added latency, and
 // the FIFO order per peer is kept without copying payloads.
 //
-// The windows count from the epoch: the first Send on a channel other than ChanControl (the
-// first training message after the runtime's start barrier), unless Start sets it.
+// The windows count from the epoch: the first Send on a channel other than the untimed ones
+// its caller names (a runtime's own control traffic before training starts), unless Start
+// sets it.
 type Delayed struct {
 	Endpoint
 	delay   time.Duration
 	windows []DelayWindow
-	epoch   atomic.Int64 // unix nanoseconds; 0 until the first data message or Start
+	untimed []Channel
+	epoch   atomic.Int64 // unix nanoseconds; 0 until the first timed message or Start
 	now     func() time.Time
 	timers  sync.Pool
 	delayed atomic.Uint64
 }
 
-// NewDelayed decorates ep. The windows must be sorted by From.
-func NewDelayed(ep Endpoint, delay time.Duration, windows []DelayWindow) *Delayed {
-	return &Delayed{Endpoint: ep, delay: delay, windows: append([]DelayWindow(nil), windows...), now: time.Now}
+// NewDelayed decorates ep. The windows must be sorted by From; a send on an untimed channel
+// does not start their clock.
+func NewDelayed(ep Endpoint, delay time.Duration, windows []DelayWindow, untimed []Channel) *Delayed {
+	return &Delayed{Endpoint: ep, delay: delay, windows: append([]DelayWindow(nil), windows...),
+		untimed: append([]Channel(nil), untimed...), now: time.Now}
 }
 
 // Start sets the epoch the windows count from.
 func (d *Delayed) Start(t time.Time) { d.epoch.Store(t.UnixNano()) }
 
-// SameHost passes the decorated endpoint's proven hosts through (HostLocality): a delayed rank
-// is still where it runs.
-func (d *Delayed) SameHost() []bool { return SameHost(d.Endpoint) }
-
-// Unwrap is the decorated endpoint (Decorator), so that what it implements beyond Endpoint
-// (the heartbeats' Liveness) stays reachable through the straggler's decoration.
+// Unwrap is the decorated endpoint (Decorator): what it implements beyond Endpoint (its
+// heartbeats' Liveness, its proven hosts, the receives a Borrower lends, which the delays
+// leave alone) stays reachable through the straggler's decoration (As).
 func (d *Delayed) Unwrap() Endpoint { return d.Endpoint }
+
+// Arena is nil (ArenaHolder): a delayed rank's messages must travel its delayed sends, which
+// collectives through the host's shared arena would bypass, so the decoration hides the arena
+// of the endpoint beneath it.
+func (d *Delayed) Arena() Arena { return nil }
 
 // DelayedSends is the number of sends delayed so far.
 func (d *Delayed) DelayedSends() uint64 { return d.delayed.Load() }
@@ -70,7 +77,7 @@ func (d *Delayed) DelayAt(t time.Time) time.Duration {
 // Send waits the delay in force, then sends.
 func (d *Delayed) Send(ctx context.Context, to int, h Header, payload []byte) error {
 	now := d.now()
-	if h.Channel != ChanControl && d.epoch.Load() == 0 {
+	if d.epoch.Load() == 0 && !slices.Contains(d.untimed, h.Channel) {
 		d.epoch.CompareAndSwap(0, now.UnixNano())
 	}
 	if wait := d.DelayAt(now); wait > 0 {

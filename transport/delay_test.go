@@ -13,16 +13,18 @@ func TestDelayedWindows(t *testing.T) {
 	defer eps[1].Close()
 	epoch := time.Unix(1000, 0)
 	now := epoch
-	d := NewDelayed(eps[0], time.Millisecond, []DelayWindow{{From: 2 * time.Second, To: 3 * time.Second}, {From: 5 * time.Second, To: 6 * time.Second}})
+	// untimed stands for a runtime's control channel: Delayed knows no channel's meaning.
+	const untimed Channel = ChanUser + 1
+	d := NewDelayed(eps[0], time.Millisecond, []DelayWindow{{From: 2 * time.Second, To: 3 * time.Second}, {From: 5 * time.Second, To: 6 * time.Second}}, []Channel{untimed})
 	d.now = func() time.Time { return now }
 	ctx := context.Background()
 
-	// Control messages do not start the clock; the first data message does.
-	if err := d.Send(ctx, 1, Header{Channel: ChanControl}, []byte("c")); err != nil {
+	// Messages on the untimed channel do not start the clock; the first other message does.
+	if err := d.Send(ctx, 1, Header{Channel: untimed}, []byte("c")); err != nil {
 		t.Fatal(err)
 	}
 	if d.epoch.Load() != 0 {
-		t.Fatal("a control message set the epoch")
+		t.Fatal("a message on an untimed channel set the epoch")
 	}
 	steps := []struct {
 		at      time.Duration
@@ -54,7 +56,7 @@ func TestDelayedWindows(t *testing.T) {
 			t.Fatal("the first data message did not set the epoch")
 		}
 		if i == 0 {
-			if _, err := eps[1].Recv(ctx, 0, Header{Channel: ChanControl}, buf[:]); err != nil {
+			if _, err := eps[1].Recv(ctx, 0, Header{Channel: untimed}, buf[:]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -69,7 +71,7 @@ func TestDelayedSendHonoursContext(t *testing.T) {
 	eps := NewMemJob(2)
 	defer eps[0].Close()
 	defer eps[1].Close()
-	d := NewDelayed(eps[0], time.Hour, []DelayWindow{{From: 0, To: time.Hour}})
+	d := NewDelayed(eps[0], time.Hour, []DelayWindow{{From: 0, To: time.Hour}}, nil)
 	d.Start(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -103,14 +105,45 @@ func TestLivenessOfSeesThroughTheDelays(t *testing.T) {
 	}{
 		{"plain", eps[0], nil},
 		{"live", live, live},
-		{"delayed live", NewDelayed(live, time.Millisecond, nil), live},
-		{"delayed twice", NewDelayed(NewDelayed(live, time.Millisecond, nil), time.Millisecond, nil), live},
-		{"delayed plain", NewDelayed(eps[0], time.Millisecond, nil), nil},
+		{"delayed live", NewDelayed(live, time.Millisecond, nil, nil), live},
+		{"delayed twice", NewDelayed(NewDelayed(live, time.Millisecond, nil, nil), time.Millisecond, nil, nil), live},
+		{"delayed plain", NewDelayed(eps[0], time.Millisecond, nil, nil), nil},
 	}
 	for _, tc := range cases {
 		got, ok := LivenessOf(tc.ep)
 		if ok != (tc.want != nil) || got != tc.want {
 			t.Errorf("%s: LivenessOf = %v, %v; want %v", tc.name, got, ok, tc.want)
 		}
+	}
+}
+
+// A straggler's endpoint still lends received payloads (its delays touch sends only), found
+// through As, and hides the host's arena, which would bypass its delayed sends.
+func TestDelayedBorrowAndArena(t *testing.T) {
+	eps := streamJob(t, "tcp", 2, DefaultStreamOptions(), nil)
+	d := NewDelayed(eps[1], time.Millisecond, nil, nil)
+	if _, ok := d.Endpoint.(Borrower); !ok {
+		t.Fatal("the stream endpoint does not lend")
+	}
+	br, ok := As[Borrower](NewDelayed(d, time.Millisecond, nil, nil))
+	if !ok || br != eps[1].(Borrower) {
+		t.Fatalf("As[Borrower] through two delays = %v, %v; want the stream endpoint", br, ok)
+	}
+	ctx := context.Background()
+	if err := eps[0].Send(ctx, 1, Header{Channel: ChanUser}, []byte("lent")); err != nil {
+		t.Fatal(err)
+	}
+	if _, p, err := br.RecvBorrow(ctx, 0, ChanUser); err != nil || string(p) != "lent" {
+		t.Fatalf("RecvBorrow through the delays: %q, %v", p, err)
+	}
+	br.ReleaseBorrowed(0, ChanUser)
+
+	arena := NewMemJobArena(2, 1<<16)
+	defer CloseAll(arena)
+	if HostArena(arena[0]) == nil {
+		t.Fatal("the in-process job has no arena")
+	}
+	if a := HostArena(NewDelayed(arena[0], time.Millisecond, nil, nil)); a != nil {
+		t.Fatalf("HostArena through the delays = %v, want nil", a)
 	}
 }

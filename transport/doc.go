@@ -10,6 +10,13 @@
 // messages over one byte stream per peer: TCP, Unix sockets or libp2p streams), and the libp2p
 // job in transport/p2p.
 //
+// What an endpoint offers beyond Endpoint is an optional interface (Borrower, ArenaHolder,
+// HostLocality, Liveness, LargeSegmenter, PeerFailer), and As is the one way to find one: it
+// looks at the endpoint, then down the chain of decorators (Decorator's Unwrap), like
+// errors.As. A decorator that leaves an interface's meaning alone needs only Unwrap to pass it
+// on; one that changes it (renumbers ranks, or must keep traffic on its own path, as Delayed
+// hides the arena) implements the interface itself.
+//
 // # Wire format
 //
 // A stream carries frames back to back. Each frame is a 48-byte header followed by the wire

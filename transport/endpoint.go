@@ -90,10 +90,11 @@ type HostLocality interface {
 	SameHost() []bool
 }
 
-// SameHost is ep's HostLocality answer, or, for an endpoint that cannot tell, a row in which
-// every rank but ep's own is on another host: a shared host is never assumed.
+// SameHost is the HostLocality answer of ep or of the first endpoint under its decorators that
+// has one (As), or, for an endpoint that cannot tell, a row in which every rank but ep's own
+// is on another host: a shared host is never assumed.
 func SameHost(ep Endpoint) []bool {
-	if l, ok := ep.(HostLocality); ok {
+	if l, ok := As[HostLocality](ep); ok {
 		if row := l.SameHost(); len(row) == ep.Size() {
 			return row
 		}
@@ -113,17 +114,10 @@ type LargeSegmenter interface {
 }
 
 // LargeSegment is the LargeSegmentBytes of ep, or of the first endpoint under its decorators
-// that has one; 0 when none has.
+// that has one (As); 0 when none has.
 func LargeSegment(ep Endpoint) int {
-	for ep != nil {
-		if l, ok := ep.(LargeSegmenter); ok {
-			return l.LargeSegmentBytes()
-		}
-		d, ok := ep.(Decorator)
-		if !ok {
-			break
-		}
-		ep = d.Unwrap()
+	if l, ok := As[LargeSegmenter](ep); ok {
+		return l.LargeSegmentBytes()
 	}
 	return 0
 }

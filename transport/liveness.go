@@ -75,27 +75,9 @@ type Liveness interface {
 	Peer(peer int) PeerState
 }
 
-// Decorator is implemented by endpoints that decorate another (a straggler's delays): Unwrap
-// returns the decorated endpoint.
-type Decorator interface {
-	Unwrap() Endpoint
-}
-
 // LivenessOf is the Liveness of ep, or of the first endpoint under its decorators that has
-// one; false when none has.
-func LivenessOf(ep Endpoint) (Liveness, bool) {
-	for ep != nil {
-		if l, ok := ep.(Liveness); ok {
-			return l, true
-		}
-		d, ok := ep.(Decorator)
-		if !ok {
-			break
-		}
-		ep = d.Unwrap()
-	}
-	return nil, false
-}
+// one (As); false when none has.
+func LivenessOf(ep Endpoint) (Liveness, bool) { return As[Liveness](ep) }
 
 // UnresponsiveError says that a peer stopped sending heartbeats on the control path: the
 // process is frozen (SIGSTOP, a paused VM, a host that stopped scheduling it) or dead, or,

@@ -10,7 +10,7 @@ func TestSameHost(t *testing.T) {
 		eps := NewMemJob(size)
 		for r, ep := range eps {
 			mem, hidden := SameHost(ep), SameHost(opaque{ep})
-			if delayed := SameHost(NewDelayed(ep, 0, nil)); len(delayed) != size || !delayed[(r+1)%size] {
+			if delayed := SameHost(NewDelayed(ep, 0, nil, nil)); len(delayed) != size || !delayed[(r+1)%size] {
 				t.Errorf("np%d rank %d: a delayed endpoint hides its hosts: %v", size, r, delayed)
 			}
 			if len(mem) != size || len(hidden) != size {
