@@ -113,25 +113,15 @@ func sessionOptions(o TrainOptions) error {
 	return nil
 }
 
-// sessionInjects refuses the heterogeneity that Train injects into its own local steps
-// (slowdown, step sleep, compute-mode stragglers): a session's steps are its caller's, which
-// would run unslowed. Network-mode stragglers slow the endpoint and apply to a session too.
+// sessionInjects refuses the heterogeneity a session cannot inject: compute-mode
+// stragglers delay Train's batch fetches, which a caller's loop does not make. Slowdown, step
+// sleep and SlowdownBase apply to the caller's steps as to Train's (Step sleeps), and
+// network-mode stragglers slow the endpoint.
 func sessionInjects(w *Worker) error {
-	in, cfg := w.Inject, w.Cfg
-	var field string
-	switch {
-	case in.Slowdown > 1:
-		field = "Slowdown"
-	case in.StepSleep > 0:
-		field = "StepSleep"
-	case in.Base > 0:
-		field = "SlowdownBase"
-	case cfg.Stragglers.Mode == "compute" && len(cfg.Stragglers.Windows(w.Rank)) > 0:
-		field = "Stragglers (compute mode)"
-	default:
-		return nil
+	if cfg := w.Cfg; cfg.Stragglers.Mode == "compute" && len(cfg.Stragglers.Windows(w.Rank)) > 0 {
+		return fmt.Errorf("trainer: rank %d: Config.Stragglers (compute mode) delays Train's batch fetches; a session's batches are its caller's: use network mode or leave it unset", w.Rank)
 	}
-	return fmt.Errorf("trainer: rank %d: Config.%s slows Train's local steps; a session's steps are its caller's, which it cannot slow: leave it unset", w.Rank, field)
+	return nil
 }
 
 // notStepped is implemented by strategies without a step-by-step form: NotStepped says why.
@@ -161,12 +151,21 @@ func (s *Session) Exchange() Exchange { return s.s.Exchange() }
 func (s *Session) Rank() int { return s.l.w.Rank }
 func (s *Session) Size() int { return s.l.w.Size }
 
-// Step reports a local step the caller took on Params and Grads.
-func (s *Session) Step(r StepReport) error {
+// Step reports a local step the caller took on Params and Grads. A rank given a slowdown or a
+// step sleep (Config.Slowdown, StepSleep, SlowdownBase) sleeps here what Train would after
+// its own step, and the sleep counts in the step's duration, as a slower device's time.
+func (s *Session) Step(ctx context.Context, r StepReport) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	s.s.AfterStep(s.l.w, r)
+	w := s.l.w
+	if extra := w.Inject.Extra(r.Duration); extra > 0 {
+		if err := w.Inject.Sleep(ctx, extra); err != nil {
+			return err
+		}
+		r.Duration += extra
+	}
+	s.s.AfterStep(w, r)
 	return nil
 }
 

@@ -67,7 +67,7 @@ func driveSession(ctx context.Context, ep transport.Endpoint, cfg trainer.Config
 		if sess.Exchange() == trainer.ExchangeParams {
 			opt.Step(sess.Params(), sess.Grads(), 1)
 		}
-		if err := sess.Step(trainer.StepReport{Loss: r.Loss, Samples: r.Samples, Duration: time.Since(t0)}); err != nil {
+		if err := sess.Step(ctx, trainer.StepReport{Loss: r.Loss, Samples: r.Samples, Duration: time.Since(t0)}); err != nil {
 			return nil, err
 		}
 		sync, err := sess.ShouldSync(ctx)
@@ -148,7 +148,7 @@ func TestSessionRefusals(t *testing.T) {
 		{"asgd", trainer.Config{Strategy: "asgd", Collective: "ps"}, trainer.TrainOptions{}, "--sync asgd cannot be driven by a caller's loop: its update is the parameter server's"},
 		{"wbsp-ps", trainer.Config{Strategy: "wbsp", Collective: "ps"}, trainer.TrainOptions{}, "--sync wbsp cannot be driven by a caller's loop: its rounds interleave the exchange with the steps"},
 		{"nonblocking", trainer.Config{Strategy: "esync", Collective: "ring", Options: &trainer.ESyncConfig{Queries: trainer.ESyncNonBlocking}}, trainer.TrainOptions{}, "--esync-queries nonblocking cannot be driven"},
-		{"slowdown", trainer.Config{Strategy: "ssgd", Slowdown: []float64{2}}, trainer.TrainOptions{}, "rank 0: Config.Slowdown slows Train's local steps"},
+		{"compute-stragglers", trainer.Config{Strategy: "ssgd", Stragglers: computeStragglers(t)}, trainer.TrainOptions{}, "rank 0: Config.Stragglers (compute mode) delays Train's batch fetches"},
 		{"eval", trainer.Config{Strategy: "ssgd"}, trainer.TrainOptions{Eval: func(context.Context, []float32) (float64, float64, error) { return 0, 0, nil }}, "TrainOptions.Eval belongs to Train's loop"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,6 +164,43 @@ func TestSessionRefusals(t *testing.T) {
 				t.Fatalf("err = %v, want one with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func computeStragglers(t *testing.T) trainer.StragglerConfig {
+	s, err := trainer.ParseStragglers("ranks=0;delay=30ms;at=1s;for=1s;mode=compute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestSessionSlowdown: a rank given a slowdown sleeps in Step what Train would after its own
+// step, and the round counts the sleep as compute: at factor 3 over a 20 ms base, each of the
+// caller's near-instant steps takes at least 60 ms.
+func TestSessionSlowdown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := trainer.Config{Strategy: "ssgd", Batch: 7, LR: 0.05, MaxRounds: 3,
+		Slowdown: []float64{3}, SlowdownBase: 20 * time.Millisecond}
+	ep := transport.NewMemJob(1)[0]
+	defer ep.Close()
+	sess, err := trainer.NewSession(ctx, ep, cfg, make([]float32, regDim+1), nil, trainer.TrainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	for round := 0; round < 3; round++ {
+		if err := sess.Step(ctx, trainer.StepReport{Samples: 7, Duration: time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := sess.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Compute < 60*time.Millisecond {
+			t.Fatalf("round %d: compute %v, want at least 3 × 20ms", round, st.Compute)
+		}
 	}
 }
 
