@@ -54,7 +54,7 @@ func (h *handles[T]) drop(id int64) {
 
 var (
 	comms    handles[*hetsync.Comm]
-	requests handles[*collective.Request]
+	requests handles[pending]
 )
 
 // cerr is err for the caller: NULL on success, else a C string (hs_free releases it).
@@ -108,7 +108,7 @@ func ctx() context.Context { return context.Background() }
 // issue starts a call and waits for it up to waitMS milliseconds (forever when negative). When
 // it completes in that time *req is 0 and its error is the result; otherwise *req is a request
 // for hs_wait. A negative waitMS runs the call on the caller's thread, with no goroutine.
-func issue(waitMS C.int64_t, req *C.int64_t, blocking func() error, start func() *collective.Request) *C.char {
+func issue(waitMS C.int64_t, req *C.int64_t, blocking func() error, start func() pending) *C.char {
 	if req == nil || waitMS < 0 {
 		if req != nil {
 			*req = 0
@@ -126,7 +126,7 @@ func issue(waitMS C.int64_t, req *C.int64_t, blocking func() error, start func()
 }
 
 // await waits up to ms milliseconds (forever when negative) for r.
-func await(r *collective.Request, ms int64) (bool, error) {
+func await(r pending, ms int64) (bool, error) {
 	if done, err := r.Test(); done || ms == 0 {
 		return done, err
 	}
@@ -241,7 +241,7 @@ func hs_allreduce(id C.int64_t, p unsafe.Pointer, count C.int64_t, dtype, op C.i
 		return cerr(err)
 	}
 	return issue(waitMS, req, func() error { return c.AllReduce(ctx(), buf, o) },
-		func() *collective.Request { return c.IAllReduce(ctx(), buf, o) })
+		func() pending { return c.IAllReduce(ctx(), buf, o) })
 }
 
 //export hs_reduce_scatter
@@ -251,7 +251,7 @@ func hs_reduce_scatter(id C.int64_t, p unsafe.Pointer, count C.int64_t, dtype, o
 		return cerr(err)
 	}
 	return issue(waitMS, req, func() error { return c.ReduceScatter(ctx(), buf, o) },
-		func() *collective.Request { return c.IReduceScatter(ctx(), buf, o) })
+		func() pending { return c.IReduceScatter(ctx(), buf, o) })
 }
 
 //export hs_reduce
@@ -261,7 +261,7 @@ func hs_reduce(id C.int64_t, p unsafe.Pointer, count C.int64_t, dtype, op, root 
 		return cerr(err)
 	}
 	return issue(waitMS, req, func() error { return c.Reduce(ctx(), buf, o, int(root)) },
-		func() *collective.Request { return c.IReduce(ctx(), buf, o, int(root)) })
+		func() pending { return c.IReduce(ctx(), buf, o, int(root)) })
 }
 
 //export hs_allgather
@@ -271,7 +271,7 @@ func hs_allgather(id C.int64_t, p unsafe.Pointer, count C.int64_t, dtype C.int, 
 		return cerr(err)
 	}
 	return issue(waitMS, req, func() error { return c.AllGather(ctx(), buf) },
-		func() *collective.Request { return c.IAllGather(ctx(), buf) })
+		func() pending { return c.IAllGather(ctx(), buf) })
 }
 
 //export hs_broadcast
@@ -281,7 +281,7 @@ func hs_broadcast(id C.int64_t, p unsafe.Pointer, count C.int64_t, dtype, root C
 		return cerr(err)
 	}
 	return issue(waitMS, req, func() error { return c.Broadcast(ctx(), buf, int(root)) },
-		func() *collective.Request { return c.IBroadcast(ctx(), buf, int(root)) })
+		func() pending { return c.IBroadcast(ctx(), buf, int(root)) })
 }
 
 //export hs_alltoall
@@ -295,7 +295,7 @@ func hs_alltoall(id C.int64_t, send, recv unsafe.Pointer, count C.int64_t, dtype
 		return cerr(err)
 	}
 	return issue(waitMS, req, func() error { return c.AllToAll(ctx(), sbuf, rbuf) },
-		func() *collective.Request { return c.IAllToAll(ctx(), sbuf, rbuf) })
+		func() pending { return c.IAllToAll(ctx(), sbuf, rbuf) })
 }
 
 //export hs_barrier
@@ -305,7 +305,7 @@ func hs_barrier(id C.int64_t, waitMS C.int64_t, req *C.int64_t) *C.char {
 		return cerr(err)
 	}
 	return issue(waitMS, req, func() error { return c.Barrier(ctx()) },
-		func() *collective.Request { return c.IBarrier(ctx()) })
+		func() pending { return c.IBarrier(ctx()) })
 }
 
 //export hs_send
@@ -315,7 +315,7 @@ func hs_send(id C.int64_t, p unsafe.Pointer, count C.int64_t, dtype, peer C.int,
 		return cerr(err)
 	}
 	return issue(waitMS, req, func() error { return c.Send(ctx(), int(peer), buf) },
-		func() *collective.Request { return c.ISend(ctx(), int(peer), buf) })
+		func() pending { return c.ISend(ctx(), int(peer), buf) })
 }
 
 //export hs_recv
@@ -325,7 +325,7 @@ func hs_recv(id C.int64_t, p unsafe.Pointer, count C.int64_t, dtype, peer C.int,
 		return cerr(err)
 	}
 	return issue(waitMS, req, func() error { return c.Recv(ctx(), int(peer), buf) },
-		func() *collective.Request { return c.IRecv(ctx(), int(peer), buf) })
+		func() pending { return c.IRecv(ctx(), int(peer), buf) })
 }
 
 func bufArgs(id C.int64_t, p unsafe.Pointer, count C.int64_t, dtype C.int, call string) (*hetsync.Comm, collective.Buffer, error) {

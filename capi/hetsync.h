@@ -69,6 +69,31 @@ char *hs_barrier(int64_t comm, int64_t wait_ms, int64_t *req);
 char *hs_send(int64_t comm, void *buf, int64_t count, int dtype, int peer, int64_t wait_ms, int64_t *req);
 char *hs_recv(int64_t comm, void *buf, int64_t count, int dtype, int peer, int64_t wait_ms, int64_t *req);
 
+/* Sessions: a synchronization strategy (ESync, WBSP, SSGD) driven by the caller's own training
+ * loop over two flat float32 vectors of n values, the parameters and the gradient, which stay
+ * the caller's memory for the session's life. flags are "name=value" lines in `hetsync train`'s
+ * words ("sync=esync", "lr=0.05", "batch=64", "slowdown=1,1,2,4", a strategy's options):
+ * every rank passes the same, as for `hetsync train`, and the session checks that they agree.
+ * hs_session_new is collective: params become rank 0's on every rank. */
+char *hs_session_new(int64_t comm, const char *flags, float *params, float *grads, int64_t n, int64_t *sess);
+/* *params is 1 when a round exchanges the parameters (esync, wbsp: the caller's optimizer steps
+ * after every local step, and a round replaces params with the global model), 0 when it
+ * exchanges gradients (ssgd: a round leaves the ranks' average in grads for the optimizer). */
+char *hs_session_exchange(int64_t sess, int *params);
+/* After each local step: its mean loss, batch size, correct predictions and duration in
+ * seconds. A rank given a slowdown sleeps here. wait_ms and req as for the collectives. */
+char *hs_session_step(int64_t sess, double loss, int64_t samples, int64_t correct, double seconds, int64_t wait_ms, int64_t *req);
+/* Asks whether this rank's round ends now; the answer is hs_session_state's sync_now. */
+char *hs_session_should_sync(int64_t sess, int64_t wait_ms, int64_t *req);
+/* The round's exchange; afterwards hs_session_state says whether the job agreed to stop. */
+char *hs_session_sync(int64_t sess, int64_t wait_ms, int64_t *req);
+/* The answers of the last completed calls; any pointer may be NULL. */
+char *hs_session_state(int64_t sess, int *sync_now, int *stop, int64_t *round, double *global_loss);
+/* Rank 0's vote to stop after the next round (ignored on other ranks). */
+char *hs_session_stop(int64_t sess);
+/* Ends the session (returns when no other rank needs this one) and releases its id. */
+char *hs_session_close(int64_t sess, int64_t wait_ms, int64_t *req);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,9 +21,10 @@ import os
 
 from ._abi import HetsyncError  # noqa: F401
 from ._comm import Comm, Work, WAIT_SLICE_MS  # noqa: F401
+from .session import Session, Round  # noqa: F401
 from . import _abi
 
-__all__ = ["HetsyncError", "Comm", "Work", "init", "is_initialized", "world", "rank", "size",
+__all__ = ["HetsyncError", "Comm", "Work", "Session", "Round", "init", "is_initialized", "world", "rank", "size",
            "local_rank", "local_size", "split", "finalize", "allreduce", "reduce_scatter", "reduce",
            "allgather", "broadcast", "alltoall", "barrier", "send", "recv"]
 

@@ -1,0 +1,159 @@
+"""A synchronization strategy (ESync, WBSP, SSGD) for any torch model, driven by the program's
+own training loop: hetsync decides, after each local step, whether this rank synchronizes now
+(ESync's state service, WBSP's trigger), and runs the round.
+
+    sess = hetsync.Session(model.parameters(), sync="esync", lr=0.05, batch=64)
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward()
+        if sess.exchanges_params:       # esync, wbsp: the optimizer steps every local step
+            opt.step()
+        if sess.step(loss.item(), len(x)):
+            r = sess.sync()             # esync, wbsp: the model is now the global one
+            if not sess.exchanges_params:
+                opt.step()              # ssgd: on the ranks' average gradient
+            if r.stop:
+                break
+    sess.close()
+
+Settings are `hetsync train`'s flags with '_' for '-' (lr, batch, slowdown=[1, 1, 2, 4],
+slowdown_base="8ms", max_time="30s", a strategy's options such as local_lr), the same on every
+rank; the session checks that they agree and starts every rank from rank 0's parameters. The
+strategy's decisions stay in Go; Python moves the parameters (or gradients) into one flat
+vector at each round and back.
+"""
+
+import collections
+import ctypes
+import os
+import threading
+import time
+
+from . import _abi
+from ._abi import HetsyncError
+from ._comm import Work, _MAIN_THREAD
+
+Round = collections.namedtuple("Round", "stop round global_loss")
+
+
+def _blocking(fn, *args):
+    """Runs a session call to completion; on the main thread in slices, so that signals are
+    handled while it waits (as for the collectives)."""
+    req = ctypes.c_int64(0)
+    main = threading.get_ident() == _MAIN_THREAD
+    _abi.check(fn(*args, 0 if main else -1, ctypes.byref(req)))
+    if req.value:
+        Work(req.value, (), os.getpid())._wait(None, False)
+
+
+def _flag(name, value):
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    elif isinstance(value, bool):
+        value = "true" if value else "false"
+    return "%s=%s" % (name.replace("_", "-"), value)
+
+
+class Session:
+    """This rank's part of a job whose training loop the program owns (see the module's doc)."""
+
+    def __init__(self, params, comm=None, **settings):
+        import torch
+
+        from . import world
+        comm = comm or world()
+        self._pid = os.getpid()
+        self._params = [p for p in params if p.requires_grad]
+        if not self._params:
+            raise HetsyncError("hetsync.Session: no parameters that require a gradient")
+        for p in self._params:
+            if p.dtype != torch.float32 or p.device.type != "cpu":
+                raise HetsyncError("hetsync.Session: parameters must be float32 CPU tensors; got %s on %s"
+                                   % (p.dtype, p.device))
+        n = sum(p.numel() for p in self._params)
+        self._flat = torch.zeros(n, dtype=torch.float32)
+        self._grad = torch.zeros(n, dtype=torch.float32)
+        self._to_flat(False)
+        flags = "\n".join(_flag(k, v) for k, v in settings.items()).encode()
+        out = ctypes.c_int64(0)
+        _abi.check(_abi.lib.hs_session_new(comm._id, flags, self._flat.data_ptr(), self._grad.data_ptr(),
+                                           n, ctypes.byref(out)))
+        self._id = out.value
+        self._from_flat(False)  # rank 0's parameters, on every rank
+        ex = ctypes.c_int(0)
+        _abi.check(_abi.lib.hs_session_exchange(self._id, ctypes.byref(ex)))
+        self.exchanges_params = bool(ex.value)
+        self._last = time.perf_counter()
+
+    def _views(self, grads):
+        import torch
+        off = 0
+        for p in self._params:
+            k = p.numel()
+            if grads:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                yield p.grad, self._grad[off:off + k]
+            else:
+                yield p.data, self._flat[off:off + k]
+            off += k
+
+    def _to_flat(self, grads):
+        for t, flat in self._views(grads):
+            flat.copy_(t.reshape(-1))
+
+    def _from_flat(self, grads):
+        for t, flat in self._views(grads):
+            t.copy_(flat.view_as(t))
+
+    def _check(self):
+        if os.getpid() != self._pid:
+            raise HetsyncError("hetsync.Session: used in process %d, a child forked from %d" % (os.getpid(), self._pid))
+        if not self._id:
+            raise HetsyncError("hetsync.Session: the session is closed")
+
+    def step(self, loss, samples, correct=0, seconds=None):
+        """Reports a local step (its mean loss, batch size, correct predictions and duration:
+        by default the time since the previous step or round ended) and returns whether this
+        rank synchronizes now. A rank given a slowdown sleeps here."""
+        self._check()
+        now = time.perf_counter()
+        if seconds is None:
+            seconds = now - self._last
+        _blocking(_abi.lib.hs_session_step, self._id, float(loss), int(samples), int(correct), float(seconds))
+        _blocking(_abi.lib.hs_session_should_sync, self._id)
+        self._last = time.perf_counter()
+        sync = ctypes.c_int(0)
+        _abi.check(_abi.lib.hs_session_state(self._id, ctypes.byref(sync), None, None, None))
+        return bool(sync.value)
+
+    def sync(self):
+        """Runs the round: afterwards the parameters are the global model (esync, wbsp), or each
+        parameter's .grad is the ranks' average gradient (ssgd). Returns Round(stop, round,
+        global_loss): stop is the job's agreed stop, on every rank after the same round."""
+        self._check()
+        grads = not self.exchanges_params
+        self._to_flat(grads)
+        _blocking(_abi.lib.hs_session_sync, self._id)
+        self._from_flat(grads)
+        stop, rnd, loss = ctypes.c_int(0), ctypes.c_int64(0), ctypes.c_double(0)
+        _abi.check(_abi.lib.hs_session_state(self._id, None, ctypes.byref(stop), ctypes.byref(rnd), ctypes.byref(loss)))
+        self._last = time.perf_counter()
+        return Round(bool(stop.value), rnd.value, loss.value)
+
+    def stop(self):
+        """Rank 0's vote to stop after the next round (other ranks' votes are ignored)."""
+        self._check()
+        _abi.check(_abi.lib.hs_session_stop(self._id))
+
+    def close(self):
+        """Ends the session; it returns when no other rank still needs this one."""
+        if self._id and os.getpid() == self._pid:
+            sid, self._id = self._id, 0
+            _blocking(_abi.lib.hs_session_close, sid)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
