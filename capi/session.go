@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -96,6 +97,20 @@ func hs_session_new(commID C.int64_t, flags *C.char, params, grads unsafe.Pointe
 	if err != nil {
 		return cerr(err)
 	}
+	// train-size is the session's, not the configuration's: the samples of the whole training
+	// set, which --epochs counts in.
+	trainSize := 0
+	kept := pairs[:0]
+	for _, kv := range pairs {
+		if strings.TrimLeft(kv[0], "-") != "train-size" {
+			kept = append(kept, kv)
+			continue
+		}
+		if trainSize, err = strconv.Atoi(kv[1]); err != nil || trainSize < 1 {
+			return cerr(fmt.Errorf("hetsync %s: rank %d: train-size %q: want the number of training samples of all ranks", call, c.Rank(), kv[1]))
+		}
+	}
+	pairs = kept
 	reg := trainer.Builtin()
 	cfg, err := trainer.ConfigFromFlags(reg, pairs)
 	if err != nil {
@@ -104,7 +119,7 @@ func hs_session_new(commID C.int64_t, flags *C.char, params, grads unsafe.Pointe
 	if err := reg.Validate(&cfg, c.Size()); err != nil {
 		return cerr(fmt.Errorf("hetsync %s: rank %d: %w", call, c.Rank(), trainer.InFlags(err)))
 	}
-	opts := trainer.TrainOptions{Comm: c.Comm, Strategies: reg}
+	opts := trainer.TrainOptions{Comm: c.Comm, Strategies: reg, TrainSize: trainSize}
 	if cfg.Collective != c.Algorithm() {
 		// The rounds run over the collective asked for: the trainer forms a communicator of
 		// its own for them, as it does for a program that gives none.

@@ -17,8 +17,8 @@ own training loop: hetsync decides, after each local step, whether this rank syn
     sess.close()
 
 Settings are `hetsync train`'s flags with '_' for '-' (lr, batch, slowdown=[1, 1, 2, 4],
-slowdown_base="8ms", max_time="30s", a strategy's options such as local_lr), the same on every
-rank; the session checks that they agree and starts every rank from rank 0's parameters. The
+slowdown_base="8ms", max_time="30s", a strategy's options such as local_lr; train_size, the
+samples of all ranks' training data, for epochs), the same on every rank; the session checks that they agree and starts every rank from rank 0's parameters. The
 strategy's decisions stay in Go; Python moves the parameters (or gradients) into one flat
 vector at each round and back.
 """
