@@ -121,8 +121,14 @@ func (id *ident) decode(peer int, h transport.Header, body []byte) (kind, Msg, e
 		return 0, Msg{}, id.errorf(peer, "receive", "a frame of another service (tag %#04x, this service's is %#04x) arrived on channel %d: "+
 			"the ranks run different services on it", tag, id.tag, id.ch)
 	}
-	m := Msg{Op: uint8(h.Op), Flags: uint8(h.Op>>8) & MaxFlags, Arg: h.Seq, Aux: h.Segment, Body: body}
-	return kind(h.Op >> 12 & 0xf), m, nil
+	k, m := unpack(h)
+	m.Body = body
+	return k, m, nil
+}
+
+// unpack is header's inverse, but for the tag.
+func unpack(h transport.Header) (kind, Msg) {
+	return kind(h.Op >> 12 & 0xf), Msg{Op: uint8(h.Op), Flags: uint8(h.Op>>8) & MaxFlags, Arg: h.Seq, Aux: h.Segment}
 }
 
 // send sends m to peer as a frame of kind k.
@@ -131,9 +137,24 @@ func (id *ident) send(ctx context.Context, to int, k kind, m Msg) error {
 		return id.errorf(to, id.opName(m.Op), "flags %#x do not fit in 4 bits", m.Flags)
 	}
 	if err := id.ep.Send(ctx, to, id.header(k, m), m.Body); err != nil {
-		return id.wrap(to, fmt.Sprintf("%s %s", id.opName(m.Op), k), err)
+		what := k.String()
+		if k != kindBye && k != kindShut {
+			what = id.opName(m.Op) + " " + what
+		}
+		return id.wrap(to, "send "+what, err)
 	}
 	return nil
+}
+
+// Inspect says whether h is a frame of the service called name that carries a client's
+// request or one-way message, and which: for decorators and tests that watch a service's
+// traffic on the wire.
+func Inspect(name string, h transport.Header) (m Msg, request bool) {
+	if h.Channel != ChannelOf(name) || uint16(h.Op>>16) != tagOf(name) {
+		return Msg{}, false
+	}
+	k, m := unpack(h)
+	return m, k == kindRequest || k == kindPost
 }
 
 // Error is a failure of a service on one rank: which service, which rank, which peer and what
