@@ -103,6 +103,7 @@ type peer struct {
 	replies        chan Reply   // reader → caller: a reply is in buf
 	consumed       chan struct{}
 	left           chan struct{} // closed when the client said bye, or its reader stopped
+	acked          chan struct{} // closed when the server acknowledged this rank's bye
 	dead           chan struct{} // closed when the reader stopped; deadErr says why
 	deadErr        error
 }
@@ -146,7 +147,7 @@ func (s *Service) addPeers(ranks []int, what string, role func(*peer) *bool) err
 		p := s.peers[r]
 		if p == nil {
 			p = &peer{rank: r, replies: make(chan Reply), consumed: make(chan struct{}),
-				left: make(chan struct{}), dead: make(chan struct{})}
+				left: make(chan struct{}), acked: make(chan struct{}), dead: make(chan struct{})}
 			s.peers[r] = p
 		}
 		if *role(p) {
@@ -189,19 +190,21 @@ func (s *Service) read(p *peer) {
 	default:
 		s.fail(err)
 		if p.client {
-			// The client may wait for a reply that will never come: tell it, on the
-			// service's context, since this rank's own calls go on.
-			_ = s.id.send(s.ctx, p.rank, kindShut, Msg{})
+			// The client may wait for a reply that will never come: tell it.
+			s.shut([]int{p.rank})
 		}
 	}
 	p.deadErr = err
 	close(p.dead)
-	if p.client {
-		select {
-		case <-p.left:
-		default:
-			close(p.left)
-		}
+}
+
+// isClosed says whether ch, a channel that is only ever closed, is.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -222,6 +225,12 @@ func (s *Service) readLoop(p *peer) error {
 			return err
 		}
 		fromClient := k == kindRequest || k == kindPost || k == kindBye
+		if k == kindByeAck && isClosed(p.acked) {
+			return s.id.errorf(p.rank, "receive", "a second %s", k)
+		}
+		if k == kindBye && isClosed(p.left) {
+			return s.id.errorf(p.rank, "receive", "a second %s", k)
+		}
 		if fromClient && !p.client || !fromClient && !p.server {
 			return s.id.errorf(p.rank, "receive", "got a %s of %s from a rank that is not this rank's %s",
 				k, s.id.opName(m.Op), map[bool]string{true: "client", false: "server"}[fromClient])
@@ -242,7 +251,15 @@ func (s *Service) readLoop(p *peer) error {
 				}
 			}
 			close(p.left)
-			if !p.server {
+			if err := s.id.send(s.ctx, p.rank, kindByeAck, Msg{}); err != nil {
+				return err
+			}
+			if !p.server || isClosed(p.acked) {
+				return nil
+			}
+		case kindByeAck:
+			close(p.acked)
+			if !p.client || isClosed(p.left) {
 				return nil
 			}
 		case kindShut:
@@ -381,12 +398,12 @@ func (s *Service) Fail(ctx context.Context, to int, op uint8, reason error) erro
 	return s.id.send(ctx, to, kindFail, Msg{Op: op, Body: []byte(reason.Error())})
 }
 
-// Close is the service's shutdown on this rank: it says bye to its servers, waits until every
-// client has said bye (or its link failed), and stops the readers. A server returns only once
-// its clients are done with it. When ctx ends first, the clients still calling are told that
-// this rank serves no more (their pending requests fail with an error naming the service,
-// this rank and the request) and Close returns an error naming them. It returns the first
-// error the service met.
+// Close is the service's shutdown on this rank: it says bye to its servers and waits for their
+// acknowledgements (read at once by their readers), waits until every client has said bye (or
+// its link failed), and stops the readers. A server returns only once its clients are done
+// with it. When ctx ends first, the clients still calling are told that this rank serves no
+// more (their pending requests fail with an error naming the service, this rank and the
+// request) and Close returns an error naming them. It returns the first error the service met.
 func (s *Service) Close(ctx context.Context) error {
 	s.once.Do(func() {
 		s.closing.Store(true)
@@ -396,25 +413,12 @@ func (s *Service) Close(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
-		var waiting []int
-		for _, r := range s.clients {
-			select {
-			case <-s.peers[r].left:
-				continue
-			default:
-			}
-			select {
-			case <-s.peers[r].left:
-			case <-ctx.Done():
-				waiting = append(waiting, r)
-			}
+		if r := s.await(ctx, s.servers, func(p *peer) <-chan struct{} { return p.acked }); len(r) > 0 {
+			errs = append(errs, s.id.errorf(r[0], "close", "servers %v did not acknowledge this rank's bye: %w", r, ctx.Err()))
 		}
-		if len(waiting) > 0 {
-			for _, r := range waiting {
-				// The notice goes out on the service's own context: ctx has ended.
-				_ = s.id.send(s.ctx, r, kindShut, Msg{})
-			}
-			errs = append(errs, s.id.errorf(waiting[0], "close", "ranks %v did not say bye: %w", waiting, ctx.Err()))
+		if r := s.await(ctx, s.clients, func(p *peer) <-chan struct{} { return p.left }); len(r) > 0 {
+			s.shut(r)
+			errs = append(errs, s.id.errorf(r[0], "close", "ranks %v did not say bye: %w", r, ctx.Err()))
 		}
 		s.stop()
 		s.closed = errors.Join(append([]error{s.Err()}, errs...)...)
@@ -422,11 +426,53 @@ func (s *Service) Close(ctx context.Context) error {
 	return s.closed
 }
 
-// Abort stops the service on this rank at once, without waiting for any peer: its pending
-// calls fail. For a failed run, whose peers may never say bye.
+// await waits until, for every rank of ranks, the peer's event has happened or its reader has
+// stopped, or ctx ends; it returns the ranks still awaited then.
+func (s *Service) await(ctx context.Context, ranks []int, event func(*peer) <-chan struct{}) []int {
+	var late []int
+	for _, r := range ranks {
+		p := s.peers[r]
+		if isClosed(event(p)) || isClosed(p.dead) {
+			continue
+		}
+		select {
+		case <-event(p):
+		case <-p.dead:
+		case <-ctx.Done():
+			late = append(late, r)
+		}
+	}
+	return late
+}
+
+// shut tells clients that this rank serves them no more; on the service's own context, since
+// the caller's may have ended.
+func (s *Service) shut(clients []int) {
+	for _, r := range clients {
+		if !isClosed(s.peers[r].dead) {
+			_ = s.id.send(s.ctx, r, kindShut, Msg{})
+		}
+	}
+}
+
+// Abort stops the service on this rank at once, for a failed run whose peers may never say
+// bye: it tells its servers bye and its clients that it serves no more, waiting for none of
+// them, and stops its readers; its pending calls fail.
 func (s *Service) Abort() {
 	s.once.Do(func() {
 		s.closing.Store(true)
+		for _, r := range s.servers {
+			if !isClosed(s.peers[r].dead) {
+				_ = s.id.send(s.ctx, r, kindBye, Msg{})
+			}
+		}
+		var unfinished []int
+		for _, r := range s.clients {
+			if !isClosed(s.peers[r].left) {
+				unfinished = append(unfinished, r)
+			}
+		}
+		s.shut(unfinished)
 		s.stop()
 		s.closed = s.Err()
 	})

@@ -266,10 +266,10 @@ func TestServiceLinkFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-h.held
-	svcs[0].Abort()
-	if err := eps[0].Close(); err != nil {
+	if err := eps[0].Close(); err != nil { // rank 0 ends without closing its service
 		t.Fatal(err)
 	}
+	defer svcs[0].Abort()
 	_, err := svcs[1].Wait(ctx, 0)
 	var se *Error
 	if !errors.As(err, &se) || se.Service != "link" || se.Peer != 0 || se.Op != "hold request" {
@@ -404,5 +404,52 @@ func TestMailbox(t *testing.T) {
 				return nil
 			})
 		})
+	}
+}
+
+// A rank that is its peer's client and server, and whose peer finished its shutdown and ended,
+// does not take the ended link for a failure while it still waits for another client.
+func TestServiceCloseAfterPeerEnded(t *testing.T) {
+	eps := transport.NewMemJob(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Ranks 0 and 1 serve and call each other; rank 2 calls rank 0 only.
+	specs := []Spec{
+		{Clients: []int{0, 1, 2}, Servers: []int{0, 1}},
+		{Clients: []int{0, 1}, Servers: []int{0, 1}},
+		{Servers: []int{0}},
+	}
+	svcs := make([]*Service, 3)
+	for r, sp := range specs {
+		sp.Name, sp.Ops, sp.MaxBody = "ended", testOps, 64
+		if len(sp.Clients) > 0 {
+			sp.Handler = &testServer{notes: map[int]int{}}
+		}
+		s, err := Start(ctx, eps[r], sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs[r] = s
+	}
+	for _, pair := range [][2]int{{0, 1}, {1, 0}, {2, 0}} {
+		rep, err := svcs[pair[0]].Call(ctx, pair[1], Msg{Op: opAdd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Release()
+	}
+	closed0 := make(chan error, 1)
+	go func() { closed0 <- svcs[0].Close(ctx) }()
+	if err := svcs[1].Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := eps[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := svcs[2].Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed0; err != nil {
+		t.Fatalf("rank 0's Close: %v", err)
 	}
 }

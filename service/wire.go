@@ -60,6 +60,7 @@ const (
 	kindFail                    // a server's refusal of a request; Body is the reason
 	kindBye                     // the client sends this server no more requests
 	kindShut                    // the server answers this client no more
+	kindByeAck                  // the server read the client's bye
 )
 
 func (k kind) String() string {
@@ -76,6 +77,8 @@ func (k kind) String() string {
 		return "bye"
 	case kindShut:
 		return "shutdown notice"
+	case kindByeAck:
+		return "bye acknowledgement"
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
 }
@@ -138,7 +141,7 @@ func (id *ident) send(ctx context.Context, to int, k kind, m Msg) error {
 	}
 	if err := id.ep.Send(ctx, to, id.header(k, m), m.Body); err != nil {
 		what := k.String()
-		if k != kindBye && k != kindShut {
+		if k < kindBye {
 			what = id.opName(m.Op) + " " + what
 		}
 		return id.wrap(to, "send "+what, err)
