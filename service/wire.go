@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 
 	"github.com/hetsync/hetsync/transport"
 )
@@ -27,10 +26,14 @@ func ChannelOf(name string) transport.Channel {
 // that chose its channel, so two names on one channel are told apart.
 func tagOf(name string) uint16 { return uint16(hashOf(name) >> 48) }
 
+// hashOf is the 64-bit FNV-1a hash of name.
 func hashOf(name string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return h.Sum64()
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); i++ {
+		h ^= uint64(name[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // Msg is one request, reply or one-way message. The layer carries it and never reads it: Op

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/collective/kv"
 	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/service"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -74,6 +77,20 @@ func TestControlStepsNamed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("error %v, want it to name %q", err, want)
 		}
+	}
+}
+
+// TestServiceChannelsDistinct checks that the services of a training job and the link
+// measurement have channels of their own: the layer derives a channel from a name, and two
+// names on one channel would turn every message between them into an error.
+func TestServiceChannelsDistinct(t *testing.T) {
+	seen := map[transport.Channel]string{}
+	for _, name := range []string{kv.DefaultName, esyncServiceName, controlServiceName, topology.MeasureName} {
+		ch := service.ChannelOf(name)
+		if other, ok := seen[ch]; ok {
+			t.Fatalf("%q and %q share channel %d", other, name, ch)
+		}
+		seen[ch] = name
 	}
 }
 

@@ -43,7 +43,7 @@ func TestDelayedWindows(t *testing.T) {
 		if got := d.DelayAt(now); (got > 0) != st.delayed && i > 0 {
 			t.Fatalf("at %v: DelayAt = %v, want delayed=%v", st.at, got, st.delayed)
 		}
-		h := Header{Channel: ChanCollective, Seq: uint64(i)}
+		h := Header{Channel: chanFirst, Seq: uint64(i)}
 		if err := d.Send(ctx, 1, h, []byte{byte(i)}); err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestDelayedSendHonoursContext(t *testing.T) {
 	d.Start(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := d.Send(ctx, 1, Header{Channel: ChanCollective}, []byte("x"))
+	err := d.Send(ctx, 1, Header{Channel: chanFirst}, []byte("x"))
 	var pe *PeerError
 	if !errors.As(err, &pe) || pe.Peer != 1 || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want a PeerError for peer 1 wrapping context.Canceled", err)

@@ -1,0 +1,7 @@
+package transport
+
+// Channels of the transport's tests: the transport gives no channel a meaning, any values do.
+const (
+	chanFirst Channel = 0
+	chanUser  Channel = 16
+)
