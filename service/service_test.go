@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -184,7 +185,14 @@ func exercise(t *testing.T, eps []transport.Endpoint) {
 
 func TestServiceMem(t *testing.T) {
 	for n := 1; n <= 9; n++ {
-		t.Run(fmt.Sprint(n), func(t *testing.T) { exercise(t, transport.NewMemJob(n)) })
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			exercise(t, transport.NewMemJob(n))
+			// Close returns once its readers have: none is left behind.
+			if after := runtime.NumGoroutine(); after > before {
+				t.Errorf("%d goroutines before the job, %d after every rank closed", before, after)
+			}
+		})
 	}
 }
 
