@@ -13,10 +13,12 @@
 //     at once or later (a reply may be parked, as the parameter server's SSP gate does);
 //     clients send requests and collect replies, at most one in flight per server. One reader
 //     goroutine per peer serves the peer's requests and hands its replies over. Close is the
-//     one shutdown: a rank says bye to its servers, waits until its clients have said bye,
-//     tells the clients that never did that it serves no more, and stops its readers; a
-//     request pending at a rank that stops serving, or whose link fails, ends in an error
-//     naming the service, the peer and the request.
+//     one shutdown: a rank says bye to its servers (each acknowledges it at once), waits
+//     until its clients have said bye, tells the clients that never did, when its context
+//     ends first, that it serves no more, and stops its readers; a request pending at a rank
+//     that stops serving, or whose link fails, ends in an error naming the service, the peer
+//     and the request. A reader stops once its peer can send nothing more (both byes are
+//     acknowledged), so a peer that ends after its own Close is never taken for a failure.
 //   - Mailbox: one-way messages that both sides expect in an order they both know (the job
 //     control's barriers, broadcasts and gathers), with no reader goroutine: a rank receives
 //     from a peer when its protocol says the message is due.
