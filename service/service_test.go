@@ -461,3 +461,34 @@ func TestServiceCloseAfterPeerEnded(t *testing.T) {
 		t.Fatalf("rank 0's Close: %v", err)
 	}
 }
+
+// A rank that closes its own side while one of its requests is pending (Close from another
+// goroutine, or Abort) fails that request with an error naming the service, the server and
+// the request, instead of leaving its caller waiting.
+func TestServiceOwnCloseFailsPending(t *testing.T) {
+	for _, abort := range []bool{false, true} {
+		t.Run(fmt.Sprint("abort=", abort), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			eps := transport.NewMemJob(2)
+			svcs, h := oneServer(t, eps, "own")
+			if err := svcs[1].Ask(ctx, 0, Msg{Op: opHold}); err != nil {
+				t.Fatal(err)
+			}
+			<-h.held
+			if abort {
+				svcs[1].Abort()
+			} else if err := svcs[1].Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_, err := svcs[1].Wait(ctx, 0)
+			var se *Error
+			if !errors.As(err, &se) || se.Service != "own" || se.Peer != 0 || se.Op != "hold request" {
+				t.Fatalf("pending request ended with %v, want an error naming service, server and request", err)
+			}
+			if err := svcs[0].Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
