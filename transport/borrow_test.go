@@ -26,7 +26,7 @@ func TestStreamRecvBorrow(t *testing.T) {
 					}
 				}
 				// Borrowing on one channel leaves the others alone.
-				if err := eps[0].Send(ctx, 1, Header{Channel: ChanControl}, []byte("control")); err != nil {
+				if err := eps[0].Send(ctx, 1, Header{Channel: chanSecond}, []byte("control")); err != nil {
 					t.Fatal(err)
 				}
 				if err := eps[0].Send(ctx, 1, Header{Channel: chanUser}, []byte("user")); err != nil {
@@ -37,7 +37,7 @@ func TestStreamRecvBorrow(t *testing.T) {
 					t.Fatalf("borrow on the user channel: %q, %v", p, err)
 				}
 				buf := make([]byte, 16)
-				n, err := eps[1].Recv(ctx, 0, Header{Channel: ChanControl}, buf)
+				n, err := eps[1].Recv(ctx, 0, Header{Channel: chanSecond}, buf)
 				if err != nil || string(buf[:n]) != "control" {
 					t.Fatalf("recv on the control channel: %q, %v", buf[:n], err)
 				}

@@ -169,7 +169,7 @@ func TestStreamOrderingAndChannels(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			eps := streamJob(t, kind, 3, DefaultStreamOptions(), nil)
 			ctx := context.Background()
-			chans := []Channel{chanFirst, ChanControl, chanUser + 5}
+			chans := []Channel{chanFirst, chanSecond, chanUser + 5}
 			const perChan = 12
 			var wg sync.WaitGroup
 			errc := make(chan error, 16)
