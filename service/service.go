@@ -250,10 +250,12 @@ func (s *Service) readLoop(p *peer) error {
 					return s.id.wrap(p.rank, "bye", err)
 				}
 			}
-			close(p.left)
+			// The acknowledgement goes out before the bye counts: once every client has
+			// left, Close stops this rank's readers, and with them this send.
 			if err := s.id.send(s.ctx, p.rank, kindByeAck, Msg{}); err != nil {
 				return err
 			}
+			close(p.left)
 			if !p.server || isClosed(p.acked) {
 				return nil
 			}

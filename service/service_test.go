@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -490,5 +491,43 @@ func TestServiceOwnCloseFailsPending(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// ackWatch is rank 0's endpoint in TestServiceByeAckedBeforeClose: when it sends a bye's
+// acknowledgement after the bye already counted (the client's left is closed), it holds the
+// send until the service's context ends, which is where Close goes once every client has left.
+type ackWatch struct {
+	transport.Endpoint
+	svc atomic.Pointer[Service]
+}
+
+func (a *ackWatch) Send(ctx context.Context, to int, h transport.Header, payload []byte) error {
+	if k, _ := unpack(h); k == kindByeAck {
+		if s := a.svc.Load(); s != nil && isClosed(s.peers[to].left) {
+			<-ctx.Done()
+		}
+	}
+	return a.Endpoint.Send(ctx, to, h, payload)
+}
+
+// A server acknowledges a bye before the bye counts toward its Close: otherwise a Close that
+// sees its last client leave stops the reader that was about to acknowledge, and the client
+// waits for an acknowledgement that never comes.
+func TestServiceByeAckedBeforeClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mem := transport.NewMemJob(2)
+	watch := &ackWatch{Endpoint: mem[0]}
+	eps := []transport.Endpoint{watch, mem[1]}
+	svcs, _ := oneServer(t, eps, "acked")
+	watch.svc.Store(svcs[0])
+	closed0 := make(chan error, 1)
+	go func() { closed0 <- svcs[0].Close(ctx) }()
+	if err := svcs[1].Close(ctx); err != nil {
+		t.Fatalf("client's Close: %v", err)
+	}
+	if err := <-closed0; err != nil {
+		t.Fatalf("server's Close: %v", err)
 	}
 }
