@@ -10,7 +10,7 @@ import (
 )
 
 // A rank that gives up on a call tells every peer why before it sends the abort notice: one
-// message on transport.ChanAbort of the job's endpoint, whose header names the call (Seq, and
+// message on a channel of its own of the job's endpoint, whose header names the call (Seq, and
 // in Segment the channel of the communicator) and the job rank that gave up first (Op), with
 // that rank's own error as the payload. A rank that gives up because a peer aborted passes the
 // first rank's reason on unchanged, so that however far the aborts travel, every rank reports
@@ -28,7 +28,7 @@ func (c *Comm) abortChannel() transport.Channel {
 	if e, ok := c.ep.(subChanneler); ok {
 		return e.channel()
 	}
-	return transport.ChanCollective
+	return chanCollective
 }
 
 // abortReason is what this rank sends its peers when it gives up on a call with err: the job
@@ -47,7 +47,7 @@ func (c *Comm) abortReason(err error) (first int, reason string) {
 
 // tellAbortReason sends peer r the reason this rank gave up on call seq (best effort).
 func (c *Comm) tellAbortReason(ctx context.Context, r int, seq uint64, first int, reason []byte) {
-	h := transport.Header{Channel: transport.ChanAbort, Seq: seq, Segment: uint32(c.abortChannel()), Op: uint32(first)}
+	h := transport.Header{Channel: chanAbort, Seq: seq, Segment: uint32(c.abortChannel()), Op: uint32(first)}
 	_ = c.base.Send(ctx, c.jobRank(r), h, reason)
 }
 
@@ -60,7 +60,7 @@ func (c *Comm) peerAborted(from int, seq uint64) *PeerAbortedError {
 	buf := make([]byte, abortReasonMax)
 	// Reasons of earlier communicators or calls may be queued before this one: skip them.
 	for range 16 {
-		h, n, err := c.base.RecvAny(ctx, c.jobRank(from), transport.ChanAbort, buf)
+		h, n, err := c.base.RecvAny(ctx, c.jobRank(from), chanAbort, buf)
 		if err != nil {
 			return e
 		}

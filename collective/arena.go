@@ -197,7 +197,7 @@ func (ac *arenaColl) disagreeing(call uint64, all bool) int {
 // path reports one (a frame from r that is not the expected one).
 func (ac *arenaColl) mismatchErr(r int) error {
 	header := func(h uint64) transport.Header {
-		return transport.Header{Channel: transport.ChanCollective, Seq: h >> 32 & (1<<24 - 1), Op: uint32(h)}
+		return transport.Header{Channel: chanCollective, Seq: h >> 32 & (1<<24 - 1), Op: uint32(h)}
 	}
 	want, got := header(ac.header(ac.rank)), header(ac.header(r))
 	return &transport.MismatchError{Rank: ac.rank, Peer: r, Want: want, Got: got}

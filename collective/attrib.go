@@ -221,7 +221,7 @@ func (c *Comm) attribute(ctx context.Context, seq uint64, kind collKind, bytes i
 	mine := a.table[me*row : (me+1)*row]
 	clear(mine)
 	mine[stampStart] = a.start
-	h := transport.Header{Channel: transport.ChanCollective, Seq: seq, Segment: stampSegment,
+	h := transport.Header{Channel: chanCollective, Seq: seq, Segment: stampSegment,
 		Op: c.signature(kindAttribution, Int64, 0, bytes, 1)}
 	if err := c.sendStamps(ctx, s, h); err != nil {
 		return fmt.Errorf("attribution: %w", err)
@@ -240,7 +240,7 @@ func (c *Comm) attribute(ctx context.Context, seq uint64, kind collKind, bytes i
 		a.gather = buildSchedule(butterfly{}, kindAllGather, p, me, n, 0, Int64.Size(), c.opts.SegmentBytes)
 	}
 	gather := a.gather
-	h = transport.Header{Channel: transport.ChanCollective, Seq: seq, Op: c.signature(kindAttribution, Int64, 0, n, 0)}
+	h = transport.Header{Channel: chanCollective, Seq: seq, Op: c.signature(kindAttribution, Int64, 0, n, 0)}
 	if err := c.execute(ctx, gather, Buffer{DType: Int64, Bytes: a.tableBytes}, Buffer{}, Sum, h); err != nil {
 		return fmt.Errorf("attribution: gathering the stamps: %w", err)
 	}

@@ -147,7 +147,7 @@
 //   - Reduce: segmented binomial tree (⌈lg p⌉(α+nβ+nγ)); non-root buffers hold partials after.
 //   - Barrier: dissemination, ⌈lg p⌉ rounds of empty messages.
 //   - AllToAll: pairwise exchange, p-1 rounds, (p-1)(α + n/p·β).
-//   - Send/Recv: one message, sequence numbers per peer, on transport.ChanP2P (a channel apart
+//   - Send/Recv: one message, sequence numbers per peer, on a channel of its own (apart
 //     from the collectives', so a pending Recv never takes a collective's message).
 //
 // # Semantics
@@ -201,7 +201,7 @@
 // ranks that passed the same color form a Comm ranked by key, then parent rank; a negative
 // color (Undefined) gets nil. Each sub-communicator maps its ranks to the job endpoint's ranks
 // and carries its messages on two transport channels of its own (collectives and
-// point-to-point), from transport.ChanSubComm on,
+// point-to-point), from service.EndChannel on,
 // so it has its own sequence numbers and never exchanges a message with its parent or any other
 // communicator: communicators may run at once from different goroutines. The members agree on
 // the channel during Split: every rank proposes the lowest channel it has not used, the

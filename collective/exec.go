@@ -193,7 +193,7 @@ func (c *Comm) execSchedule(ctx context.Context, seq uint64, kind collKind, buf,
 		es := buf.DType.Size()
 		copy(buf.Bytes[lo*es:hi*es], aux.Bytes[lo*es:hi*es])
 	}
-	h := transport.Header{Channel: transport.ChanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
+	h := transport.Header{Channel: chanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
 		Op: c.signature(kind, buf.DType, op, n, root)}
 	if err := c.arenaPublish(seq, h.Op); err != nil {
 		return c.callErr(ctx, kind, seq, limit, err)
@@ -222,7 +222,7 @@ func (c *Comm) execSchedule(ctx context.Context, seq uint64, kind collKind, buf,
 func (c *Comm) abort(seq uint64, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	h := transport.Header{Channel: transport.ChanCollective, Seq: seq, Op: abortOp}
+	h := transport.Header{Channel: chanCollective, Seq: seq, Op: abortOp}
 	first, reason := c.abortReason(err)
 	for r := 0; r < c.Size(); r++ {
 		if r != c.Rank() {

@@ -11,7 +11,7 @@ import (
 // message issued before it has finished, so the transport sees them in order and never has two
 // receives from one peer at once. Guarded by Comm.p2pMu.
 //
-// The messages travel on transport.ChanP2P, never on the collectives' channel: the transport
+// The messages travel on a channel of their own, never on the collectives': the transport
 // keeps one FIFO per (peer, channel), and a receive pending there while a collective runs
 // would take that collective's message from the same peer (or the collective its).
 type p2pLane struct {
@@ -80,7 +80,7 @@ func (c *Comm) send(ctx context.Context, to int, seq uint64, prev chan struct{},
 	defer cancel()
 	err := after(ctx, prev)
 	if err == nil {
-		h := transport.Header{Channel: transport.ChanP2P, Codec: c.codecFor(buf.DType), Seq: seq,
+		h := transport.Header{Channel: chanP2P, Codec: c.codecFor(buf.DType), Seq: seq,
 			Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), c.Rank())}
 		err = c.ep.Send(ctx, to, h, buf.Bytes)
 	}
@@ -95,7 +95,7 @@ func (c *Comm) recv(ctx context.Context, from int, seq uint64, prev chan struct{
 	defer cancel()
 	err := after(ctx, prev)
 	if err == nil {
-		h := transport.Header{Channel: transport.ChanP2P, Seq: seq,
+		h := transport.Header{Channel: chanP2P, Seq: seq,
 			Op: c.signature(kindPointToPoint, buf.DType, 0, buf.Len(), from)}
 		err = c.recvExact(ctx, from, h, buf.Bytes)
 	}

@@ -276,7 +276,7 @@ func (c *Comm) vote(ctx context.Context, seq uint64, key schedKey, j *callJudge)
 	}
 	j.wait = max(0, j.wait-1)
 	c.growTemp(r.flagSched, Float64.Size())
-	h := transport.Header{Channel: transport.ChanCollective, Seq: seq,
+	h := transport.Header{Channel: chanCollective, Seq: seq,
 		Op: c.signature(kindAllReduce, Float64, Max, len(r.flags), -1)}
 	// The vote runs under the call's sequence number with an op signature no user call has
 	// (their roots are not negative): the peers' vote messages come after their messages of

@@ -31,7 +31,7 @@ type channelAllocator struct {
 }
 
 func newChannelAllocator() *channelAllocator {
-	return &channelAllocator{next: int(transport.ChanSubComm)}
+	return &channelAllocator{next: int(chanSubComm)}
 }
 
 // proposal is the lowest channel this rank could take now.
@@ -86,7 +86,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		if ch+1 > math.MaxUint16 {
 			// Every rank computed the same ch: they all fail here together.
 			return nil, fmt.Errorf("%s: split (color %d, key %d): the %d sub-communicator channels (two per sub-communicator) are used up",
-				c.who, color, key, math.MaxUint16+1-int(transport.ChanSubComm))
+				c.who, color, key, math.MaxUint16+1-int(chanSubComm))
 		}
 		flag[0] = 1
 		if color != Undefined && !c.chans.take(ch) {

@@ -314,8 +314,8 @@ func TestSplitWithLinks(t *testing.T) {
 func TestSplitChannelAgreement(t *testing.T) {
 	a := newChannelAllocator()
 	first := a.proposal()
-	if first != int(transport.ChanSubComm) {
-		t.Fatalf("first proposal %d, want %d", first, transport.ChanSubComm)
+	if first != int(chanSubComm) {
+		t.Fatalf("first proposal %d, want %d", first, chanSubComm)
 	}
 	tests := []struct {
 		take int

@@ -9,7 +9,7 @@ import (
 
 // subEndpoint is a sub-communicator's view of the job's endpoint: ranks 0..len(ranks)-1 of the
 // sub-communicator map to ranks of the job's endpoint, and its two conversations,
-// transport.ChanCollective and transport.ChanP2P, travel on channels of their own: ch and
+// chanCollective and chanP2P, travel on channels of their own: ch and
 // ch+1. Its members agreed on them in Split, and no other communicator this rank belongs to
 // uses them, so messages of two communicators (or of one's collectives and its point-to-point
 // messages) never meet in one FIFO, whichever goroutines run them.
@@ -114,7 +114,7 @@ func (e *subEndpoint) jobRank(peer int, ch transport.Channel, op string) (int, t
 	if !ok {
 		return 0, 0, &transport.PeerError{Rank: e.rank, Peer: peer, Op: op + " (sub-communicator)",
 			Err: fmt.Errorf("channel %d: a sub-communicator's endpoint carries only channels %d and %d",
-				ch, transport.ChanCollective, transport.ChanP2P)}
+				ch, chanCollective, chanP2P)}
 	}
 	return e.ranks[peer], bch, nil
 }
@@ -122,9 +122,9 @@ func (e *subEndpoint) jobRank(peer int, ch transport.Channel, op string) (int, t
 // baseChannel is the job endpoint's channel for the sub-communicator's channel ch.
 func (e *subEndpoint) baseChannel(ch transport.Channel) (transport.Channel, bool) {
 	switch ch {
-	case transport.ChanCollective:
+	case chanCollective:
 		return e.ch, true
-	case transport.ChanP2P:
+	case chanP2P:
 		return e.ch + 1, true
 	}
 	return 0, false
@@ -154,9 +154,9 @@ func (e *subEndpoint) wrap(peer int, op string, err error) error {
 func (e *subEndpoint) fromBase(h transport.Header) transport.Header {
 	switch h.Channel {
 	case e.ch:
-		h.Channel = transport.ChanCollective
+		h.Channel = chanCollective
 	case e.ch + 1:
-		h.Channel = transport.ChanP2P
+		h.Channel = chanP2P
 	}
 	return h
 }

@@ -126,7 +126,7 @@ func TestSubEndpointUnwrap(t *testing.T) {
 	eps := transport.NewMemJobArena(4, 1<<20)
 	defer transport.CloseAll(eps)
 	job := &hostRow{Endpoint: eps[1], row: []bool{true, true, false, false}}
-	sub := newSubEndpoint(job, []int{3, 1, 0}, 1, transport.ChanSubComm)
+	sub := newSubEndpoint(job, []int{3, 1, 0}, 1, chanSubComm)
 	if got := transport.SameHost(sub); fmt.Sprint(got) != "[false true true]" {
 		t.Errorf("SameHost of the sub-communicator's ranks 3, 1, 0 = %v", got)
 	}

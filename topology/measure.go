@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hetsync/hetsync/service"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -55,7 +56,11 @@ func (o MeasureOptions) withDefaults() (MeasureOptions, error) {
 	return o, nil
 }
 
-// Message kinds on transport.ChanTopology (the Op of the header).
+// MeasureName is the name under which Measure takes its channel from the service layer
+// (service.ChannelOf), so that no service of the layer shares it by accident.
+const MeasureName = "topology-measure"
+
+// Message kinds on Measure's channel (the Op of the header).
 const (
 	opRow       uint32 = 0x746f7001 + iota // a rank's proven same-host row, to rank 0
 	opHosts                                // rank 0's host indices, to every rank
@@ -80,14 +85,14 @@ const (
 // round trip (α is half its median), large ones with a one-byte answer give the time per
 // byte of the direction (β = (fastest T_large − fastest round trip) / (large − small)).
 //
-// Measure runs on transport.ChanTopology and leaves it empty. It honours ctx: a rank that
+// Measure runs on the channel of MeasureName and leaves it empty. It honours ctx: a rank that
 // never calls Measure makes the others fail when ctx ends, naming the peer they waited for.
 func Measure(ctx context.Context, ep transport.Endpoint, opts MeasureOptions) (*Matrix, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	m := &measurer{ep: ep, opts: opts, rank: ep.Rank(), p: ep.Size()}
+	m := &measurer{ep: ep, ch: service.ChannelOf(MeasureName), opts: opts, rank: ep.Rank(), p: ep.Size()}
 	host, err := m.hosts(ctx)
 	if err != nil {
 		return nil, err
@@ -111,6 +116,7 @@ func Measure(ctx context.Context, ep transport.Endpoint, opts MeasureOptions) (*
 
 type measurer struct {
 	ep      transport.Endpoint
+	ch      transport.Channel
 	opts    MeasureOptions
 	rank, p int
 	buf     []byte // probes, sent and received; MaxLargeBytes once a pair needs it
@@ -124,7 +130,7 @@ type measuredLink struct {
 }
 
 func (m *measurer) header(op uint32, seq uint64) transport.Header {
-	return transport.Header{Channel: transport.ChanTopology, Op: op, Seq: seq}
+	return transport.Header{Channel: m.ch, Op: op, Seq: seq}
 }
 
 // hosts gathers every rank's proven row at rank 0, which groups the ranks into hosts and
@@ -322,7 +328,7 @@ func probeSize(n int, beta float64, o MeasureOptions) int {
 // follow answers peer's probes until it is done.
 func (m *measurer) follow(ctx context.Context, peer int) error {
 	for {
-		h, n, err := m.ep.RecvAny(ctx, peer, transport.ChanTopology, m.buf)
+		h, n, err := m.ep.RecvAny(ctx, peer, m.ch, m.buf)
 		if err != nil {
 			return fmt.Errorf("topology: rank %d: answering rank %d's probes: %w", m.rank, peer, err)
 		}

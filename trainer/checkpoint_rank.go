@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/metrics"
-	"github.com/hetsync/hetsync/transport"
 )
 
 // PerRankCheckpointer is a Checkpointer whose ranks hold different state after a round (their
@@ -124,7 +123,6 @@ func readManifest(dir string) (*CheckpointManifest, error) {
 // for its part.
 func sharePerRankPlan(ctx context.Context, w *Worker, o CheckpointOptions) (CheckpointOptions, error) {
 	const maxPath = 4096
-	h := transport.Header{Channel: transport.ChanControl, Op: ctrlCkptPlan}
 	resumed := int64(-1)
 	if o.Resume != nil {
 		resumed = int64(o.Resume.Round)
@@ -138,14 +136,14 @@ func sharePerRankPlan(ctx context.Context, w *Worker, o CheckpointOptions) (Chec
 		msg = binary.LittleEndian.AppendUint64(msg, uint64(resumed))
 		msg = append(msg, o.Dir...)
 		for r := 1; r < w.Size; r++ {
-			if err := w.Endpoint.Send(ctx, r, h, msg); err != nil {
+			if err := controlSend(ctx, w.Endpoint, r, ctrlCkptPlan, msg); err != nil {
 				return o, fmt.Errorf("trainer: rank 0: sending the checkpoint plan to rank %d: %w", r, err)
 			}
 		}
 		return o, nil
 	}
 	buf := make([]byte, 24+maxPath)
-	n, err := w.Endpoint.Recv(ctx, 0, h, buf)
+	n, err := controlRecv(ctx, w.Endpoint, 0, ctrlCkptPlan, buf)
 	if err != nil {
 		return o, fmt.Errorf("trainer: rank %d: receiving the checkpoint plan from rank 0: %w", w.Rank, err)
 	}
@@ -165,10 +163,9 @@ func sharePerRankPlan(ctx context.Context, w *Worker, o CheckpointOptions) (Chec
 // round every rank's: a period in rounds every rank counts alike, but a period in time only
 // rank 0's clock decides.
 func agreeCheckpointDue(ctx context.Context, w *Worker, due bool) (bool, error) {
-	h := transport.Header{Channel: transport.ChanControl, Op: ctrlCkptDue}
 	b := []byte{0}
 	if w.Rank != 0 {
-		if _, err := w.Endpoint.Recv(ctx, 0, h, b); err != nil {
+		if _, err := controlRecv(ctx, w.Endpoint, 0, ctrlCkptDue, b); err != nil {
 			return false, fmt.Errorf("trainer: rank %d: waiting for rank 0's checkpoint decision: %w", w.Rank, err)
 		}
 		return b[0] == 1, nil
@@ -177,7 +174,7 @@ func agreeCheckpointDue(ctx context.Context, w *Worker, due bool) (bool, error) 
 		b[0] = 1
 	}
 	for r := 1; r < w.Size; r++ {
-		if err := w.Endpoint.Send(ctx, r, h, b); err != nil {
+		if err := controlSend(ctx, w.Endpoint, r, ctrlCkptDue, b); err != nil {
 			return false, fmt.Errorf("trainer: rank 0: sending the checkpoint decision to rank %d: %w", r, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/service"
 )
 
 // ESyncConfig holds ESync's settings (docs/algorithms.md#esync).
@@ -230,8 +231,9 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 	s.opt = SGD{LR: float32(s.cfg.LocalLR), Momentum: float32(*s.cfg.LocalMomentum), WeightDecay: float32(w.Cfg.WeightDecay)}
 	s.round = 1
 	s.overlap = s.cfg.Queries == ESyncNonBlocking
-	s.svc = startESyncService(ctx, w.Endpoint, s.cfg.Epsilon, s.cfg.EpsilonFactor)
-	return nil
+	svc, err := startESyncService(ctx, w.Endpoint, s.cfg.Epsilon, s.cfg.EpsilonFactor)
+	s.svc = svc
+	return err
 }
 
 // Round is the built-in loop's round (StepRound), or, with non-blocking queries on a rank
@@ -415,7 +417,7 @@ func (s *esync) speculate(ctx context.Context, w *Worker) (ready bool, err error
 	}
 	var a esyncAnswer
 	answered := false
-	take := func(got esyncAnswer) error {
+	take := func(got service.Reply) error {
 		var err error
 		a, err = s.svc.Check(got)
 		answered = true
@@ -494,7 +496,7 @@ func (s *esync) Finish(ctx context.Context, w *Worker) error {
 	}
 	if !s.clean && w.Rank == 0 {
 		// A failed run: the peers may never say bye; do not wait for them.
-		s.svc.cancel()
+		s.svc.Abort()
 		return nil
 	}
 	return s.svc.Close(ctx)

@@ -3,17 +3,17 @@ package trainer
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/hetsync/hetsync/service"
 	"github.com/hetsync/hetsync/transport"
 )
 
-// esyncService is ESync's state service over the job's own transport (transport.ChanState).
-// Rank 0 hosts the state machine (esyncState); it answers the other ranks from one goroutine
-// per peer, and its own queries go straight to the state machine under the same lock.
+// esyncService is ESync's state service, a service (package service) of the job's endpoint.
+// Rank 0 hosts the state machine (esyncState) and serves the other ranks; its own queries go
+// straight to the state machine under the same lock.
 //
 // One clock: te and now are rank 0's monotonic clock (time since the service started). A
 // remote query leaves right after the step it reports, so rank 0 stamps te at receipt: te lags
@@ -26,142 +26,100 @@ import (
 // in order: one one-way message instead of a message and a round trip, which took a round
 // trip off every rank's round (the slowest's included) and leaves the predicates unchanged.
 //
-// Wire protocol (all frames on ChanState): a request's Header.Op is esyncMagic|op, Seq the
-// round, Segment k; a query's and a reset's payload is c in nanoseconds (8 bytes), a bye's is
-// empty. A reply's Op is esyncMagic|esyncReply (|esyncReady), echoing Seq and Segment. Each
-// rank has at most one query in flight, so replies need no matching beyond the echo check.
+// Messages: a query is a request (Arg the round, Aux k, Body c in nanoseconds, 8 bytes)
+// whose reply's flags say READY and whether the asking rank is the slowest; a reset is a
+// one-way message (Arg the round, Body c). Each rank has at most one query in flight.
 type esyncService struct {
-	ep    transport.Endpoint
+	svc   *service.Service
 	rank  int
 	start time.Time
 
 	// rank 0
-	mu      sync.Mutex
-	sm      *esyncState
-	servers sync.WaitGroup
-	cancel  context.CancelFunc
-	errMu   sync.Mutex
-	err     error
+	mu sync.Mutex
+	sm *esyncState
 
-	// other ranks: a goroutine receives rank 0's replies into answers, so that a rank can
-	// go on computing while its query is in flight (Ask, then Answers or Answer).
+	// other ranks: the query in flight, so that a rank can go on computing while it is
+	// (Ask, then Answers or Answer).
 	req     [8]byte
-	answers chan esyncAnswer
-	pending *transport.Header // the query in flight, nil when none
-	slowest bool              // the last answer named this rank the slowest
+	pending service.Msg // the query in flight, when asking
+	asking  bool
+	slowest bool // the last answer named this rank the slowest
 }
 
 // esyncAnswer is rank 0's reply to a query: READY or not, and whether the asking rank was
 // the slowest (the largest last step time) when the service decided.
 type esyncAnswer struct {
-	h       transport.Header
 	ready   bool
 	slowest bool
-	err     error
 }
 
+// The state service's name, its operations and its reply's flags.
 const (
-	esyncMagic uint32 = 0x45530000 // "ES"
-	esyncQuery uint32 = 1
-	esyncReset uint32 = 2
-	esyncBye   uint32 = 3
-	esyncReply uint32 = 1 << 8
-	esyncReady uint32 = 1 << 9
-	esyncSlow  uint32 = 1 << 10 // the asking rank is the slowest
-	esyncOpMsk uint32 = 0xff
+	esyncServiceName = "esync-state"
+
+	esyncQuery uint8 = 0
+	esyncReset uint8 = 1
+
+	esyncReady uint8 = 1 << 0
+	esyncSlow  uint8 = 1 << 1 // the asking rank is the slowest
 )
 
+func esyncOps() []string { return []string{"query", "reset"} }
+
 // startESyncService starts the service on this rank; every rank calls it.
-func startESyncService(ctx context.Context, ep transport.Endpoint, epsilon time.Duration, epsFactor float64) *esyncService {
-	s := &esyncService{ep: ep, rank: ep.Rank(), start: time.Now()}
-	if s.rank != 0 {
-		actx, cancel := context.WithCancel(ctx)
-		s.cancel = cancel
-		s.answers = make(chan esyncAnswer, 1)
-		go s.receive(actx)
-		return s
+func startESyncService(ctx context.Context, ep transport.Endpoint, epsilon time.Duration, epsFactor float64) (*esyncService, error) {
+	s := &esyncService{rank: ep.Rank(), start: time.Now()}
+	spec := service.Spec{Name: esyncServiceName, Ops: esyncOps(), MaxBody: 8}
+	if s.rank == 0 {
+		s.sm = newESyncState(ep.Size(), epsilon, epsFactor)
+		spec.Handler = s
+		for r := 1; r < ep.Size(); r++ {
+			spec.Clients = append(spec.Clients, r)
+		}
+	} else {
+		spec.Servers = []int{0}
 	}
-	s.sm = newESyncState(ep.Size(), epsilon, epsFactor)
-	sctx, cancel := context.WithCancel(ctx)
-	s.cancel = cancel
-	for peer := 1; peer < ep.Size(); peer++ {
-		s.servers.Add(1)
-		go func() {
-			defer s.servers.Done()
-			if err := s.serve(sctx, peer); err != nil {
-				s.fail(err)
-			}
-		}()
+	svc, err := service.Start(ctx, ep, spec)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: rank %d: esync: %w", s.rank, err)
 	}
-	return s
+	s.svc = svc
+	return s, nil
 }
 
 func (s *esyncService) now() time.Duration { return time.Since(s.start) }
 
-func (s *esyncService) fail(err error) {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	if s.err == nil {
-		s.err = err
+// Serve answers a query, or applies a reset, of rank r.Peer (rank 0).
+func (s *esyncService) Serve(ctx context.Context, svc *service.Service, r service.Request) error {
+	ok := r.Op == esyncQuery && !r.OneWay || r.Op == esyncReset && r.OneWay
+	if !ok || len(r.Body) != 8 {
+		return fmt.Errorf("unexpected message (op %d, one-way %v, %d bytes): want a query or a one-way reset carrying 8 bytes", r.Op, r.OneWay, len(r.Body))
 	}
-}
-
-func (s *esyncService) failed() error {
-	s.errMu.Lock()
-	defer s.errMu.Unlock()
-	return s.err
-}
-
-// serve answers one peer until it says bye.
-func (s *esyncService) serve(ctx context.Context, peer int) error {
-	var buf [8]byte
-	for {
-		h, n, err := s.ep.RecvAny(ctx, peer, transport.ChanState, buf[:])
-		if err != nil {
-			return fmt.Errorf("trainer: rank 0: esync state service: receiving from rank %d: %w", peer, err)
-		}
-		if h.Op&^esyncOpMsk != esyncMagic {
-			return fmt.Errorf("trainer: rank 0: esync state service: rank %d sent a foreign frame (%v)", peer, h)
-		}
-		switch h.Op & esyncOpMsk {
-		case esyncQuery:
-			if n != 8 {
-				return fmt.Errorf("trainer: rank 0: esync state service: query from rank %d has %d bytes, want 8", peer, n)
-			}
-			c := time.Duration(binary.LittleEndian.Uint64(buf[:]))
-			s.mu.Lock()
-			now := s.now()
-			ready := s.sm.query(peer, int(h.Segment), c, now, now)
-			slowest := s.sm.slowest() == peer
-			s.mu.Unlock()
-			rh := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncReply, Seq: h.Seq, Segment: h.Segment}
-			if ready {
-				rh.Op |= esyncReady
-			}
-			if slowest {
-				rh.Op |= esyncSlow
-			}
-			if err := s.ep.Send(ctx, peer, rh, nil); err != nil {
-				return fmt.Errorf("trainer: rank 0: esync state service: replying to rank %d: %w", peer, err)
-			}
-		case esyncReset:
-			if n != 8 {
-				return fmt.Errorf("trainer: rank 0: esync state service: reset from rank %d has %d bytes, want 8", peer, n)
-			}
-			s.resetAndQuery(peer, int(h.Seq), time.Duration(binary.LittleEndian.Uint64(buf[:])))
-		case esyncBye:
-			return nil
-		default:
-			return fmt.Errorf("trainer: rank 0: esync state service: rank %d sent unknown op %#x", peer, h.Op)
-		}
+	c := time.Duration(binary.LittleEndian.Uint64(r.Body))
+	if r.Op == esyncReset {
+		s.resetAndQuery(r.Peer, int(r.Arg), c)
+		return nil
 	}
+	s.mu.Lock()
+	now := s.now()
+	ready := s.sm.query(r.Peer, int(r.Aux), c, now, now)
+	slowest := s.sm.slowest() == r.Peer
+	s.mu.Unlock()
+	m := service.Msg{Op: esyncQuery, Arg: r.Arg, Aux: r.Aux}
+	if ready {
+		m.Flags |= esyncReady
+	}
+	if slowest {
+		m.Flags |= esyncSlow
+	}
+	return svc.Reply(ctx, r.Peer, m)
 }
 
 // Query asks whether this rank is READY for the global update of round, having taken k local
 // steps this round, the last of which took c; it waits for the answer.
 func (s *esyncService) Query(ctx context.Context, round, k int, c time.Duration) (bool, error) {
 	if s.rank == 0 {
-		if err := s.failed(); err != nil {
+		if err := s.svc.Err(); err != nil {
 			return false, err
 		}
 		s.mu.Lock()
@@ -179,74 +137,48 @@ func (s *esyncService) Query(ctx context.Context, round, k int, c time.Duration)
 // Ask sends a query (as Query) without waiting for its answer; ranks other than 0 only, one
 // query in flight at a time. The answer comes on Answers, or from Answer.
 func (s *esyncService) Ask(ctx context.Context, round, k int, c time.Duration) error {
-	if s.pending != nil {
-		return fmt.Errorf("trainer: rank %d: esync query (round %d, k=%d) while k=%d is unanswered", s.rank, round, k, s.pending.Segment)
+	if s.asking {
+		return fmt.Errorf("trainer: rank %d: esync query (round %d, k=%d) while k=%d is unanswered", s.rank, round, k, s.pending.Aux)
 	}
 	binary.LittleEndian.PutUint64(s.req[:], uint64(c))
-	h := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncQuery, Seq: uint64(round), Segment: uint32(k)}
-	if err := s.ep.Send(ctx, 0, h, s.req[:]); err != nil {
-		return fmt.Errorf("trainer: rank %d: esync query to rank 0 (round %d, k=%d): %w", s.rank, round, k, err)
+	m := service.Msg{Op: esyncQuery, Arg: uint64(round), Aux: uint32(k), Body: s.req[:]}
+	if err := s.svc.Ask(ctx, 0, m); err != nil {
+		return fmt.Errorf("trainer: rank %d: esync query (round %d, k=%d): %w", s.rank, round, k, err)
 	}
-	s.pending = &h
+	s.pending, s.asking = m, true
 	return nil
 }
 
 // Answers delivers the answer to the query in flight; pass what it delivers to Check.
-func (s *esyncService) Answers() <-chan esyncAnswer { return s.answers }
+func (s *esyncService) Answers() <-chan service.Reply { return s.svc.Replies(0) }
 
-// Check verifies that a, received from Answers, answers the query in flight, which it ends,
+// Check verifies that r, received from Answers, answers the query in flight, which it ends,
 // and records whether it named this rank the slowest.
-func (s *esyncService) Check(a esyncAnswer) (esyncAnswer, error) {
-	h := s.pending
-	s.pending = nil
+func (s *esyncService) Check(r service.Reply) (esyncAnswer, error) {
+	defer r.Release()
+	m, asking := s.pending, s.asking
+	s.asking = false
 	switch {
-	case a.err != nil:
-		return a, a.err
-	case h == nil:
-		return a, fmt.Errorf("trainer: rank %d: esync reply from rank 0 with no query in flight (%v)", s.rank, a.h)
-	case a.h.Seq != h.Seq || a.h.Segment != h.Segment:
-		return a, fmt.Errorf("trainer: rank %d: esync reply from rank 0 does not answer round %d, k=%d (got %v)", s.rank, h.Seq, h.Segment, a.h)
+	case r.Err != nil:
+		return esyncAnswer{}, r.Err
+	case !asking:
+		return esyncAnswer{}, fmt.Errorf("trainer: rank %d: esync reply from rank 0 with no query in flight (round %d, k=%d)", s.rank, r.Arg, r.Aux)
+	case r.Arg != m.Arg || r.Aux != m.Aux:
+		return esyncAnswer{}, fmt.Errorf("trainer: rank %d: esync reply from rank 0 does not answer round %d, k=%d (got round %d, k=%d)", s.rank, m.Arg, m.Aux, r.Arg, r.Aux)
 	}
+	a := esyncAnswer{ready: r.Flags&esyncReady != 0, slowest: r.Flags&esyncSlow != 0}
 	s.slowest = a.slowest
 	return a, nil
 }
 
 // Answer waits for the answer to the query in flight.
 func (s *esyncService) Answer(ctx context.Context) (esyncAnswer, error) {
-	select {
-	case a := <-s.answers:
-		return s.Check(a)
-	case <-ctx.Done():
-		return esyncAnswer{}, fmt.Errorf("trainer: rank %d: waiting for rank 0's esync reply: %w", s.rank, ctx.Err())
+	r, err := s.svc.Wait(ctx, 0)
+	if err != nil {
+		s.asking = false
+		return esyncAnswer{}, fmt.Errorf("trainer: rank %d: waiting for rank 0's esync reply: %w", s.rank, err)
 	}
-}
-
-// receive passes rank 0's replies to answers until ctx ends or the link fails; a failure is
-// delivered as an answer's error.
-func (s *esyncService) receive(ctx context.Context) {
-	var buf [8]byte
-	for {
-		rh, _, err := s.ep.RecvAny(ctx, 0, transport.ChanState, buf[:])
-		a := esyncAnswer{h: rh}
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			a.err = fmt.Errorf("trainer: rank %d: esync reply from rank 0: %w", s.rank, err)
-		case rh.Op&^(esyncReady|esyncSlow|esyncOpMsk) != esyncMagic|esyncReply:
-			a.err = fmt.Errorf("trainer: rank %d: esync: rank 0 sent a frame that is not a reply (%v)", s.rank, rh)
-		default:
-			a.ready, a.slowest = rh.Op&esyncReady != 0, rh.Op&esyncSlow != 0
-		}
-		select {
-		case s.answers <- a:
-		case <-ctx.Done():
-			return
-		}
-		if a.err != nil {
-			return
-		}
-	}
+	return s.Check(r)
 }
 
 // resetAndQuery applies, on rank 0, rank r's reset into round and the k = 0 query (last step
@@ -267,30 +199,14 @@ func (s *esyncService) Reset(ctx context.Context, round int, c time.Duration) er
 		return nil
 	}
 	binary.LittleEndian.PutUint64(s.req[:], uint64(c))
-	h := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncReset, Seq: uint64(round)}
-	if err := s.ep.Send(ctx, 0, h, s.req[:]); err != nil {
-		return fmt.Errorf("trainer: rank %d: esync reset to rank 0 (round %d): %w", s.rank, round, err)
+	if err := s.svc.Post(ctx, 0, service.Msg{Op: esyncReset, Arg: uint64(round), Body: s.req[:]}); err != nil {
+		return fmt.Errorf("trainer: rank %d: esync reset (round %d): %w", s.rank, round, err)
 	}
 	return nil
 }
 
 // Close ends the service: other ranks say bye; rank 0 waits until every peer has.
-func (s *esyncService) Close(ctx context.Context) error {
-	if s.rank != 0 {
-		s.cancel()
-		h := transport.Header{Channel: transport.ChanState, Op: esyncMagic | esyncBye}
-		if err := s.ep.Send(ctx, 0, h, nil); err != nil {
-			return fmt.Errorf("trainer: rank %d: esync bye to rank 0: %w", s.rank, err)
-		}
-		return nil
-	}
-	done := make(chan struct{})
-	go func() { s.servers.Wait(); close(done) }()
-	defer s.cancel()
-	select {
-	case <-done:
-		return s.failed()
-	case <-ctx.Done():
-		return errors.Join(s.failed(), fmt.Errorf("trainer: rank 0: esync state service: waiting for the other ranks' bye: %w", ctx.Err()))
-	}
-}
+func (s *esyncService) Close(ctx context.Context) error { return s.svc.Close(ctx) }
+
+// Abort ends the service at once, for a failed run whose peers may never say bye.
+func (s *esyncService) Abort() { s.svc.Abort() }

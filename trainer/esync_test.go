@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/service"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -266,11 +267,11 @@ type esyncCounter struct {
 }
 
 func (e *esyncCounter) Send(ctx context.Context, to int, h transport.Header, payload []byte) error {
-	if h.Channel == transport.ChanState && h.Op&^esyncOpMsk == esyncMagic {
+	if m, ok := service.Inspect(esyncServiceName, h); ok {
 		e.mu.Lock()
-		switch h.Op & esyncOpMsk {
+		switch m.Op {
 		case esyncQuery:
-			e.queries[h.Seq] = append(e.queries[h.Seq], h.Segment)
+			e.queries[m.Arg] = append(e.queries[m.Arg], m.Aux)
 		case esyncReset:
 			if len(payload) != 8 {
 				e.mu.Unlock()

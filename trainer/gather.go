@@ -4,18 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 
 	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/service"
 	"github.com/hetsync/hetsync/transport"
 )
 
-// gatherChunk bounds one control message, well under any transport's frame limit.
-const gatherChunk = 1 << 20
-
-// GatherRecords sends every rank's round records to rank 0 over the control channel, so the
+// GatherRecords sends every rank's round records to rank 0 through the job control, so the
 // launching host ends with one run directory. Rank 0 returns all records (its own first, then
 // rank 1's, ...); the other ranks return nil. Every rank must call it once, after Run.
 func GatherRecords(ctx context.Context, ep transport.Endpoint, mine []metrics.RoundRecord) ([]metrics.RoundRecord, error) {
@@ -55,90 +52,96 @@ func GatherRecords(ctx context.Context, ep transport.Endpoint, mine []metrics.Ro
 	return all, nil
 }
 
-// Control-channel message kinds of the trainer (Header.Op), under a magic ("TR").
+// The trainer's job control is a mailbox service (package service): rank 0 and the other
+// ranks exchange one-way messages in an order both know (barriers, broadcasts from rank 0,
+// gathers to it), each an operation of the service below.
+const controlServiceName = "job-control"
+
+// The job control's operations.
 const (
-	ctrlStop    uint32 = 0x54520001
-	ctrlMetrics uint32 = 0x54520002
-	ctrlStart   uint32 = 0x54520003
-	ctrlRunDir  uint32 = 0x54520004
+	ctrlStop    uint8 = iota // local's stop vote, from rank 0 (local.go)
+	ctrlMetrics              // a rank's round records, to rank 0 (GatherRecords)
+	ctrlStart                // the start barrier's settings and verdict (agree.go)
+	ctrlRunDir               // rank 0's run directory (live.go)
 	// A per-rank checkpoint's steps (checkpoint_rank.go).
-	ctrlCkptDue       uint32 = 0x54520005
-	ctrlCkptWritten   uint32 = 0x54520006
-	ctrlCkptCommitted uint32 = 0x54520007
-	ctrlCkptPlan      uint32 = 0x54520008
-	// The initial parameters, broadcast from rank 0 (start.go).
-	ctrlParams uint32 = 0x54520009
+	ctrlCkptDue
+	ctrlCkptWritten
+	ctrlCkptCommitted
+	ctrlCkptPlan
+	ctrlParams // the initial parameters, broadcast from rank 0 (start.go)
 )
 
-// sendBlob sends data to peer on the control channel as op: its length, then segments of at
-// most gatherChunk bytes, which recvBlob reassembles.
-func sendBlob(ctx context.Context, ep transport.Endpoint, peer int, op uint32, data []byte) error {
-	h := transport.Header{Channel: transport.ChanControl, Op: op}
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(data)))
-	if err := ep.Send(ctx, peer, h, n[:]); err != nil {
+func controlOps() []string {
+	return []string{"stop", "metrics", "start", "run-dir", "checkpoint-due", "checkpoint-written",
+		"checkpoint-committed", "checkpoint-plan", "params"}
+}
+
+// control is the job control's mailbox on ep.
+func control(ep transport.Endpoint) (*service.Mailbox, error) {
+	return service.NewMailbox(ep, controlServiceName, controlOps())
+}
+
+// controlSend sends body to rank to as job-control operation op.
+func controlSend(ctx context.Context, ep transport.Endpoint, to int, op uint8, body []byte) error {
+	mb, err := control(ep)
+	if err != nil {
 		return err
 	}
-	for seg := uint32(1); len(data) > 0; seg++ {
-		c := min(len(data), gatherChunk)
-		h.Segment = seg
-		if err := ep.Send(ctx, peer, h, data[:c]); err != nil {
-			return err
-		}
-		data = data[c:]
+	return mb.Send(ctx, to, service.Msg{Op: op, Body: body})
+}
+
+// controlRecv receives job-control operation op from rank from into buf and returns the
+// length of its body.
+func controlRecv(ctx context.Context, ep transport.Endpoint, from int, op uint8, buf []byte) (int, error) {
+	mb, err := control(ep)
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	m, err := mb.Recv(ctx, from, op, buf)
+	return len(m.Body), err
+}
+
+// sendBlob sends data, however long, to peer as job-control operation op; recvBlob receives
+// it.
+func sendBlob(ctx context.Context, ep transport.Endpoint, peer int, op uint8, data []byte) error {
+	mb, err := control(ep)
+	if err != nil {
+		return err
+	}
+	return mb.SendLarge(ctx, peer, op, data)
 }
 
 // recvBlob receives what sendBlob sent from peer as op; a peer that announces more than limit
 // bytes is an error, so that a corrupt length cannot make this rank allocate without bound.
-func recvBlob(ctx context.Context, ep transport.Endpoint, peer int, op uint32, limit uint64) ([]byte, error) {
-	h := transport.Header{Channel: transport.ChanControl, Op: op}
-	var n [8]byte
-	if _, err := ep.Recv(ctx, peer, h, n[:]); err != nil {
+func recvBlob(ctx context.Context, ep transport.Endpoint, peer int, op uint8, limit uint64) ([]byte, error) {
+	mb, err := control(ep)
+	if err != nil {
 		return nil, err
 	}
-	total := binary.LittleEndian.Uint64(n[:])
-	if total > limit {
-		return nil, fmt.Errorf("rank %d announces %d bytes, more than the %d expected", peer, total, limit)
-	}
-	data := make([]byte, total)
-	for off, seg := 0, uint32(1); off < len(data); seg++ {
-		h.Segment = seg
-		k, err := ep.Recv(ctx, peer, h, data[off:min(len(data), off+gatherChunk)])
-		if err != nil {
-			return nil, err
-		}
-		if k == 0 {
-			return nil, fmt.Errorf("an empty chunk from rank %d", peer)
-		}
-		off += k
-	}
-	return data, nil
+	return mb.RecvLarge(ctx, peer, op, limit)
 }
 
 // controlBarrier returns on every rank once all ranks have entered it: the others report to
 // rank 0 on the control channel and rank 0 releases them. what names it in errors.
-func controlBarrier(ctx context.Context, ep transport.Endpoint, op uint32, what string) error {
+func controlBarrier(ctx context.Context, ep transport.Endpoint, op uint8, what string) error {
 	rank, size := ep.Rank(), ep.Size()
-	h := transport.Header{Channel: transport.ChanControl, Op: op}
 	var b [1]byte
 	if rank != 0 {
-		if err := ep.Send(ctx, 0, h, b[:]); err != nil {
+		if err := controlSend(ctx, ep, 0, op, b[:]); err != nil {
 			return fmt.Errorf("trainer: rank %d: %s: %w", rank, what, err)
 		}
-		if _, err := ep.Recv(ctx, 0, h, b[:]); err != nil {
+		if _, err := controlRecv(ctx, ep, 0, op, b[:]); err != nil {
 			return fmt.Errorf("trainer: rank %d: %s: %w", rank, what, err)
 		}
 		return nil
 	}
 	for r := 1; r < size; r++ {
-		if _, err := ep.Recv(ctx, r, h, b[:]); err != nil {
+		if _, err := controlRecv(ctx, ep, r, op, b[:]); err != nil {
 			return fmt.Errorf("trainer: rank 0: %s: waiting for rank %d: %w", what, r, err)
 		}
 	}
 	for r := 1; r < size; r++ {
-		if err := ep.Send(ctx, r, h, b[:]); err != nil {
+		if err := controlSend(ctx, ep, r, op, b[:]); err != nil {
 			return fmt.Errorf("trainer: rank 0: %s: releasing rank %d: %w", what, r, err)
 		}
 	}

@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/collective/kv"
 	"github.com/hetsync/hetsync/metrics"
+	"github.com/hetsync/hetsync/service"
+	"github.com/hetsync/hetsync/topology"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -54,6 +58,39 @@ func TestGatherRecords(t *testing.T) {
 	last := got[len(got)-1]
 	if last.Rank != 2 || last.Round != 11999 || len(last.Extra) != 1 || last.Extra[0].Value != 4 {
 		t.Fatalf("last record %+v", last)
+	}
+}
+
+// TestControlStepsNamed checks that two ranks at different steps of the job control (rank 0
+// sends its stop vote where rank 1 waits for a checkpoint decision) get an error naming the
+// service and both steps, not a header dump.
+func TestControlStepsNamed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eps := transport.NewMemJob(2)
+	if err := controlSend(ctx, eps[0], 1, ctrlStop, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	_, err := controlRecv(ctx, eps[1], 0, ctrlCkptDue, b[:])
+	for _, want := range []string{"job-control", "rank 1", "rank 0", "checkpoint-due", "got stop"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v, want it to name %q", err, want)
+		}
+	}
+}
+
+// TestServiceChannelsDistinct checks that the services of a training job and the link
+// measurement have channels of their own: the layer derives a channel from a name, and two
+// names on one channel would turn every message between them into an error.
+func TestServiceChannelsDistinct(t *testing.T) {
+	seen := map[transport.Channel]string{}
+	for _, name := range []string{kv.DefaultName, esyncServiceName, controlServiceName, topology.MeasureName} {
+		ch := service.ChannelOf(name)
+		if other, ok := seen[ch]; ok {
+			t.Fatalf("%q and %q share channel %d", other, name, ch)
+		}
+		seen[ch] = name
 	}
 }
 

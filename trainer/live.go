@@ -140,7 +140,6 @@ func (l *liveRun) finish(all []metrics.RoundRecord, ran Ran) (metrics.Summary, e
 // return it. "" means the job writes no run directory.
 func shareRunDir(ctx context.Context, ep transport.Endpoint, dir string) (string, error) {
 	const maxPath = 4096
-	h := transport.Header{Channel: transport.ChanControl, Op: ctrlRunDir}
 	rank := ep.Rank()
 	if rank == 0 {
 		if len(dir) >= maxPath {
@@ -148,14 +147,14 @@ func shareRunDir(ctx context.Context, ep transport.Endpoint, dir string) (string
 		}
 		msg := append([]byte{'d'}, dir...)
 		for r := 1; r < ep.Size(); r++ {
-			if err := ep.Send(ctx, r, h, msg); err != nil {
+			if err := controlSend(ctx, ep, r, ctrlRunDir, msg); err != nil {
 				return "", fmt.Errorf("trainer: rank 0: sending the run directory to rank %d: %w", r, err)
 			}
 		}
 		return dir, nil
 	}
 	buf := make([]byte, maxPath)
-	n, err := ep.Recv(ctx, 0, h, buf)
+	n, err := controlRecv(ctx, ep, 0, ctrlRunDir, buf)
 	if err != nil {
 		return "", fmt.Errorf("trainer: rank %d: receiving the run directory from rank 0: %w", rank, err)
 	}

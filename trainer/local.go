@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-
-	"github.com/hetsync/hetsync/transport"
 )
 
 // local trains every rank alone, with no communication: the baseline every strategy is
@@ -40,7 +38,7 @@ func (s *local) Start(ctx context.Context, w *Worker) error {
 	s.watcher = make(chan error, 1)
 	go func() {
 		var b [1]byte
-		_, err := w.Endpoint.Recv(ctx, 0, transport.Header{Channel: transport.ChanControl, Op: ctrlStop}, b[:])
+		_, err := controlRecv(ctx, w.Endpoint, 0, ctrlStop, b[:])
 		if err == nil {
 			s.stop.Store(true)
 		}
@@ -83,7 +81,7 @@ func (s *local) broadcastStop(ctx context.Context, w *Worker) error {
 	}
 	s.sent = true
 	for r := 1; r < w.Size; r++ {
-		if err := w.Endpoint.Send(ctx, r, transport.Header{Channel: transport.ChanControl, Op: ctrlStop}, []byte{1}); err != nil {
+		if err := controlSend(ctx, w.Endpoint, r, ctrlStop, []byte{1}); err != nil {
 			return fmt.Errorf("trainer: rank 0: sending the stop vote to rank %d: %w", r, err)
 		}
 	}

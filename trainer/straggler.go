@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetsync/hetsync/service"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -176,7 +177,8 @@ func (s StragglerConfig) DelayAt(rank int, elapsed time.Duration) time.Duration 
 
 // WrapEndpoint decorates ep with the network-mode delays of its rank; other ranks and compute
 // mode get ep back unchanged. The windows count from the decorator's first message on a
-// channel other than ChanControl (the first training message, right after the start barrier).
+// channel other than job control's (the first training message, right after the start
+// barrier and the parameters' broadcast).
 func (s StragglerConfig) WrapEndpoint(ep transport.Endpoint) transport.Endpoint {
 	if s.Mode == "compute" {
 		return ep
@@ -185,7 +187,7 @@ func (s StragglerConfig) WrapEndpoint(ep transport.Endpoint) transport.Endpoint 
 	if len(w) == 0 {
 		return ep
 	}
-	return transport.NewDelayed(ep, s.Delay, w, []transport.Channel{transport.ChanControl})
+	return transport.NewDelayed(ep, s.Delay, w, []transport.Channel{service.ChannelOf(controlServiceName)})
 }
 
 // stragglerModel slows a rank's model steps inside the compute-mode windows; LocalStep

@@ -20,28 +20,28 @@ func TestStreamRecvBorrow(t *testing.T) {
 				ctx := context.Background()
 				for i, n := range sizes {
 					want := payloadOf(n, uint64(i))
-					h := Header{Channel: ChanUser, Codec: codec, Seq: uint64(i), Op: 7, Segment: uint32(i)}
+					h := Header{Channel: chanUser, Codec: codec, Seq: uint64(i), Op: 7, Segment: uint32(i)}
 					for _, waitFirst := range []bool{false, true} {
 						borrowRoundTrip(t, eps, h, want, waitFirst)
 					}
 				}
 				// Borrowing on one channel leaves the others alone.
-				if err := eps[0].Send(ctx, 1, Header{Channel: ChanControl}, []byte("control")); err != nil {
+				if err := eps[0].Send(ctx, 1, Header{Channel: chanSecond}, []byte("control")); err != nil {
 					t.Fatal(err)
 				}
-				if err := eps[0].Send(ctx, 1, Header{Channel: ChanUser}, []byte("user")); err != nil {
+				if err := eps[0].Send(ctx, 1, Header{Channel: chanUser}, []byte("user")); err != nil {
 					t.Fatal(err)
 				}
-				_, p, err := br.RecvBorrow(ctx, 0, ChanUser)
+				_, p, err := br.RecvBorrow(ctx, 0, chanUser)
 				if err != nil || string(p) != "user" {
 					t.Fatalf("borrow on the user channel: %q, %v", p, err)
 				}
 				buf := make([]byte, 16)
-				n, err := eps[1].Recv(ctx, 0, Header{Channel: ChanControl}, buf)
+				n, err := eps[1].Recv(ctx, 0, Header{Channel: chanSecond}, buf)
 				if err != nil || string(buf[:n]) != "control" {
 					t.Fatalf("recv on the control channel: %q, %v", buf[:n], err)
 				}
-				br.ReleaseBorrowed(0, ChanUser)
+				br.ReleaseBorrowed(0, chanUser)
 			})
 		}
 	}
@@ -52,26 +52,26 @@ func TestStreamRecvBorrowErrors(t *testing.T) {
 	br := eps[1].(Borrower)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, _, err := br.RecvBorrow(ctx, 0, ChanUser); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := br.RecvBorrow(ctx, 0, chanUser); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("RecvBorrow with nothing sent: %v, want a deadline error", err)
 	}
 	var pe *PeerError
-	if _, _, err := br.RecvBorrow(context.Background(), 5, ChanUser); !errors.As(err, &pe) {
+	if _, _, err := br.RecvBorrow(context.Background(), 5, chanUser); !errors.As(err, &pe) {
 		t.Fatalf("RecvBorrow from rank 5 of 2: %v, want a *PeerError", err)
 	}
 	// Messages to self are lent too.
 	self := eps[0].(Borrower)
-	if err := eps[0].Send(context.Background(), 0, Header{Channel: ChanUser}, []byte("me")); err != nil {
+	if err := eps[0].Send(context.Background(), 0, Header{Channel: chanUser}, []byte("me")); err != nil {
 		t.Fatal(err)
 	}
-	if _, p, err := self.RecvBorrow(context.Background(), 0, ChanUser); err != nil || string(p) != "me" {
+	if _, p, err := self.RecvBorrow(context.Background(), 0, chanUser); err != nil || string(p) != "me" {
 		t.Fatalf("self borrow: %q, %v", p, err)
 	}
-	self.ReleaseBorrowed(0, ChanUser)
+	self.ReleaseBorrowed(0, chanUser)
 	// A closed endpoint fails a waiting borrower.
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := br.RecvBorrow(context.Background(), 0, ChanCollective)
+		_, _, err := br.RecvBorrow(context.Background(), 0, chanFirst)
 		done <- err
 	}()
 	eps[0].Close()
@@ -91,10 +91,10 @@ func TestStreamRecvBorrowSteadyStateAllocs(t *testing.T) {
 				if err := eps[0].Send(ctx, 1, Header{}, msg); err != nil {
 					t.Fatal(err)
 				}
-				if _, p, err := br.RecvBorrow(ctx, 0, ChanCollective); err != nil || len(p) != len(msg) {
+				if _, p, err := br.RecvBorrow(ctx, 0, chanFirst); err != nil || len(p) != len(msg) {
 					t.Fatalf("%d bytes, %v", len(p), err)
 				}
-				br.ReleaseBorrowed(0, ChanCollective)
+				br.ReleaseBorrowed(0, chanFirst)
 			}
 			for i := 0; i < 20; i++ {
 				round()

@@ -14,7 +14,7 @@ func TestDelayedWindows(t *testing.T) {
 	epoch := time.Unix(1000, 0)
 	now := epoch
 	// untimed stands for a runtime's control channel: Delayed knows no channel's meaning.
-	const untimed Channel = ChanUser + 1
+	const untimed Channel = chanUser + 1
 	d := NewDelayed(eps[0], time.Millisecond, []DelayWindow{{From: 2 * time.Second, To: 3 * time.Second}, {From: 5 * time.Second, To: 6 * time.Second}}, []Channel{untimed})
 	d.now = func() time.Time { return now }
 	ctx := context.Background()
@@ -45,7 +45,7 @@ func TestDelayedWindows(t *testing.T) {
 		if got := d.DelayAt(now); (got > 0) != st.delayed && i > 0 {
 			t.Fatalf("at %v: DelayAt = %v, want delayed=%v", st.at, got, st.delayed)
 		}
-		h := Header{Channel: ChanCollective, Seq: uint64(i)}
+		h := Header{Channel: chanFirst, Seq: uint64(i)}
 		if err := d.Send(ctx, 1, h, []byte{byte(i)}); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestDelayedSendHonoursContext(t *testing.T) {
 	d.Start(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := d.Send(ctx, 1, Header{Channel: ChanCollective}, []byte("x"))
+	err := d.Send(ctx, 1, Header{Channel: chanFirst}, []byte("x"))
 	var pe *PeerError
 	if !errors.As(err, &pe) || pe.Peer != 1 || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want a PeerError for peer 1 wrapping context.Canceled", err)
@@ -130,13 +130,13 @@ func TestDelayedBorrowAndArena(t *testing.T) {
 		t.Fatalf("As[Borrower] through two delays = %v, %v; want the stream endpoint", br, ok)
 	}
 	ctx := context.Background()
-	if err := eps[0].Send(ctx, 1, Header{Channel: ChanUser}, []byte("lent")); err != nil {
+	if err := eps[0].Send(ctx, 1, Header{Channel: chanUser}, []byte("lent")); err != nil {
 		t.Fatal(err)
 	}
-	if _, p, err := br.RecvBorrow(ctx, 0, ChanUser); err != nil || string(p) != "lent" {
+	if _, p, err := br.RecvBorrow(ctx, 0, chanUser); err != nil || string(p) != "lent" {
 		t.Fatalf("RecvBorrow through the delays: %q, %v", p, err)
 	}
-	br.ReleaseBorrowed(0, ChanUser)
+	br.ReleaseBorrowed(0, chanUser)
 
 	arena := NewMemJobArena(2, 1<<16)
 	defer CloseAll(arena)

@@ -8,27 +8,10 @@ import (
 )
 
 // Channel separates independent conversations between the same pair of ranks. Each channel has
-// its own FIFO per peer, so a service (the ESync state service, the asynchronous parameter
-// server, metric gathering) never steals a collective's message.
+// its own FIFO per peer, so that one conversation never steals another's message. The
+// transport gives no channel a meaning: collective.Comm declares its own, and the service
+// layer (package service) hands out the others by name.
 type Channel uint16
-
-// Well-known channels. Callers may use any value in [ChanUser, ChanSubComm).
-const (
-	ChanCollective Channel = 0 // collectives of collective.Comm
-	ChanControl    Channel = 1 // job control: barriers of the runtime, shutdown, metrics
-	ChanPS         Channel = 2 // asynchronous parameter-server traffic
-	ChanState      Channel = 3 // ESync's state service
-	ChanTopology   Channel = 4 // link measurement (topology.Measure)
-	ChanAbort      Channel = 5 // why a rank gave up on a collective, sent before its abort notice
-	// ChanP2P carries collective.Comm's point-to-point messages (Send/Recv): apart from the
-	// collectives, so that a pending receive never takes a collective's message.
-	ChanP2P  Channel = 6
-	ChanUser Channel = 16
-	// ChanSubComm and every channel above it carry the messages of sub-communicators
-	// (collective.Comm.Split), two channels each (collectives, then point-to-point), agreed by
-	// their members.
-	ChanSubComm Channel = 0x8000
-)
 
 // Header identifies a message. The sender sets every field; the receiver states which Seq, Op
 // and Segment it expects and Recv fails with a *MismatchError when the frame carries others.

@@ -12,10 +12,10 @@ func TestFrameHeaderRoundTrip(t *testing.T) {
 	tab := crcTable()
 	cases := []FrameHeader{
 		{},
-		{Header: Header{Channel: ChanCollective, Seq: 1, Op: 0xdeadbeef, Segment: 7}, RawLen: 100, WireLen: 100},
+		{Header: Header{Channel: chanFirst, Seq: 1, Op: 0xdeadbeef, Segment: 7}, RawLen: 100, WireLen: 100},
 		{Header: Header{Channel: 65535, Codec: CodecS2, Seq: 1<<64 - 1, Op: 1<<32 - 1, Segment: 1<<32 - 1},
 			Flags: FlagChecksum, RawLen: 1 << 20, WireLen: 12345, PayloadCRC: 0xffffffff},
-		{Header: Header{Channel: ChanUser, Codec: CodecFP16}, Flags: FlagChecksum, RawLen: 8, WireLen: 4, PayloadCRC: 1},
+		{Header: Header{Channel: chanUser, Codec: CodecFP16}, Flags: FlagChecksum, RawLen: 8, WireLen: 4, PayloadCRC: 1},
 		{Header: Header{Codec: CodecBF16}, RawLen: 4, WireLen: 2},
 		{Header: Header{Codec: CodecZstd}, RawLen: 10, WireLen: 30},
 	}

@@ -100,7 +100,7 @@ func testRecvBorrowLent(t *testing.T, sizes []int, lendMin int, poll time.Durati
 	se := eps[1].(*streamEndpoint)
 	for i, n := range sizes {
 		want := payloadOf(n, uint64(i))
-		h := Header{Channel: ChanUser, Codec: codec, Seq: uint64(i), Op: 7, Segment: uint32(i)}
+		h := Header{Channel: chanUser, Codec: codec, Seq: uint64(i), Op: 7, Segment: uint32(i)}
 		for _, waitFirst := range []bool{false, true} {
 			before := se.lent.Load()
 			borrowRoundTrip(t, eps, h, want, waitFirst)
@@ -126,9 +126,9 @@ func TestShmBorrowHeldWhileWriting(t *testing.T) {
 	defer cancel()
 	const count, size = 40, 256<<10 + 3
 	send := func(i int) error {
-		return eps[0].Send(ctx, 1, Header{Channel: ChanUser, Seq: uint64(i)}, payloadOf(size, uint64(i)))
+		return eps[0].Send(ctx, 1, Header{Channel: chanUser, Seq: uint64(i)}, payloadOf(size, uint64(i)))
 	}
-	held, err := borrowWaiting(t, eps, ChanUser, func() error { return send(0) })
+	held, err := borrowWaiting(t, eps, chanUser, func() error { return send(0) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,19 +159,19 @@ func TestShmBorrowHeldWhileWriting(t *testing.T) {
 	if !bytes.Equal(held, payloadOf(size, 0)) {
 		t.Fatal("the held payload changed while the peer kept writing")
 	}
-	br.ReleaseBorrowed(0, ChanUser)
+	br.ReleaseBorrowed(0, chanUser)
 	buf := make([]byte, size)
 	for i := 1; i < count; i++ {
 		var got []byte
 		if i%2 == 0 {
-			_, p, err := br.RecvBorrow(ctx, 0, ChanUser)
+			_, p, err := br.RecvBorrow(ctx, 0, chanUser)
 			if err != nil {
 				t.Fatalf("message %d: %v", i, err)
 			}
 			got = bytes.Clone(p)
-			br.ReleaseBorrowed(0, ChanUser)
+			br.ReleaseBorrowed(0, chanUser)
 		} else {
-			n, err := eps[1].Recv(ctx, 0, Header{Channel: ChanUser, Seq: uint64(i)}, buf)
+			n, err := eps[1].Recv(ctx, 0, Header{Channel: chanUser, Seq: uint64(i)}, buf)
 			if err != nil {
 				t.Fatalf("message %d: %v", i, err)
 			}
@@ -195,9 +195,9 @@ func TestShmBorrowPeerGoneAndClose(t *testing.T) {
 	defer cancel()
 	const size = DefaultLendMin + 3
 	send := func(i int) error {
-		return eps[0].Send(ctx, 1, Header{Channel: ChanUser + Channel(i)}, payloadOf(size, uint64(i)))
+		return eps[0].Send(ctx, 1, Header{Channel: chanUser + Channel(i)}, payloadOf(size, uint64(i)))
 	}
-	p0, err := borrowWaiting(t, eps, ChanUser, func() error { return send(0) })
+	p0, err := borrowWaiting(t, eps, chanUser, func() error { return send(0) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,11 +212,11 @@ func TestShmBorrowPeerGoneAndClose(t *testing.T) {
 		t.Fatal("the held payload changed when the peer closed")
 	}
 	// The second message was queued before the peer went; it is still delivered.
-	_, p1, err := br.RecvBorrow(ctx, 0, ChanUser+1)
+	_, p1, err := br.RecvBorrow(ctx, 0, chanUser+1)
 	if err != nil || !bytes.Equal(p1, payloadOf(size, 1)) {
 		t.Fatalf("queued message after the peer closed: %v", err)
 	}
-	_, _, err = br.RecvBorrow(ctx, 0, ChanUser+2)
+	_, _, err = br.RecvBorrow(ctx, 0, chanUser+2)
 	var pe *PeerError
 	if !errors.As(err, &pe) || pe.Peer != 0 || pe.Rank != 1 {
 		t.Fatalf("receiving after the peer closed: %v, want an error naming rank 0", err)
@@ -225,8 +225,8 @@ func TestShmBorrowPeerGoneAndClose(t *testing.T) {
 	if !bytes.Equal(p0, payloadOf(size, 0)) || !bytes.Equal(p1, payloadOf(size, 1)) {
 		t.Fatal("held payloads changed when the endpoint closed")
 	}
-	br.ReleaseBorrowed(0, ChanUser)
-	br.ReleaseBorrowed(0, ChanUser+1)
+	br.ReleaseBorrowed(0, chanUser)
+	br.ReleaseBorrowed(0, chanUser+1)
 }
 
 // TestShmBorrowPeerDies: the peer's process dies (its doorbell link closes, the pipe is never
@@ -238,8 +238,8 @@ func TestShmBorrowPeerDies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const size = DefaultLendMin + 5
-	held, err := borrowWaiting(t, eps, ChanUser, func() error {
-		return eps[0].Send(ctx, 1, Header{Channel: ChanUser}, payloadOf(size, 9))
+	held, err := borrowWaiting(t, eps, chanUser, func() error {
+		return eps[0].Send(ctx, 1, Header{Channel: chanUser}, payloadOf(size, 9))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestShmBorrowPeerDies(t *testing.T) {
 		t.Fatalf("%d payloads lent, want 1", n)
 	}
 	links[[2]int{0, 1}].Close()
-	_, _, err = eps[1].(Borrower).RecvBorrow(ctx, 0, ChanUser+1)
+	_, _, err = eps[1].(Borrower).RecvBorrow(ctx, 0, chanUser+1)
 	var pe *PeerError
 	if !errors.As(err, &pe) || pe.Peer != 0 || pe.Rank != 1 {
 		t.Fatalf("receiving from a dead peer: %v, want an error naming rank 0", err)
@@ -259,7 +259,7 @@ func TestShmBorrowPeerDies(t *testing.T) {
 	if !bytes.Equal(held, payloadOf(size, 9)) {
 		t.Fatal("the held payload changed when the peer died")
 	}
-	eps[1].(Borrower).ReleaseBorrowed(0, ChanUser)
+	eps[1].(Borrower).ReleaseBorrowed(0, chanUser)
 }
 
 // TestShmQueuedLendEvicted: a payload lent to a RecvBorrow that gave up before it arrived stays
@@ -276,10 +276,10 @@ func TestShmQueuedLendEvicted(t *testing.T) {
 	// cancelled while the reader waited for the payload's last bytes.
 	p := se.peers[0]
 	p.mu.Lock()
-	w := &p.inbox(ChanUser).w
-	w.state, w.matchAny, w.borrow, w.want = wPosted, true, true, Header{Channel: ChanUser}
+	w := &p.inbox(chanUser).w
+	w.state, w.matchAny, w.borrow, w.want = wPosted, true, true, Header{Channel: chanUser}
 	p.mu.Unlock()
-	if err := eps[0].Send(ctx, 1, Header{Channel: ChanUser}, payloadOf(size, 0)); err != nil {
+	if err := eps[0].Send(ctx, 1, Header{Channel: chanUser}, payloadOf(size, 0)); err != nil {
 		t.Fatal(err)
 	}
 	<-w.wake // the reader queued the message and let the waiter go
@@ -289,25 +289,25 @@ func TestShmQueuedLendEvicted(t *testing.T) {
 	const count = 3 * shm.DefaultRingSize / size
 	go func() {
 		for i := range count {
-			if eps[0].Send(ctx, 1, Header{Channel: ChanUser + 1}, payloadOf(size, uint64(i+1))) != nil {
+			if eps[0].Send(ctx, 1, Header{Channel: chanUser + 1}, payloadOf(size, uint64(i+1))) != nil {
 				return
 			}
 		}
 	}()
 	buf := make([]byte, size)
 	for i := range count {
-		if _, err := eps[1].Recv(ctx, 0, Header{Channel: ChanUser + 1}, buf); err != nil {
+		if _, err := eps[1].Recv(ctx, 0, Header{Channel: chanUser + 1}, buf); err != nil {
 			t.Fatalf("message %d behind the queued lend: %v", i, err)
 		}
 		if !bytes.Equal(buf, payloadOf(size, uint64(i+1))) {
 			t.Fatalf("message %d differs", i)
 		}
 	}
-	_, got, err := eps[1].(Borrower).RecvBorrow(ctx, 0, ChanUser)
+	_, got, err := eps[1].(Borrower).RecvBorrow(ctx, 0, chanUser)
 	if err != nil || !bytes.Equal(got, payloadOf(size, 0)) {
 		t.Fatalf("the queued payload: %v", err)
 	}
-	eps[1].(Borrower).ReleaseBorrowed(0, ChanUser)
+	eps[1].(Borrower).ReleaseBorrowed(0, chanUser)
 }
 
 // borrowWaiting posts a RecvBorrow at rank 1 for rank 0's next message on ch, then calls send,
@@ -366,7 +366,7 @@ func benchBorrowReduce(b *testing.B, size int, lend, paced bool) {
 			if paced {
 				<-next
 			}
-			if eps[0].Send(ctx, 1, Header{Channel: ChanUser}, src) != nil {
+			if eps[0].Send(ctx, 1, Header{Channel: chanUser}, src) != nil {
 				return
 			}
 		}
@@ -378,14 +378,14 @@ func benchBorrowReduce(b *testing.B, size int, lend, paced bool) {
 		if paced {
 			next <- struct{}{}
 		}
-		_, p, err := br.RecvBorrow(ctx, 0, ChanUser)
+		_, p, err := br.RecvBorrow(ctx, 0, chanUser)
 		if err != nil {
 			b.Fatal(err)
 		}
 		for j := range acc {
 			acc[j] += binary.LittleEndian.Uint64(p[8*j:])
 		}
-		br.ReleaseBorrowed(0, ChanUser)
+		br.ReleaseBorrowed(0, chanUser)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")

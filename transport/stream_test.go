@@ -169,7 +169,7 @@ func TestStreamOrderingAndChannels(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			eps := streamJob(t, kind, 3, DefaultStreamOptions(), nil)
 			ctx := context.Background()
-			chans := []Channel{ChanCollective, ChanControl, ChanUser + 5}
+			chans := []Channel{chanFirst, chanSecond, chanUser + 5}
 			const perChan = 12
 			var wg sync.WaitGroup
 			errc := make(chan error, 16)
@@ -220,7 +220,7 @@ func TestStreamSelfSend(t *testing.T) {
 	ctx := context.Background()
 	for _, codec := range []Codec{CodecNone, CodecFP16} {
 		src := f32Bytes(1, 2, 0.1)
-		h := Header{Channel: ChanUser, Codec: codec, Seq: 5}
+		h := Header{Channel: chanUser, Codec: codec, Seq: 5}
 		if err := eps[1].Send(ctx, 1, h, src); err != nil {
 			t.Fatal(err)
 		}

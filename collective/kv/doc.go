@@ -31,17 +31,18 @@
 //     so all workers learn that training ends from their own next request, without a separate
 //     collective, and none stays blocked.
 //
-// Wire protocol, all on one channel (transport.ChanPS by default): the header's Op carries a
-// magic, the operation and flags, Seq the worker clock (requests) or the shard version
-// (replies), Segment the shard index. A request's payload is the raw pushed vector; a reply's
-// payload is a 24-byte preamble (minimum clock, staleness, clock sum) followed by the shard's
-// values when the operation pulls (flagged in the header). Each rank runs one reader goroutine
-// per peer on that channel, which serves requests addressed to its shards and hands replies to
-// the waiting client call, so a rank may be server and worker at once. A worker has at most one
-// request in flight per server.
+// Messages: the parameter server is a service of the service layer (package service, named
+// Config.Name, "kv" by default), whose readers (one per peer) serve the requests addressed to
+// this rank's shard and hand replies to the waiting client call, so a rank may be server and
+// worker at once. A request is an operation (push, pull, push-pull, push-pull-if-newer) whose
+// Arg is the worker clock, Aux the shard index, flags the stop vote, and body the raw pushed
+// vector. A reply's Arg is the shard version, its flags the stop flag and whether it carries
+// the shard's values, its body a 24-byte preamble (minimum clock, staleness, clock sum)
+// followed by those values. A worker has at most one request in flight per server.
 //
-// Shutdown: Close sends Bye to every server and waits until every worker has said Bye to this
-// rank's shards, so no rank leaves while another still needs its server.
+// Shutdown is the layer's: Close says bye to every server and waits until every worker has
+// said bye to this rank's shard, so no rank leaves while another still needs its server; a
+// worker's bye takes it out of the SSP gate's minimum.
 //
 // This package must never interpret the model (it only adds and scales vectors through its
 // rules), never block a reader goroutine on another rank's progress (a deferred reply must be

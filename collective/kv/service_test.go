@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -10,12 +11,20 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/transport"
+	"github.com/hetsync/hetsync/transport/p2p"
+	"github.com/hetsync/hetsync/transport/p2p/p2ptest"
 )
 
 // startJob starts the service on every rank of an in-process job.
 func startJob(t *testing.T, ctx context.Context, size int, cfg Config) []*Service {
 	t.Helper()
-	eps := transport.NewMemJob(size)
+	return startOn(t, ctx, transport.NewMemJob(size), cfg)
+}
+
+// startOn starts the service on every endpoint of a job.
+func startOn(t *testing.T, ctx context.Context, eps []transport.Endpoint, cfg Config) []*Service {
+	t.Helper()
+	size := len(eps)
 	svcs := make([]*Service, size)
 	for r, ep := range eps {
 		s, err := Start(ctx, ep, cfg)
@@ -230,11 +239,30 @@ func TestCustomRulePublishes(t *testing.T) {
 
 // TestConcurrentWorkers runs all workers at once; with SGD the final model is the initial
 // one minus lr times the sum of all pushes, in any order (up to rounding).
+// TestConcurrentWorkers runs every worker at once against two servers, over the in-memory
+// transport and over libp2p, and checks the servers' model against the sum of every push.
 func TestConcurrentWorkers(t *testing.T) {
+	const size = 5
+	for _, tc := range []struct {
+		name string
+		job  func(t *testing.T) []transport.Endpoint
+	}{
+		{"mem", func(*testing.T) []transport.Endpoint { return transport.NewMemJob(size) }},
+		{"p2p", func(t *testing.T) []transport.Endpoint {
+			return p2ptest.JoinLoopback(t, size, p2p.Config{Secret: "kv " + t.Name(), Security: p2p.SecurityNone,
+				Logger: slog.New(slog.DiscardHandler)}, nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testConcurrentWorkers(t, tc.job(t)) })
+	}
+}
+
+func testConcurrentWorkers(t *testing.T, eps []transport.Endpoint) {
 	ctx := testCtx(t)
-	const n, size, steps, lr = 37, 5, 40, 0.01
+	const n, steps, lr = 37, 40, 0.01
+	size := len(eps)
 	w0 := initVec(n)
-	svcs := startJob(t, ctx, size, Config{Len: n, Servers: []int{0, 3}, Init: w0, Rule: SGD{LR: lr}.Factory()})
+	svcs := startOn(t, ctx, eps, Config{Len: n, Servers: []int{0, 3}, Init: w0, Rule: SGD{LR: lr}.Factory()})
 	ref := make([]float64, n)
 	for i := range ref {
 		ref[i] = float64(w0[i])
@@ -269,7 +297,7 @@ func TestConcurrentWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Version != size*steps || rep.MinClock != steps {
+	if rep.Version != uint64(size*steps) || rep.MinClock != steps {
 		t.Errorf("version %d min clock %d, want %d and %d", rep.Version, rep.MinClock, size*steps, steps)
 	}
 	for i := range w {

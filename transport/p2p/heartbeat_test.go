@@ -27,7 +27,7 @@ func TestSilentPeerFailsRecv(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		start := time.Now()
 		buf := make([]byte, 8)
-		_, err := eps[0].Recv(ctx, silent, transport.Header{Channel: transport.ChanCollective}, buf)
+		_, err := eps[0].Recv(ctx, silent, transport.Header{Channel: testChannel}, buf)
 		cancel()
 		var ue *transport.UnresponsiveError
 		if !errors.As(err, &ue) || ue.Peer != silent || ue.Rank != 0 {

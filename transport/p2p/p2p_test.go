@@ -161,7 +161,7 @@ func exchangeAll(t *testing.T, eps []transport.Endpoint) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				h := transport.Header{Channel: transport.ChanUser, Seq: uint64(100*from + to), Op: 0xabc, Segment: 1}
+				h := transport.Header{Channel: testChannel, Seq: uint64(100*from + to), Op: 0xabc, Segment: 1}
 				if err := ep.Send(ctx, to, h, payloadFor(from, to, size)); err != nil {
 					errc <- err
 				}
@@ -171,7 +171,7 @@ func exchangeAll(t *testing.T, eps []transport.Endpoint) {
 				// eps[to] receives from `from`.
 				want := payloadFor(from, to, size)
 				buf := make([]byte, len(want)+16)
-				h := transport.Header{Channel: transport.ChanUser, Seq: uint64(100*from + to), Op: 0xabc, Segment: 1}
+				h := transport.Header{Channel: testChannel, Seq: uint64(100*from + to), Op: 0xabc, Segment: 1}
 				n, err := eps[to].Recv(ctx, from, h, buf)
 				if err != nil {
 					errc <- err
@@ -740,7 +740,7 @@ func BenchmarkThroughput(b *testing.B) {
 				src[i] = byte(i * 13)
 			}
 			dst := make([]byte, msg)
-			h := transport.Header{Channel: transport.ChanUser, Op: 1}
+			h := transport.Header{Channel: testChannel, Op: 1}
 			b.SetBytes(msg)
 			cpu0 := cpuTime(b)
 			b.ResetTimer()
@@ -909,7 +909,7 @@ func writePartialFrame(ep transport.Endpoint, to int) error {
 	return err
 }
 
-var partialHeader = transport.Header{Channel: transport.ChanUser, Seq: 1, Op: 0x5eed}
+var partialHeader = transport.Header{Channel: testChannel, Seq: 1, Op: 0x5eed}
 
 // TestPeerClosesMidFrame: a rank whose peer closes its endpoint in the middle of a frame gets
 // an error naming the peer, not a hang, on every data path.

@@ -47,7 +47,7 @@ func TestCMAPeerKilledMidTransfer(t *testing.T) {
 	for i := 0; err == nil; i++ {
 		var h transport.Header
 		var n int
-		h, n, err = ep0.RecvAny(ctx, 1, transport.ChanUser, buf)
+		h, n, err = ep0.RecvAny(ctx, 1, testChannel, buf)
 		if err != nil {
 			break
 		}
@@ -96,7 +96,7 @@ func cmaChild(addr, secret string) int {
 		return 3
 	}
 	for i := 0; ; i++ {
-		if err := ep.Send(context.Background(), 0, transport.Header{Channel: transport.ChanUser, Seq: uint64(i)}, cmaPayload(i)); err != nil {
+		if err := ep.Send(context.Background(), 0, transport.Header{Channel: testChannel, Seq: uint64(i)}, cmaPayload(i)); err != nil {
 			return 0 // rank 0 closed first: the test does not wait for this process
 		}
 	}
