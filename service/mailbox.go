@@ -34,21 +34,38 @@ func (b *Mailbox) Send(ctx context.Context, to int, m Msg) error {
 // Recv receives the next message from rank from into buf; it must be operation op. The
 // returned Msg's Body is buf's prefix.
 func (b *Mailbox) Recv(ctx context.Context, from int, op uint8, buf []byte) (Msg, error) {
+	m, err := b.recv(ctx, from, "receive "+b.id.opName(op), buf)
+	if err == nil && m.Op != op {
+		return Msg{}, b.id.errorf(from, "receive "+b.id.opName(op), "got %s: the ranks are at different steps of the protocol", b.id.opName(m.Op))
+	}
+	return m, err
+}
+
+// RecvAny receives the next message from rank from into buf, whatever its operation: for a
+// protocol whose next step depends on what the peer sent (a probe, or the end of probing).
+func (b *Mailbox) RecvAny(ctx context.Context, from int, buf []byte) (Msg, error) {
+	return b.recv(ctx, from, "receive", buf)
+}
+
+func (b *Mailbox) recv(ctx context.Context, from int, what string, buf []byte) (Msg, error) {
 	h, n, err := b.id.ep.RecvAny(ctx, from, b.id.ch, buf)
 	if err != nil {
-		return Msg{}, b.id.wrap(from, "receive "+b.id.opName(op), err)
+		return Msg{}, b.id.wrap(from, what, err)
 	}
 	k, m, err := b.id.decode(from, h, buf[:n])
 	switch {
 	case err != nil:
 		return Msg{}, err
 	case k != kindPost:
-		return Msg{}, b.id.errorf(from, "receive "+b.id.opName(op), "got a %s, a mailbox carries one-way messages only", k)
-	case m.Op != op:
-		return Msg{}, b.id.errorf(from, "receive "+b.id.opName(op), "got %s: the ranks are at different steps of the protocol", b.id.opName(m.Op))
+		return Msg{}, b.id.errorf(from, what, "got a %s, a mailbox carries one-way messages only", k)
+	case int(m.Op) >= len(b.id.ops):
+		return Msg{}, b.id.errorf(from, what, "got operation %d, the service has %d", m.Op, len(b.id.ops))
 	}
 	return m, nil
 }
+
+// OpName is the name of operation op, for messages.
+func (b *Mailbox) OpName(op uint8) string { return b.id.opName(op) }
 
 // largeChunk bounds one message of SendLarge, well under any transport's frame limit.
 const largeChunk = 1 << 20

@@ -530,3 +530,34 @@ func TestServiceByeAckedBeforeClose(t *testing.T) {
 		t.Fatalf("server's Close: %v", err)
 	}
 }
+
+// TestMailboxRecvAny: RecvAny takes the next message whatever its operation (a protocol whose
+// next step depends on what the peer sent), and refuses an operation the service does not
+// have, naming the service.
+func TestMailboxRecvAny(t *testing.T) {
+	eps := transport.NewMemJob(2)
+	ctx := context.Background()
+	a, err := NewMailbox(eps[0], "any", testOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewMailbox(eps[1], "any", testOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []Msg{{Op: opNote, Arg: 7, Body: []byte("x")}, {Op: opAdd, Arg: 8}, {Op: uint8(len(testOps))}} {
+		if err := a.Send(ctx, 1, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf [4]byte
+	for _, want := range []Msg{{Op: opNote, Arg: 7}, {Op: opAdd, Arg: 8}} {
+		got, err := b.RecvAny(ctx, 0, buf[:])
+		if err != nil || got.Op != want.Op || got.Arg != want.Arg {
+			t.Fatalf("RecvAny = %+v, %v; want op %d arg %d", got, err, want.Op, want.Arg)
+		}
+	}
+	if _, err := b.RecvAny(ctx, 0, buf[:]); err == nil || !strings.Contains(err.Error(), "service any") || !strings.Contains(err.Error(), "operation") {
+		t.Fatalf("an unknown operation: %v", err)
+	}
+}

@@ -56,22 +56,23 @@ func (o MeasureOptions) withDefaults() (MeasureOptions, error) {
 	return o, nil
 }
 
-// MeasureName is the name under which Measure takes its channel from the service layer
-// (service.ChannelOf), so that no service of the layer shares it by accident.
+// MeasureName is the name of Measure's mailbox service (service.Mailbox): its channel and the
+// tag its frames carry, so that no service of the layer shares them by accident.
 const MeasureName = "topology-measure"
 
-// Message kinds on Measure's channel (the Op of the header).
+// The operations of Measure's mailbox (service.Mailbox), named in its errors by measureOps.
 const (
-	opRow       uint32 = 0x746f7001 + iota // a rank's proven same-host row, to rank 0
-	opHosts                                // rank 0's host indices, to every rank
-	opEcho                                 // probe: send the payload back
-	opAck                                  // probe: answer with one byte
-	opDone                                 // end of a rank's probes to this peer
-	opReply                                // answer to opEcho or opAck
-	opResults                              // a rank's measured links, to rank 0
-	opMatrixLen                            // the encoded matrix's length, to every rank
-	opMatrix                               // the encoded matrix, to every rank
+	opRow     uint8 = iota // a rank's proven same-host row, to rank 0
+	opHosts                // rank 0's host indices, to every rank
+	opEcho                 // probe: send the payload back
+	opAck                  // probe: answer with one byte
+	opDone                 // end of a rank's probes to this peer
+	opReply                // answer to opEcho or opAck
+	opResults              // a rank's measured links, to rank 0
+	opMatrix               // the encoded matrix, to every rank
 )
+
+var measureOps = []string{"host row", "host indices", "echo probe", "ack probe", "end of probes", "probe reply", "measurements", "matrix"}
 
 // Measure measures the links of the job: every rank of it must call Measure with the same
 // options, and every rank returns the same matrix (rank 0 gathers the measurements, encodes
@@ -85,14 +86,18 @@ const (
 // round trip (α is half its median), large ones with a one-byte answer give the time per
 // byte of the direction (β = (fastest T_large − fastest round trip) / (large − small)).
 //
-// Measure runs on the channel of MeasureName and leaves it empty. It honours ctx: a rank that
+// Measure runs on its mailbox's channel and leaves it empty. It honours ctx: a rank that
 // never calls Measure makes the others fail when ctx ends, naming the peer they waited for.
 func Measure(ctx context.Context, ep transport.Endpoint, opts MeasureOptions) (*Matrix, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	m := &measurer{ep: ep, ch: service.ChannelOf(MeasureName), opts: opts, rank: ep.Rank(), p: ep.Size()}
+	mb, err := service.NewMailbox(ep, MeasureName, measureOps)
+	if err != nil {
+		return nil, err
+	}
+	m := &measurer{mb: mb, ep: ep, opts: opts, rank: ep.Rank(), p: ep.Size()}
 	host, err := m.hosts(ctx)
 	if err != nil {
 		return nil, err
@@ -115,8 +120,8 @@ func Measure(ctx context.Context, ep transport.Endpoint, opts MeasureOptions) (*
 }
 
 type measurer struct {
+	mb      *service.Mailbox
 	ep      transport.Endpoint
-	ch      transport.Channel
 	opts    MeasureOptions
 	rank, p int
 	buf     []byte // probes, sent and received; MaxLargeBytes once a pair needs it
@@ -129,8 +134,8 @@ type measuredLink struct {
 	Link
 }
 
-func (m *measurer) header(op uint32, seq uint64) transport.Header {
-	return transport.Header{Channel: m.ch, Op: op, Seq: seq}
+func (m *measurer) send(ctx context.Context, to int, op uint8, seq uint64, body []byte) error {
+	return m.mb.Send(ctx, to, service.Msg{Op: op, Arg: seq, Body: body})
 }
 
 // hosts gathers every rank's proven row at rank 0, which groups the ranks into hosts and
@@ -145,7 +150,7 @@ func (m *measurer) hosts(ctx context.Context) ([]int, error) {
 	}
 	hostBytes := make([]byte, 4*m.p)
 	if m.rank != 0 {
-		if err := m.ep.Send(ctx, 0, m.header(opRow, 0), enc); err != nil {
+		if err := m.send(ctx, 0, opRow, 0, enc); err != nil {
 			return nil, fmt.Errorf("topology: rank %d: sending its host row to rank 0: %w", m.rank, err)
 		}
 		if err := m.recvExactly(ctx, 0, opHosts, hostBytes); err != nil {
@@ -176,7 +181,7 @@ func (m *measurer) hosts(ctx context.Context) ([]int, error) {
 		binary.LittleEndian.PutUint32(hostBytes[4*r:], uint32(h))
 	}
 	for r := 1; r < m.p; r++ {
-		if err := m.ep.Send(ctx, r, m.header(opHosts, 0), hostBytes); err != nil {
+		if err := m.send(ctx, r, opHosts, 0, hostBytes); err != nil {
 			return nil, fmt.Errorf("topology: rank 0: sending the hosts to rank %d: %w", r, err)
 		}
 	}
@@ -184,32 +189,16 @@ func (m *measurer) hosts(ctx context.Context) ([]int, error) {
 }
 
 // recvExactly receives the message op from rank `from` into buf, which it must fill.
-func (m *measurer) recvExactly(ctx context.Context, from int, op uint32, buf []byte) error {
-	n, err := m.ep.Recv(ctx, from, m.header(op, 0), buf)
+func (m *measurer) recvExactly(ctx context.Context, from int, op uint8, buf []byte) error {
+	msg, err := m.mb.Recv(ctx, from, op, buf)
 	if err != nil {
-		return fmt.Errorf("topology: rank %d: waiting for rank %d's %s: %w", m.rank, from, opName(op), err)
+		return fmt.Errorf("topology: rank %d: waiting for rank %d's %s: %w", m.rank, from, m.mb.OpName(op), err)
 	}
-	if n != len(buf) {
+	if len(msg.Body) != len(buf) {
 		return fmt.Errorf("topology: rank %d: rank %d's %s has %d bytes, want %d (do the ranks agree on the job size?)",
-			m.rank, from, opName(op), n, len(buf))
+			m.rank, from, m.mb.OpName(op), len(msg.Body), len(buf))
 	}
 	return nil
-}
-
-func opName(op uint32) string {
-	switch op {
-	case opRow:
-		return "host row"
-	case opHosts:
-		return "host indices"
-	case opResults:
-		return "measurements"
-	case opMatrixLen:
-		return "matrix length"
-	case opMatrix:
-		return "matrix"
-	}
-	return fmt.Sprintf("message %#x", op)
 }
 
 // pair measures both directions between this rank and peer: the lower rank probes first.
@@ -239,19 +228,23 @@ func (m *measurer) pair(ctx context.Context, peer int, first bool) (measuredLink
 // lead times this rank's probes to peer.
 func (m *measurer) lead(ctx context.Context, peer int) (Link, error) {
 	var seq uint64
-	probe := func(op uint32, n int) (time.Duration, error) {
+	probe := func(op uint8, n int) (time.Duration, error) {
 		seq++
 		start := time.Now()
-		if err := m.ep.Send(ctx, peer, m.header(op, seq), m.buf[:n]); err != nil {
+		if err := m.send(ctx, peer, op, seq, m.buf[:n]); err != nil {
 			return 0, err
 		}
-		if _, err := m.ep.Recv(ctx, peer, m.header(opReply, seq), m.reply); err != nil {
+		r, err := m.mb.Recv(ctx, peer, opReply, m.reply)
+		if err != nil {
 			return 0, err
+		}
+		if r.Arg != seq {
+			return 0, fmt.Errorf("the reply to probe %d answers probe %d", seq, r.Arg)
 		}
 		return time.Since(start), nil
 	}
 	// timed returns the sorted times of reps probes.
-	timed := func(op uint32, n, reps int) ([]time.Duration, error) {
+	timed := func(op uint8, n, reps int) ([]time.Duration, error) {
 		ts := make([]time.Duration, reps)
 		for i := range ts {
 			t, err := probe(op, n)
@@ -301,7 +294,7 @@ func (m *measurer) lead(ctx context.Context, peer int) (Link, error) {
 		}
 		large = probeSize(large, beta, m.opts)
 	}
-	if err := m.ep.Send(ctx, peer, m.header(opDone, seq+1), nil); err != nil {
+	if err := m.send(ctx, peer, opDone, seq+1, nil); err != nil {
 		return Link{}, err
 	}
 	beta := (t - fastest).Seconds() / float64(large-small)
@@ -328,22 +321,22 @@ func probeSize(n int, beta float64, o MeasureOptions) int {
 // follow answers peer's probes until it is done.
 func (m *measurer) follow(ctx context.Context, peer int) error {
 	for {
-		h, n, err := m.ep.RecvAny(ctx, peer, m.ch, m.buf)
+		msg, err := m.mb.RecvAny(ctx, peer, m.buf)
 		if err != nil {
 			return fmt.Errorf("topology: rank %d: answering rank %d's probes: %w", m.rank, peer, err)
 		}
 		var answer []byte
-		switch h.Op {
+		switch msg.Op {
 		case opEcho:
-			answer = m.buf[:n]
+			answer = msg.Body
 		case opAck:
 			answer = m.buf[:1]
 		case opDone:
 			return nil
 		default:
-			return fmt.Errorf("topology: rank %d: rank %d sent %v while probing the link (do both ranks run Measure?)", m.rank, peer, h)
+			return fmt.Errorf("topology: rank %d: rank %d sent its %s while probing the link (do both ranks run Measure?)", m.rank, peer, m.mb.OpName(msg.Op))
 		}
-		if err := m.ep.Send(ctx, peer, m.header(opReply, h.Seq), answer); err != nil {
+		if err := m.send(ctx, peer, opReply, msg.Arg, answer); err != nil {
 			return fmt.Errorf("topology: rank %d: answering rank %d's probe: %w", m.rank, peer, err)
 		}
 	}
@@ -362,20 +355,12 @@ func (m *measurer) share(ctx context.Context, host []int, led []measuredLink, ro
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.Alpha))
 			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.Beta))
 		}
-		if err := m.ep.Send(ctx, 0, m.header(opResults, 0), b); err != nil {
+		if err := m.send(ctx, 0, opResults, 0, b); err != nil {
 			return nil, fmt.Errorf("topology: rank %d: sending its measurements to rank 0: %w", m.rank, err)
 		}
-		var n [8]byte
-		if err := m.recvExactly(ctx, 0, opMatrixLen, n[:]); err != nil {
-			return nil, err
-		}
-		size := binary.LittleEndian.Uint64(n[:])
-		if size > 1<<34 {
-			return nil, fmt.Errorf("topology: rank %d: rank 0 announces a matrix of %d bytes", m.rank, size)
-		}
-		enc := make([]byte, size)
-		if err := m.recvExactly(ctx, 0, opMatrix, enc); err != nil {
-			return nil, err
+		enc, err := m.mb.RecvLarge(ctx, 0, opMatrix, maxMatrixBytes(m.p))
+		if err != nil {
+			return nil, fmt.Errorf("topology: rank %d: waiting for the matrix from rank 0: %w", m.rank, err)
 		}
 		return m.decode(enc)
 	}
@@ -385,10 +370,11 @@ func (m *measurer) share(ctx context.Context, host []int, led []measuredLink, ro
 	}
 	buf := make([]byte, linkRecordLen*(rounds+1))
 	for r := 1; r < m.p; r++ {
-		n, err := m.ep.Recv(ctx, r, m.header(opResults, 0), buf)
+		msg, err := m.mb.Recv(ctx, r, opResults, buf)
 		if err != nil {
 			return nil, fmt.Errorf("topology: rank 0: waiting for rank %d's measurements: %w", r, err)
 		}
+		n := len(msg.Body)
 		if n%linkRecordLen != 0 {
 			return nil, fmt.Errorf("topology: rank 0: rank %d's measurements have %d bytes, not a multiple of %d", r, n, linkRecordLen)
 		}
@@ -409,18 +395,18 @@ func (m *measurer) share(ctx context.Context, host []int, led []measuredLink, ro
 	if err != nil {
 		return nil, fmt.Errorf("topology: rank 0: encoding the matrix: %w", err)
 	}
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(enc)))
 	for r := 1; r < m.p; r++ {
-		if err := m.ep.Send(ctx, r, m.header(opMatrixLen, 0), n[:]); err != nil {
-			return nil, fmt.Errorf("topology: rank 0: sending the matrix to rank %d: %w", r, err)
-		}
-		if err := m.ep.Send(ctx, r, m.header(opMatrix, 0), enc); err != nil {
+		if err := m.mb.SendLarge(ctx, r, opMatrix, enc); err != nil {
 			return nil, fmt.Errorf("topology: rank 0: sending the matrix to rank %d: %w", r, err)
 		}
 	}
 	return m.decode(enc)
 }
+
+// maxMatrixBytes bounds the encoded matrix of p ranks that a rank accepts from rank 0: twice
+// what JSON takes for p² links of two float64s (about 60 bytes each) and p host numbers, so
+// that a corrupt length cannot make a rank allocate without bound.
+func maxMatrixBytes(p int) uint64 { return uint64(p)*uint64(p)*128 + uint64(p)*32 + 1<<16 }
 
 func (m *measurer) decode(enc []byte) (*Matrix, error) {
 	mat, err := Unmarshal(enc)
