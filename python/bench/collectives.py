@@ -44,6 +44,7 @@ def main():
     gloo = dist.new_group(backend="gloo")
     rank, p = dist.get_rank(), dist.get_world_size()
     if rank == 0:
+        print("# hetsync: %s" % hetsync.world().settings())
         print("%10s %12s %12s %12s %12s %8s" % ("bytes", "hetsync us", "busbw GB/s", "gloo us", "busbw GB/s", "ratio"))
     size = args.min_bytes
     while size <= args.max_bytes:
