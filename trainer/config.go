@@ -74,6 +74,20 @@ type Config struct {
 	// Options are the strategy's own options: a value its registry's Factory.Options
 	// returned; nil takes the strategy's defaults (Registry.Configure).
 	Options Options `json:"options,omitempty"`
+
+	// checked is the validation this value passed (Registry.Validate). A configuration is
+	// validated where it enters (the command's flags, a program's Train) and then carried as
+	// one value through the entry points after it (workload.RunRank, trainer.RunRank, Train),
+	// which see the mark and do not check it again; a value changed since is checked anew.
+	checked *checkMark
+}
+
+// checkMark says which registry validated a Config for a job of how many ranks, and what the
+// Config was then (its JSON, the options included), so that a change after it is seen.
+type checkMark struct {
+	reg   *Registry
+	size  int
+	value string
 }
 
 // configField is a field's name in this package's errors: Config. and the Go name.

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"reflect"
@@ -204,7 +205,14 @@ func checkCollective(f Factory, cfg *Config) error {
 // Validate checks the common configuration and the strategy's options for a job of size
 // ranks, after giving the zero fields that document a default that default (ZeroDefaults);
 // it configures the options (Configure).
+//
+// A Config it validated carries a mark of it: validating the same value again, with the same
+// registry for the same job size, returns at once, so that a configuration checked where it
+// entered is not checked again by every entry point it passes through.
 func (r *Registry) Validate(cfg *Config, size int) error {
+	if r.validated(cfg, size) {
+		return nil
+	}
 	cfg.ZeroDefaults()
 	if err := cfg.Validate(size); err != nil {
 		return err
@@ -215,20 +223,43 @@ func (r *Registry) Validate(cfg *Config, size int) error {
 	if err := checkCollective(r.factories[cfg.Strategy], cfg); err != nil {
 		return err
 	}
-	return cfg.Options.Validate(cfg, size)
+	if err := cfg.Options.Validate(cfg, size); err != nil {
+		return err
+	}
+	cfg.checked = &checkMark{reg: r, size: size, value: fingerprint(cfg)}
+	return nil
 }
 
-// New builds the strategy cfg.Strategy names, configuring its options first.
+// validated says whether r already validated cfg, as it is now, for a job of size ranks.
+func (r *Registry) validated(cfg *Config, size int) bool {
+	m := cfg.checked
+	return m != nil && m.reg == r && (size < 0 || m.size == size) && m.value == fingerprint(cfg)
+}
+
+// fingerprint is cfg as JSON: every field and the options' values (not their pointer), so a
+// change to either after a validation shows.
+func fingerprint(cfg *Config) string {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return "" // never equal to a mark's: validated again
+	}
+	return string(b)
+}
+
+// New builds the strategy cfg.Strategy names, configuring its options first unless r
+// validated cfg as it is (Validate).
 func (r *Registry) New(cfg *Config) (Strategy, error) {
 	f, err := r.lookup(cfg.Strategy)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.Configure(cfg); err != nil {
-		return nil, err
-	}
-	if err := checkCollective(f, cfg); err != nil {
-		return nil, err
+	if !r.validated(cfg, -1) {
+		if err := r.Configure(cfg); err != nil {
+			return nil, err
+		}
+		if err := checkCollective(f, cfg); err != nil {
+			return nil, err
+		}
 	}
 	return f.New(cfg)
 }

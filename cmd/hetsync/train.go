@@ -37,6 +37,9 @@ type trainOptions struct {
 	// MetricsAddr is --metrics-addr: where ranks serve live Prometheus metrics ("" none).
 	MetricsAddr string
 	resumeOptions
+	// strategies is the registry that validated Config: the rank's trainer takes it, and with
+	// it the configuration as validated, not to be checked again.
+	strategies *trainer.Registry
 }
 
 // trainLaunch is what config.json records besides the training configuration.
@@ -129,6 +132,7 @@ func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 	if err := reg.Validate(&o.Config, size); err != nil {
 		return o, trainer.InFlags(err) // the library names Config fields; here they are flags
 	}
+	o.strategies = reg
 	if err := (collective.Options{Algorithm: o.Config.Collective}).Check(size); err != nil {
 		return o, fmt.Errorf("--collective %q: %w", o.Config.Collective, err)
 	}
@@ -271,7 +275,7 @@ func (o trainOptions) commOptions() []hetsync.Option {
 // builds that rank's communicator over the decorated endpoint itself.
 func (o trainOptions) rankOptions(c *hetsync.Comm, localSize int) workload.Options {
 	ropts := workload.Options{DataDir: o.DataDir, Threads: o.Threads, LocalSize: localSize,
-		TrainOptions: trainer.TrainOptions{Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(), Comm: c.Comm}}
+		TrainOptions: trainer.TrainOptions{Links: c.Links(), DataPath: dataPathOf(c), Watch: c.Watch(), Comm: c.Comm, Strategies: o.strategies}}
 	if ep := c.Endpoint(); o.Config.Stragglers.WrapEndpoint(ep) != ep {
 		ropts.Comm = nil
 	}
