@@ -117,12 +117,9 @@ func (s *localSGD) Sync(ctx context.Context, w *trainer.Worker, stopVote bool) (
 // fraction of the real data set's load time.
 const stripes = "testdata/stripes"
 
-// TestStrategyFromOutside registers local-sgd beside the built-in strategies, sets its option
-// from a flag as `hetsync train` does (the options' own FlagSet), and trains the built-in
-// workload (the MLP on data in Fashion-MNIST's layout) with it on three in-process ranks
-// through `hetsync train`'s path, writing a run directory: every round averages after the
-// flag's number of steps, the run directory records the option, and the model learns.
-func TestStrategyFromOutside(t *testing.T) {
+// strategies is the built-in strategies and local-sgd.
+func strategies(t *testing.T) *trainer.Registry {
+	t.Helper()
 	reg := trainer.Builtin()
 	err := reg.Register("local-sgd", trainer.Factory{
 		Options: func() trainer.Options { return &localSGDOptions{} },
@@ -133,6 +130,16 @@ func TestStrategyFromOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return reg
+}
+
+// TestStrategyFromOutside registers local-sgd beside the built-in strategies, sets its option
+// from a flag as `hetsync train` does (the options' own FlagSet), and trains the built-in
+// workload (the MLP on data in Fashion-MNIST's layout) with it on three in-process ranks
+// through `hetsync train`'s path, writing a run directory: every round averages after the
+// flag's number of steps, the run directory records the option, and the model learns.
+func TestStrategyFromOutside(t *testing.T) {
+	reg := strategies(t)
 	opts, err := reg.Options("local-sgd")
 	if err != nil {
 		t.Fatal(err)

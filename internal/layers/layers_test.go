@@ -35,7 +35,7 @@ var layer = map[string]int{
 	// 6: the public face.
 	"": 6,
 	// 7: programs and tests of the public face.
-	"capi": 7, "cmd/hetsync": 7, "examples/hello": 7, "examples/subcomm": 7,
+	"capi": 7, "cmd/hetsync": 7, "command": 7, "examples/hello": 7, "examples/subcomm": 7,
 	"examples/esync-model": 7, "extend": 7,
 }
 
