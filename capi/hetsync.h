@@ -83,6 +83,8 @@ char *hs_session_exchange(int64_t sess, int *params);
 /* After each local step: its mean loss, batch size, correct predictions and duration in
  * seconds. A rank given a slowdown sleeps here. wait_ms and req as for the collectives. */
 char *hs_session_step(int64_t sess, double loss, int64_t samples, int64_t correct, double seconds, int64_t wait_ms, int64_t *req);
+/* hs_session_step, then hs_session_should_sync, in one call (one wait instead of two). */
+char *hs_session_step_sync(int64_t sess, double loss, int64_t samples, int64_t correct, double seconds, int64_t wait_ms, int64_t *req);
 /* Asks whether this rank's round ends now; the answer is hs_session_state's sync_now. */
 char *hs_session_should_sync(int64_t sess, int64_t wait_ms, int64_t *req);
 /* The round's exchange; afterwards hs_session_state says whether the job agreed to stop. */

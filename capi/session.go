@@ -159,6 +159,24 @@ func hs_session_step(id C.int64_t, loss C.double, samples, correct C.int64_t, se
 	return s.run(waitMS, req, func() error { return s.s.Step(ctx(), r) })
 }
 
+//export hs_session_step_sync
+func hs_session_step_sync(id C.int64_t, loss C.double, samples, correct C.int64_t, seconds C.double, waitMS C.int64_t, req *C.int64_t) *C.char {
+	s, err := sessionOf(id, "hs_session_step_sync")
+	if err != nil {
+		return cerr(err)
+	}
+	r := trainer.StepReport{Loss: float64(loss), Samples: int(samples), Correct: int(correct),
+		Duration: time.Duration(float64(seconds) * float64(time.Second))}
+	return s.run(waitMS, req, func() error {
+		if err := s.s.Step(ctx(), r); err != nil {
+			return err
+		}
+		ok, err := s.s.ShouldSync(ctx())
+		s.sync = ok
+		return err
+	})
+}
+
 //export hs_session_should_sync
 func hs_session_should_sync(id C.int64_t, waitMS C.int64_t, req *C.int64_t) *C.char {
 	s, err := sessionOf(id, "hs_session_should_sync")

@@ -47,6 +47,7 @@ def _load():
         "hs_session_exchange": [i64, intp],
         "hs_session_step": [i64, ctypes.c_double, i64, i64, ctypes.c_double, i64, i64p],
         "hs_session_should_sync": [i64, i64, i64p],
+        "hs_session_step_sync": [i64, ctypes.c_double, i64, i64, ctypes.c_double, i64, i64p],
         "hs_session_sync": [i64, i64, i64p],
         "hs_session_state": [i64, intp, intp, i64p, ctypes.POINTER(ctypes.c_double)],
         "hs_session_stop": [i64],

@@ -120,8 +120,7 @@ class Session:
         now = time.perf_counter()
         if seconds is None:
             seconds = now - self._last
-        _blocking(_abi.lib.hs_session_step, self._id, float(loss), int(samples), int(correct), float(seconds))
-        _blocking(_abi.lib.hs_session_should_sync, self._id)
+        _blocking(_abi.lib.hs_session_step_sync, self._id, float(loss), int(samples), int(correct), float(seconds))
         self._last = time.perf_counter()
         sync = ctypes.c_int(0)
         _abi.check(_abi.lib.hs_session_state(self._id, ctypes.byref(sync), None, None, None))
