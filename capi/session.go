@@ -24,7 +24,6 @@ type session struct {
 	s    *trainer.Session
 	sync bool // the last ShouldSync's answer
 	last trainer.RoundStats
-	res  *trainer.Result
 }
 
 var sessions handles[*session]
@@ -148,14 +147,26 @@ func hs_session_exchange(id C.int64_t, params *C.int) *C.char {
 	return nil
 }
 
+// stepReport is a local step as the C ABI reports it.
+func stepReport(loss C.double, samples, correct C.int64_t, seconds C.double) trainer.StepReport {
+	return trainer.StepReport{Loss: float64(loss), Samples: int(samples), Correct: int(correct),
+		Duration: time.Duration(float64(seconds) * float64(time.Second))}
+}
+
+// shouldSync asks the strategy and keeps the answer for hs_session_state.
+func (s *session) shouldSync() error {
+	ok, err := s.s.ShouldSync(ctx())
+	s.sync = ok
+	return err
+}
+
 //export hs_session_step
 func hs_session_step(id C.int64_t, loss C.double, samples, correct C.int64_t, seconds C.double, waitMS C.int64_t, req *C.int64_t) *C.char {
 	s, err := sessionOf(id, "hs_session_step")
 	if err != nil {
 		return cerr(err)
 	}
-	r := trainer.StepReport{Loss: float64(loss), Samples: int(samples), Correct: int(correct),
-		Duration: time.Duration(float64(seconds) * float64(time.Second))}
+	r := stepReport(loss, samples, correct, seconds)
 	return s.run(waitMS, req, func() error { return s.s.Step(ctx(), r) })
 }
 
@@ -165,15 +176,12 @@ func hs_session_step_sync(id C.int64_t, loss C.double, samples, correct C.int64_
 	if err != nil {
 		return cerr(err)
 	}
-	r := trainer.StepReport{Loss: float64(loss), Samples: int(samples), Correct: int(correct),
-		Duration: time.Duration(float64(seconds) * float64(time.Second))}
+	r := stepReport(loss, samples, correct, seconds)
 	return s.run(waitMS, req, func() error {
 		if err := s.s.Step(ctx(), r); err != nil {
 			return err
 		}
-		ok, err := s.s.ShouldSync(ctx())
-		s.sync = ok
-		return err
+		return s.shouldSync()
 	})
 }
 
@@ -183,11 +191,7 @@ func hs_session_should_sync(id C.int64_t, waitMS C.int64_t, req *C.int64_t) *C.c
 	if err != nil {
 		return cerr(err)
 	}
-	return s.run(waitMS, req, func() error {
-		ok, err := s.s.ShouldSync(ctx())
-		s.sync = ok
-		return err
-	})
+	return s.run(waitMS, req, s.shouldSync)
 }
 
 //export hs_session_sync
@@ -251,8 +255,7 @@ func hs_session_close(id C.int64_t, waitMS C.int64_t, req *C.int64_t) *C.char {
 		return cerr(err)
 	}
 	return s.run(waitMS, req, func() error {
-		res, err := s.s.Close(ctx())
-		s.res = res
+		_, err := s.s.Close(ctx())
 		sessions.drop(int64(id))
 		return err
 	})
