@@ -24,13 +24,10 @@ func (Int8) Encode(dst []byte, src []float32) {
 	for len(src) > 0 {
 		b := min(len(src), Int8Block)
 		blk := src[:b]
-		var m float32
-		for _, v := range blk {
-			m = max(m, abs32(v))
-		}
+		m := blockMax(blk)
 		scale := m / 127
 		switch {
-		case m != m || m > math.MaxFloat32: // NaN or Inf in the block
+		case !finite(m): // NaN or Inf in the block
 			scale = float32(math.NaN())
 			clear(dst[4 : 4+b])
 		case m == 0:
@@ -86,12 +83,9 @@ func (c Int8) DecodeAdd(dst []float32, src []byte) error {
 func (Int8) ErrorBound(bound, src []float32) {
 	for len(src) > 0 {
 		b := min(len(src), Int8Block)
-		var m float32
-		for _, v := range src[:b] {
-			m = max(m, abs32(v))
-		}
+		m := blockMax(src[:b])
 		e := float32(float64(m) / 127 * (0.5 + 1.0/(1<<16)))
-		if m != m || m > math.MaxFloat32 {
+		if !finite(m) {
 			e = float32(math.Inf(1))
 		}
 		for i := range bound[:b] {
@@ -100,6 +94,18 @@ func (Int8) ErrorBound(bound, src []float32) {
 		bound, src = bound[b:], src[b:]
 	}
 }
+
+// blockMax is the largest magnitude of a block; NaN when the block holds one (max keeps NaN).
+func blockMax(blk []float32) float32 {
+	var m float32
+	for _, v := range blk {
+		m = max(m, abs32(v))
+	}
+	return m
+}
+
+// finite says whether a block's largest magnitude is neither NaN nor Inf.
+func finite(m float32) bool { return m == m && m <= math.MaxFloat32 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
