@@ -6,11 +6,13 @@ package main
 import "C"
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/hetsync/hetsync"
+	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/launcher"
 	"github.com/hetsync/hetsync/trainer"
 )
@@ -66,6 +68,18 @@ func newSession(c *hetsync.Comm, cfg trainer.Config, params, grads []float32, op
 	for _, kv := range pairs {
 		rec.Settings = append(rec.Settings, kv[0]+"="+kv[1])
 	}
+	if networkStragglers(cfg.Stragglers, c.Size()) {
+		// Network-mode stragglers delay a rank's messages under the rounds' communicator,
+		// which the job's (over the bare endpoint) would bypass, and which auto would not send
+		// on a one-host job (it reduces in shared memory). So the rounds run over a named
+		// algorithm's communicator that the trainer builds over the decorated endpoint, on
+		// every rank, so that all of them run the rounds' collectives in step.
+		if cfg.Collective == collective.DefaultAlgorithm {
+			return nil, fmt.Errorf("hetsync hs_session_new: rank %d: stragglers (network mode) delay the messages of the rounds' collective, "+
+				"which %s may reduce in shared memory instead: name one (collective=\"ring\")", c.Rank(), cfg.Collective)
+		}
+		opts.Comm = nil
+	}
 	opts.Out, opts.Record, opts.DataPath = out, rec, s.Transport
 	if s.DataPath != "" {
 		opts.DataPath += " data-path=" + s.DataPath
@@ -82,4 +96,14 @@ func hs_session_eval(id C.int64_t, accuracy, loss C.double) *C.char {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return cerr(s.s.Eval(float64(accuracy), float64(loss)))
+}
+
+// networkStragglers says whether stragglers delay the messages of any of the job's ranks.
+func networkStragglers(s trainer.StragglerConfig, size int) bool {
+	for r := range size {
+		if s.Mode != "compute" && len(s.Windows(r)) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -69,15 +69,19 @@ def test_launch_out_records_the_session(runs):
         assert ("accuracy" in r) == (r["rank"] == 0), r
 
 
-def test_session_out_records_step_sleep(runs):
+def test_session_out_records_step_sleep_and_stragglers(runs):
     _, _, b, _ = runs
     config, summary, rounds, _ = load(b)
     assert config["strategy"] == "ssgd" and config["step_sleep"] == [0, 0, 4000000], config
+    assert config["stragglers"]["ranks"] == [1] and config["stragglers"]["mode"] == "network", config
     assert summary["ranks"] == RANKS and summary["rounds"] == 5, summary
     assert len(rounds) == RANKS * 5, rounds
     for r in rounds:
         if r["rank"] == 2:
             assert r["compute_s"] >= 0.004, r
+        if r["rank"] == 0:
+            # Rank 1's messages leave 25 ms late, and rank 0's allreduce waits for them.
+            assert r["comm_s"] + r["wait_s"] >= 0.025, r
 
 
 def test_report_reads_session_runs(runs):

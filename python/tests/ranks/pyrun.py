@@ -1,8 +1,9 @@
 """Session runs that write run directories, launched as `hetsync launch --out RUN_A -- pyrun.py
 RUN_B`: an esync session with a slowdown writes RUN_A (the launcher's run directory) with rank
 0's evaluations; a second session given no directory of its own is refused on every rank,
-since RUN_A already holds a run; an ssgd session with a step sleep writes RUN_B (its out=
-setting). test_pyrun.py reads what they wrote."""
+since RUN_A already holds a run; network stragglers are refused over auto (which may not
+send messages at all); an ssgd session over ring with a step sleep and a network straggler
+writes RUN_B (its out= setting). test_pyrun.py reads what they wrote."""
 
 import sys
 
@@ -69,7 +70,14 @@ def main():
         want = "already holds a run" if rank == 0 else "rank 0 cannot write the run directory"
         assert want in str(e), e
         print("rank %d: refused: %s" % (rank, e), flush=True)
-    train(rank, False, sync="ssgd", max_rounds=5, out=sys.argv[1], step_sleep=[0, 0, 4])
+    straggler = "ranks=1;delay=25ms;at=0s;for=1h;mode=network"
+    try:
+        hetsync.Session(torch.nn.Linear(2, 2).parameters(), sync="ssgd", lr=0.1, batch=16, stragglers=straggler)
+        sys.exit("rank %d: network stragglers over auto were not refused" % rank)
+    except hetsync.HetsyncError as e:
+        assert 'name one (collective="ring")' in str(e), e
+    train(rank, False, sync="ssgd", max_rounds=5, out=sys.argv[1], step_sleep=[0, 0, 4], stragglers=straggler,
+          collective="ring")
     hetsync.finalize()
 
 
