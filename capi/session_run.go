@@ -80,6 +80,10 @@ func newSession(c *hetsync.Comm, cfg trainer.Config, params, grads []float32, op
 		}
 		opts.Comm = nil
 	}
+	// As hetsync train's ranks: the rounds' communicator, when the trainer builds one, plans
+	// from the job's links and reports as the job's does, and the job's timeline (--timeline)
+	// gets a span per round.
+	opts.Links, opts.Watch = c.Links(), c.Watch()
 	opts.Out, opts.Record, opts.DataPath = out, rec, s.Transport
 	if s.DataPath != "" {
 		opts.DataPath += " data-path=" + s.DataPath

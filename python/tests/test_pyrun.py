@@ -45,7 +45,8 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pyrun")
     a, b = str(tmp / "esync-run"), str(tmp / "ssgd-run")
     script = os.path.join(HERE, "ranks", "pyrun.py")
-    out = run([hetsync_bin(), "launch", "-np", str(RANKS), "--out", a, "--", PYTHON, script, b])
+    out = run([hetsync_bin(), "launch", "-np", str(RANKS), "--out", a, "--timeline", str(tmp / "trace.json"), "--",
+               PYTHON, script, b])
     assert out.count("esync ok") == RANKS and out.count("ssgd ok") == RANKS and out.count("refused") == RANKS, out
     return tmp, a, b, script
 
@@ -82,6 +83,17 @@ def test_session_out_records_step_sleep_and_stragglers(runs):
         if r["rank"] == 0:
             # Rank 1's messages leave 25 ms late, and rank 0's allreduce waits for them.
             assert r["comm_s"] + r["wait_s"] >= 0.025, r
+
+
+def test_timeline_has_the_rounds(runs):
+    tmp = runs[0]
+    for rank in range(RANKS):
+        with open(str(tmp / ("trace.rank%d.json" % rank))) as f:
+            events = json.load(f)
+        events = events["traceEvents"] if isinstance(events, dict) else events
+        rounds = [e for e in events if e.get("name") == "round"]
+        # 8 esync rounds, then 5 ssgd rounds.
+        assert len(rounds) == 13, "rank %d: %d round spans" % (rank, len(rounds))
 
 
 def test_report_reads_session_runs(runs):
