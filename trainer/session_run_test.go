@@ -151,6 +151,41 @@ func TestRunSessionRunDirRefused(t *testing.T) {
 	}
 }
 
+// TestRunSessionEndsEarly: when a rank gives up after two rounds, the others' next round
+// fails, and rank 0's Close leaves the run directory with the rounds recorded so far and a
+// summary.json that says the run ended early.
+func TestRunSessionEndsEarly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	cfg := trainer.Config{Strategy: "ssgd", Collective: "ring", Batch: 7, LR: 0.05, MaxRounds: 50}
+	errs := runSessions(transport.NewMemJob(3), cfg, trainer.TrainOptions{Out: dir}, func(ctx context.Context, s *trainer.RunSession) error {
+		for round := 0; ; round++ {
+			if s.Rank() == 1 && round == 2 {
+				return errors.New("gave up")
+			}
+			if err := s.Step(ctx, trainer.StepReport{Loss: 1, Samples: 7, Duration: time.Microsecond}); err != nil {
+				return err
+			}
+			if _, err := s.ShouldSync(ctx); err != nil {
+				return err
+			}
+			if _, err := s.Sync(ctx); err != nil {
+				_, cerr := s.Close(context.Background())
+				return errors.Join(err, cerr)
+			}
+		}
+	})
+	if errs[0] == nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "gave up") {
+		t.Fatalf("errors %v: want rank 1's and the round it left failing on rank 0", errs)
+	}
+	sum, err := metrics.ReadSummary(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.EndedEarly == nil || sum.EndedEarly.Round < 1 || sum.Rounds < 2 {
+		t.Errorf("summary.json: %d rounds, ended early %v; want the two rounds every rank ran and the early end", sum.Rounds, sum.EndedEarly)
+	}
+}
+
 func readJSON(t *testing.T, path string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(path)
