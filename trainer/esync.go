@@ -228,7 +228,7 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)
 	s.pre = append(make([]float32, 0, n), w.Params...)
 	s.buf = make([]float32, n+esyncExtra)
-	opt, err := w.newOptimizer(s.LocalOptimizer())
+	opt, err := w.NewOptimizer(s.LocalOptimizer())
 	if err != nil {
 		return fmt.Errorf("trainer: rank %d: esync's local steps: %w", w.Rank, err)
 	}

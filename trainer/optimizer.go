@@ -125,9 +125,9 @@ type localOptimizer interface {
 	LocalOptimizer() (lr, momentum float64, flags string)
 }
 
-// newOptimizer builds the run's optimizer at learning rate lr and momentum m, for a
+// NewOptimizer builds the run's optimizer at learning rate lr and momentum m, for a
 // strategy's local steps (localOptimizer): the flags that set them are named in its errors.
-func (w *Worker) newOptimizer(lr, m float64, flags string) (Optimizer, error) {
+func (w *Worker) NewOptimizer(lr, m float64, flags string) (Optimizer, error) {
 	o, err := newOptimizer(w.optimizers, w.Cfg, lr, m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", flags, err)
