@@ -137,22 +137,36 @@ func (w *Worker) NewOptimizer(lr, m float64, flags string) (Optimizer, error) {
 
 // updateRule is implemented by strategies whose model updates, or some of them, are not the
 // workers' optimizer's: UpdateRule says whose they are, or "" when, as configured, every
-// update is the workers' optimizer's. Such a strategy runs only with Config.Optimizer sgd
+// update is the workers' optimizer's. Such a strategy runs only with Config.Optimizer sgd,
+// and without SGD's Nesterov momentum or dampening, which no server rule has
 // (checkStrategyOptimizer).
 type updateRule interface{ UpdateRule() string }
 
-// checkStrategyOptimizer refuses an optimizer other than sgd for a strategy whose updates are
-// not the workers' optimizer's, rather than train with another rule than the one asked for.
+// checkStrategyOptimizer refuses an optimizer other than plain or momentum SGD for a strategy
+// whose updates are not the workers' optimizer's, rather than train with another rule than
+// the one asked for. (Such a strategy's server rule has always ignored Config.Momentum and
+// Config.WeightDecay, as documented, and still does.)
 func checkStrategyOptimizer(strat Strategy, cfg *Config) error {
-	if cfg.optimizerName() == DefaultOptimizer {
+	u, ok := strat.(updateRule)
+	if !ok || !cfg.beyondSGD() {
 		return nil
 	}
-	if u, ok := strat.(updateRule); ok {
-		if why := u.UpdateRule(); why != "" {
-			return fmt.Errorf("trainer: Config.Optimizer %s: Config.Strategy %s %s; use Config.Optimizer %s", cfg.optimizerName(), cfg.Strategy, why, DefaultOptimizer)
-		}
+	why := u.UpdateRule()
+	switch {
+	case why == "":
+		return nil
+	case cfg.optimizerName() != DefaultOptimizer:
+		return fmt.Errorf("trainer: Config.Optimizer %s: Config.Strategy %s %s; use Config.Optimizer %s", cfg.optimizerName(), cfg.Strategy, why, DefaultOptimizer)
+	case cfg.Nesterov:
+		return fmt.Errorf("trainer: Config.Nesterov: Config.Strategy %s %s, which has no Nesterov momentum", cfg.Strategy, why)
 	}
-	return nil
+	return fmt.Errorf("trainer: Config.Dampening %v: Config.Strategy %s %s, which has no dampening", cfg.Dampening, cfg.Strategy, why)
+}
+
+// beyondSGD says whether cfg asks for more than plain or momentum SGD: another optimizer, or
+// SGD's Nesterov momentum or dampening.
+func (c *Config) beyondSGD() bool {
+	return c.optimizerName() != DefaultOptimizer || c.Nesterov || c.Dampening != 0
 }
 
 // The strategies whose updates are their parameter server's rule, not the workers'

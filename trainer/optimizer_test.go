@@ -44,6 +44,9 @@ func TestOptimizerConfigRefusedNamingTheFlag(t *testing.T) {
 			c.Options = &SSPOptions{Pull: "lazy"}
 		}, ""},
 		{"sync-switch", func(c *Config) { c.Strategy = "sync-switch"; c.Optimizer = "adam"; c.Momentum = 0 }, "--sync sync-switch carries SGD's momentum"},
+		{"sync-switch nesterov", func(c *Config) { c.Strategy = "sync-switch"; c.Nesterov = true }, "--nesterov: --sync sync-switch carries SGD's momentum to its parameter server's momentum rule at the switch, which has no Nesterov momentum"},
+		{"asgd dampening", func(c *Config) { c.Strategy = "asgd"; c.Dampening = 0.5 }, "--dampening 0.5: --sync asgd updates the model"},
+		{"asgd momentum, as always", func(c *Config) { c.Strategy = "asgd"; c.WeightDecay = 0.01 }, ""},
 		{"esync", func(c *Config) { c.Strategy = "esync"; c.Optimizer = "adam"; c.Momentum = 0 }, ""},
 		{"esync local momentum", func(c *Config) {
 			c.Strategy, c.Optimizer, c.Momentum = "esync", "adam", 0

@@ -244,12 +244,13 @@ func (r *Registry) Validate(cfg *Config, size int) error {
 }
 
 // validateOptimizer checks cfg's optimizer and its settings (checkOptimizer), and refuses one
-// other than sgd for a strategy whose updates are not the workers' optimizer's.
+// other than plain or momentum SGD for a strategy whose updates are not the workers'
+// optimizer's.
 func (r *Registry) validateOptimizer(cfg *Config) error {
 	if err := checkOptimizer(r.optimizers, cfg); err != nil {
 		return err
 	}
-	if cfg.optimizerName() == DefaultOptimizer {
+	if !cfg.beyondSGD() {
 		return nil
 	}
 	c := *cfg // the strategy is built only to ask it; the caller's configuration stays as it is
