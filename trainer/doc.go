@@ -57,6 +57,19 @@
 // wbsp and wbsp-opt share; wbsp_round.go: what their allreduce forms share). A strategy's
 // Factory lists the collectives it can run over, and a strategy refuses any other.
 //
+// # Optimizers
+//
+// The workers' optimizer is Config.Optimizer (package optim: sgd, the default, adam, adamw),
+// looked up in the Registry's optimizers (Registry.Optimizers), to which a program adds its
+// own. Worker.Opt is it: the Stepped strategies' built-in loop steps it (Stepped.Optimizer),
+// and so does Worker.Apply for the others. Its settings (Config.Momentum, Dampening,
+// Nesterov, Beta1, Beta2, Eps, WeightDecay) are checked against the optimizer by name: a
+// setting it does not take is an error, not ignored. Strategies whose updates are their
+// parameter server's rule (asgd, dcasgd, ssp with every-step pulls, sync-switch) refuse an
+// optimizer other than sgd (UpdateRule); ESync's local steps build the run's optimizer at
+// their own rate (LocalOptimizer, Worker.NewOptimizer). Checkpoints carry the optimizer's
+// state, so a resumed run continues bitwise.
+//
 // # Rounds
 //
 // Run calls Strategy.Round until all ranks agree to stop. A round is what a strategy calls one

@@ -54,7 +54,7 @@ type Stepped interface {
 	// Optimizer is the optimizer the built-in loop steps in a caller's place (under
 	// ExchangeGradients, on the averaged gradient after Sync; under ExchangeParams, on each
 	// step's gradient).
-	Optimizer(w *Worker) *SGD
+	Optimizer(w *Worker) Optimizer
 	// Begin prepares a round before its first local step.
 	Begin(ctx context.Context, w *Worker) error
 	// AfterStep counts one local step taken on w's vectors.
@@ -121,7 +121,7 @@ type ownStep interface {
 // builtinStep is the built-in loop's local step: the model's step, and under ExchangeParams
 // the optimizer's update, whose time the step's duration counts and the next step's injected
 // sleep leaves room for.
-func builtinStep(ctx context.Context, w *Worker, ex Exchange, opt *SGD) (StepReport, error) {
+func builtinStep(ctx context.Context, w *Worker, ex Exchange, opt Optimizer) (StepReport, error) {
 	t0 := w.Now()
 	ls, err := w.LocalStep(ctx)
 	if err != nil {

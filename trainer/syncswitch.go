@@ -126,6 +126,9 @@ func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	if w.Comm == nil {
 		return fmt.Errorf("trainer: rank %d: sync-switch needs a communicator", w.Rank)
 	}
+	if w.SGD() == nil {
+		return fmt.Errorf("trainer: rank %d: sync-switch needs Config.Optimizer sgd, got %s", w.Rank, w.Opt.Name())
+	}
 	cfg := w.Cfg
 	s.total = -1
 	switch {
@@ -142,8 +145,8 @@ func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)
 	s.buf = make([]float32, n+s.extra(w.Size))
 	s.leaveBuf = make([]float32, 2*n+2) // model, velocity, stop, pushes
-	if len(w.Opt.Velocity) != n && w.Opt.Momentum != 0 {
-		w.Opt.Velocity = make([]float32, n)
+	if len(w.SGD().Velocity) != n && w.SGD().Momentum != 0 {
+		w.SGD().Velocity = make([]float32, n)
 	}
 	s.start = w.Now()
 	s.roundT0 = s.start
@@ -221,7 +224,7 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 	}
 	t2 := w.Now()
 	if s.decays() {
-		w.Opt.LR = float32(w.Cfg.LR * cosineFactor(float64(s.bspDone+s.aspRounds)/float64(s.total)))
+		w.SGD().LR = float32(w.Cfg.LR * cosineFactor(float64(s.bspDone+s.aspRounds)/float64(s.total)))
 	}
 	w.Apply(s.buf[:n], 1/float32(p))
 	s.bspDone++

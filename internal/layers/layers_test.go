@@ -20,7 +20,7 @@ var layer = map[string]int{
 	// 0: leaves every layer may use.
 	"internal/freeport": 0, "internal/procstat": 0, "internal/lateconn": 0,
 	"internal/schedpolicy": 0, "internal/ranktest": 0, "internal/layers": 0, "internal/rawsock": 0,
-	"metrics": 0, "metrics/exporter": 0, "workload/data": 0, "compress": 0,
+	"metrics": 0, "metrics/exporter": 0, "workload/data": 0, "compress": 0, "optim": 0,
 	// 1: numeric kernels and the transport.
 	"kernels": 1, "kernels/cuda": 1, "kernels/internal/cblas": 1, "workload/nn": 1,
 	"transport": 1, "transport/shm": 1, "transport/p2p": 1, "transport/p2p/p2ptest": 1,
