@@ -18,6 +18,7 @@ collective waits. docs/python.md is the guide.
 
 import atexit
 import os
+import sys
 
 from ._abi import HetsyncError  # noqa: F401
 from ._comm import Comm, Work, WAIT_SLICE_MS  # noqa: F401
@@ -86,9 +87,15 @@ def world():
 
 
 def finalize():
-    """Leaves the job. The process cannot form it again."""
+    """Leaves the job (closing the job's torch.distributed store first, if one was made). The
+    process cannot form it again."""
     if _world is not None:
-        _world.close()
+        store = sys.modules.get(__name__ + ".store")
+        try:
+            if store is not None:
+                store.close()
+        finally:
+            _world.close()
 
 
 def rank():
@@ -154,3 +161,5 @@ except ImportError:
 if _dist is not None and _dist.is_available():
     from . import torch_backend as _tb
     _tb.register()
+    from . import store as _store
+    _store.register()
