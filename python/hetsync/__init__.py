@@ -7,7 +7,9 @@ torch.distributed backend "hetsync".
     w = hetsync.broadcast(t, root=0, async_op=True); ...; w.wait()
 
 Importing the package registers the torch.distributed backend (when torch is installed), so
-`torch.distributed.init_process_group("hetsync")` works under `hetsync launch`.
+`torch.distributed.init_process_group("hetsync")` works under `hetsync launch`, and the
+rendezvous scheme "hetsync://", over which that backend's env:// runs: its store is the job's
+own (hetsync.store), which only the job's ranks reach, and torch opens no port.
 
 A process forms the job once. A child it forks (a DataLoader worker) may not call hetsync, and
 a child it spawns may not join the job as its parent's rank: both are refused with an error.
