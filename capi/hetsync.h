@@ -99,7 +99,8 @@ char *hs_session_close(int64_t sess, int64_t wait_ms, int64_t *req);
 /* The job's key-value store (the store torch.distributed's rendezvous uses under the Python
  * package): held by rank 0 of comm and reached over the job's own connections, so only the
  * job's ranks reach it. Every rank of comm creates it (one per communicator) and closes it
- * before leaving the job; rank 0's close returns once every other rank's has. Keys and values
+ * before leaving the job; rank 0's close returns once every other rank's has, or its timeout
+ * passed (the ranks still open then find the store gone). Keys and values
  * are bytes (key, klen); what one call carries is bounded (1 MiB). Semantics are torch's
  * Store's: add keeps a decimal counter; compare_set sets key to desired when it holds expected
  * (or is absent and elen is 0) and returns the value afterwards (expected when absent); get

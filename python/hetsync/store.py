@@ -13,7 +13,8 @@ torch's env:// and its TCPStore unless given init_method="hetsync://".
 
 The store is the Go service/store over the C ABI (hs_store_*): one per process, on the job's
 Comm, created at the first rendezvous on every rank and closed by hetsync.finalize() (at exit)
-before the rank leaves the job; rank 0's close waits until every rank has closed its own. Each
+before the rank leaves the job; rank 0's close waits until every rank has closed its own, for
+CLOSE_WAIT at most. Each
 rendezvous gets a Store of its own key prefix, so that a process group made again after
 destroy_process_group starts from no keys, as with a new TCPStore.
 """
@@ -37,9 +38,13 @@ from ._comm import _run
 
 SCHEME = "hetsync"
 NAME = "hetsync"
-# torch's default store timeout (default_pg_timeout); also the bound on rank 0's close, which
-# waits for every other rank to close its store.
+# torch's default store timeout (default_pg_timeout).
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
+# How long rank 0's close waits for the other ranks to close their stores. Ranks that end
+# together (a DDP job) close within it; a rank still working after it finds the store gone, as
+# torch's TCPStore is gone once rank 0 exits; and a rank 0 that ends early (on an error, while
+# the others wait for it in a collective) leaves the job after it, which fails their wait.
+CLOSE_WAIT = datetime.timedelta(seconds=30)
 
 _i64, _i64p, _intp, _vp = ctypes.c_int64, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int), ctypes.c_void_p
 _vpp = ctypes.POINTER(ctypes.c_void_p)
@@ -120,9 +125,10 @@ def _job_handle():
         return _handle
 
 
-def close(timeout=DEFAULT_TIMEOUT):
+def close(timeout=CLOSE_WAIT):
     """Closes this process's store; hetsync.finalize() calls it before leaving the job. On rank
-    0 it returns once every other rank has closed its store (or timeout passed)."""
+    0 it returns once every other rank has closed its store, or timeout has passed (then the
+    ranks still open find the store gone)."""
     global _handle
     with _handle_lock:
         h = _handle

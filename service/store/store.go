@@ -180,14 +180,24 @@ func (s *Store) NumKeys(ctx context.Context) (int64, error) {
 	return int64(r.arg), err
 }
 
-// Close ends this rank's part of the store. On a client it tells the holder so; on the holder
-// it refuses the calls still waiting for keys (nobody may set them any more) and returns once
-// every client has closed its store, or ctx ends (then naming the ranks that did not).
+// Close ends this rank's part of the store. On a client it tells the holder so (unless the
+// holder has gone). On the holder it refuses the calls still waiting for keys (nobody may set
+// them any more) and returns once every client has closed its store, or when ctx ends: the
+// clients still open then are told that the store is gone, and their later calls fail naming
+// the holder, as calls to torch's TCPStore fail once rank 0 has exited. That is no error of
+// the holder's: ranks may finish at different times, and a holder that waited for a rank
+// still working (or blocked in a collective with the holder) would hold up the job's end.
 func (s *Store) Close(ctx context.Context) error {
-	if s.keys != nil {
-		s.keys.close(s.errorf(s.rank, "close", "the store is closing on its holder"))
+	if s.keys == nil {
+		return s.svc.Close(ctx)
 	}
-	return s.svc.Close(ctx)
+	s.keys.close(s.errorf(s.rank, "close", "the store is closing on its holder"))
+	err := s.svc.Close(ctx)
+	if err != nil && ctx.Err() != nil && s.svc.Err() == nil {
+		// The only failure: clients that had not closed when ctx ended.
+		return nil
+	}
+	return err
 }
 
 // Abort stops this rank's part of the store at once, for a failed job whose ranks may never

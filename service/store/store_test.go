@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsync/hetsync/service"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -241,6 +242,30 @@ func TestStoreCloseRefusesWaiting(t *testing.T) {
 	}
 }
 
+// A holder that closes while a client has not (it finishes later) returns when its context
+// ends, without an error; the client's later calls fail naming the holder, and its Close
+// returns without an error.
+func TestStoreHolderClosesFirst(t *testing.T) {
+	ctx := context.Background()
+	stores := startAll(t, 2, 0)
+	if err := stores[1].Set(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := stores[0].Close(gone); err != nil {
+		t.Fatalf("holder's Close with a client still open: %v", err)
+	}
+	_, err := stores[1].Get(ctx, "k", time.Second)
+	var se *service.Error
+	if !errors.As(err, &se) || se.Peer != 0 || se.Rank != 1 {
+		t.Fatalf("get after the holder closed: %v; want an error naming the holder", err)
+	}
+	if err := stores[1].Close(ctx); err != nil {
+		t.Fatalf("client's Close after the holder closed: %v", err)
+	}
+}
+
 // What the store refuses: a call larger than its bound, a counter that is not one. The error
 // names the key, and the store goes on serving.
 func TestStoreRefusals(t *testing.T) {
@@ -254,8 +279,8 @@ func TestStoreRefusals(t *testing.T) {
 		if err := s.Set(ctx, key, []byte("abc")); err != nil {
 			t.Fatal(err)
 		}
-		var se interface{ Unwrap() error }
-		if _, err := s.Add(ctx, key, 1); err == nil || !strings.Contains(err.Error(), fmt.Sprintf(`key "%s" holds "abc", not a counter`, key)) || !errors.As(err, &se) {
+		var se *service.Error
+		if _, err := s.Add(ctx, key, 1); !errors.As(err, &se) || se.Rank != r || !strings.Contains(err.Error(), fmt.Sprintf(`key "%s" holds "abc", not a counter`, key)) {
 			t.Errorf("rank %d: add to a text value: %v", r, err)
 		}
 		if n, err := s.Add(ctx, "n", 2); err != nil || n < 2 {
