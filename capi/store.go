@@ -69,13 +69,29 @@ func ckeys(keys *unsafe.Pointer, lens *C.int64_t, n C.int64_t, call string) ([]s
 // storeCall runs fn on store id as a pending call (see issue): a get or wait blocks until
 // another rank sets its keys, and every call may wait on the holder, so the caller waits in
 // slices. The results fn writes through the caller's pointers are written when it completes.
-func storeCall(id C.int64_t, call string, waitMS C.int64_t, req *C.int64_t, fn func(*store.Store) error) *C.char {
+// fn's context ends after timeoutMS when that is positive: the bound of a call that waits
+// only for the holder's answer (a holder that has not started its store yet, say); get and
+// wait pass 0, since the holder itself ends them at their timeout, with an error naming
+// their keys.
+func storeCall(id C.int64_t, call string, timeoutMS, waitMS C.int64_t, req *C.int64_t, fn func(context.Context, *store.Store) error) *C.char {
 	s, err := storeOf(id, call)
 	if err != nil {
 		return cerr(err)
 	}
-	run := func() error { return fn(s) }
+	run := func() error {
+		c, cancel := withMillis(timeoutMS)
+		defer cancel()
+		return fn(c, s)
+	}
 	return issue(waitMS, req, run, func() pending { return goTask(run) })
+}
+
+// withMillis is a context that ends after ms milliseconds, or never when ms <= 0.
+func withMillis(ms C.int64_t) (context.Context, context.CancelFunc) {
+	if ms <= 0 {
+		return ctx(), func() {}
+	}
+	return context.WithTimeout(ctx(), millis(ms))
 }
 
 // setBytes hands v to the caller as C memory (hs_free releases it); NULL when v is empty.
@@ -116,7 +132,7 @@ func hs_store_new(commID C.int64_t, out *C.int64_t) *C.char {
 }
 
 //export hs_store_set
-func hs_store_set(id C.int64_t, key unsafe.Pointer, klen C.int64_t, val unsafe.Pointer, vlen C.int64_t, waitMS C.int64_t, req *C.int64_t) *C.char {
+func hs_store_set(id C.int64_t, key unsafe.Pointer, klen C.int64_t, val unsafe.Pointer, vlen, timeoutMS, waitMS C.int64_t, req *C.int64_t) *C.char {
 	const call = "hs_store_set"
 	k, err := cbytes(key, klen, "key", call)
 	if err != nil {
@@ -127,7 +143,7 @@ func hs_store_set(id C.int64_t, key unsafe.Pointer, klen C.int64_t, val unsafe.P
 		return cerr(err)
 	}
 	ks, vs := string(k), append([]byte{}, v...)
-	return storeCall(id, call, waitMS, req, func(s *store.Store) error { return s.Set(ctx(), ks, vs) })
+	return storeCall(id, call, timeoutMS, waitMS, req, func(c context.Context, s *store.Store) error { return s.Set(c, ks, vs) })
 }
 
 //export hs_store_get
@@ -141,8 +157,8 @@ func hs_store_get(id C.int64_t, key unsafe.Pointer, klen, timeoutMS C.int64_t, v
 		return cerr(errors.New("hetsync hs_store_get: NULL result pointer"))
 	}
 	ks := string(k)
-	return storeCall(id, call, waitMS, req, func(s *store.Store) error {
-		v, err := s.Get(ctx(), ks, millis(timeoutMS))
+	return storeCall(id, call, 0, waitMS, req, func(c context.Context, s *store.Store) error {
+		v, err := s.Get(c, ks, millis(timeoutMS))
 		if err == nil {
 			setBytes(v, val, vlen)
 		}
@@ -151,7 +167,7 @@ func hs_store_get(id C.int64_t, key unsafe.Pointer, klen, timeoutMS C.int64_t, v
 }
 
 //export hs_store_add
-func hs_store_add(id C.int64_t, key unsafe.Pointer, klen, delta C.int64_t, sum *C.int64_t, waitMS C.int64_t, req *C.int64_t) *C.char {
+func hs_store_add(id C.int64_t, key unsafe.Pointer, klen, delta C.int64_t, sum *C.int64_t, timeoutMS, waitMS C.int64_t, req *C.int64_t) *C.char {
 	const call = "hs_store_add"
 	k, err := cbytes(key, klen, "key", call)
 	if err != nil {
@@ -161,8 +177,8 @@ func hs_store_add(id C.int64_t, key unsafe.Pointer, klen, delta C.int64_t, sum *
 		return cerr(errors.New("hetsync hs_store_add: NULL result pointer"))
 	}
 	ks := string(k)
-	return storeCall(id, call, waitMS, req, func(s *store.Store) error {
-		n, err := s.Add(ctx(), ks, int64(delta))
+	return storeCall(id, call, timeoutMS, waitMS, req, func(c context.Context, s *store.Store) error {
+		n, err := s.Add(c, ks, int64(delta))
 		*sum = C.int64_t(n)
 		return err
 	})
@@ -170,7 +186,7 @@ func hs_store_add(id C.int64_t, key unsafe.Pointer, klen, delta C.int64_t, sum *
 
 //export hs_store_compare_set
 func hs_store_compare_set(id C.int64_t, key unsafe.Pointer, klen C.int64_t, expected unsafe.Pointer, elen C.int64_t, desired unsafe.Pointer, dlen C.int64_t,
-	val *unsafe.Pointer, vlen *C.int64_t, waitMS C.int64_t, req *C.int64_t) *C.char {
+	val *unsafe.Pointer, vlen *C.int64_t, timeoutMS, waitMS C.int64_t, req *C.int64_t) *C.char {
 	const call = "hs_store_compare_set"
 	var fields [3][]byte
 	for i, f := range []struct {
@@ -187,8 +203,8 @@ func hs_store_compare_set(id C.int64_t, key unsafe.Pointer, klen C.int64_t, expe
 	if val == nil || vlen == nil {
 		return cerr(errors.New("hetsync hs_store_compare_set: NULL result pointer"))
 	}
-	return storeCall(id, call, waitMS, req, func(s *store.Store) error {
-		v, err := s.CompareSet(ctx(), string(fields[0]), fields[1], fields[2])
+	return storeCall(id, call, timeoutMS, waitMS, req, func(c context.Context, s *store.Store) error {
+		v, err := s.CompareSet(c, string(fields[0]), fields[1], fields[2])
 		if err == nil {
 			setBytes(v, val, vlen)
 		}
@@ -203,11 +219,11 @@ func hs_store_wait(id C.int64_t, keys *unsafe.Pointer, lens *C.int64_t, n, timeo
 	if err != nil {
 		return cerr(err)
 	}
-	return storeCall(id, call, waitMS, req, func(s *store.Store) error { return s.Wait(ctx(), ks, millis(timeoutMS)) })
+	return storeCall(id, call, 0, waitMS, req, func(c context.Context, s *store.Store) error { return s.Wait(c, ks, millis(timeoutMS)) })
 }
 
 //export hs_store_check
-func hs_store_check(id C.int64_t, keys *unsafe.Pointer, lens *C.int64_t, n C.int64_t, ok *C.int, waitMS C.int64_t, req *C.int64_t) *C.char {
+func hs_store_check(id C.int64_t, keys *unsafe.Pointer, lens *C.int64_t, n C.int64_t, ok *C.int, timeoutMS, waitMS C.int64_t, req *C.int64_t) *C.char {
 	const call = "hs_store_check"
 	ks, err := ckeys(keys, lens, n, call)
 	if err != nil {
@@ -216,15 +232,15 @@ func hs_store_check(id C.int64_t, keys *unsafe.Pointer, lens *C.int64_t, n C.int
 	if ok == nil {
 		return cerr(errors.New("hetsync hs_store_check: NULL result pointer"))
 	}
-	return storeCall(id, call, waitMS, req, func(s *store.Store) error {
-		all, err := s.Check(ctx(), ks)
+	return storeCall(id, call, timeoutMS, waitMS, req, func(c context.Context, s *store.Store) error {
+		all, err := s.Check(c, ks)
 		*ok = cbool(all)
 		return err
 	})
 }
 
 //export hs_store_delete_key
-func hs_store_delete_key(id C.int64_t, key unsafe.Pointer, klen C.int64_t, deleted *C.int, waitMS C.int64_t, req *C.int64_t) *C.char {
+func hs_store_delete_key(id C.int64_t, key unsafe.Pointer, klen C.int64_t, deleted *C.int, timeoutMS, waitMS C.int64_t, req *C.int64_t) *C.char {
 	const call = "hs_store_delete_key"
 	k, err := cbytes(key, klen, "key", call)
 	if err != nil {
@@ -234,20 +250,20 @@ func hs_store_delete_key(id C.int64_t, key unsafe.Pointer, klen C.int64_t, delet
 		return cerr(errors.New("hetsync hs_store_delete_key: NULL result pointer"))
 	}
 	ks := string(k)
-	return storeCall(id, call, waitMS, req, func(s *store.Store) error {
-		was, err := s.DeleteKey(ctx(), ks)
+	return storeCall(id, call, timeoutMS, waitMS, req, func(c context.Context, s *store.Store) error {
+		was, err := s.DeleteKey(c, ks)
 		*deleted = cbool(was)
 		return err
 	})
 }
 
 //export hs_store_num_keys
-func hs_store_num_keys(id C.int64_t, n *C.int64_t, waitMS C.int64_t, req *C.int64_t) *C.char {
+func hs_store_num_keys(id C.int64_t, n *C.int64_t, timeoutMS, waitMS C.int64_t, req *C.int64_t) *C.char {
 	if n == nil {
 		return cerr(errors.New("hetsync hs_store_num_keys: NULL result pointer"))
 	}
-	return storeCall(id, "hs_store_num_keys", waitMS, req, func(s *store.Store) error {
-		k, err := s.NumKeys(ctx())
+	return storeCall(id, "hs_store_num_keys", timeoutMS, waitMS, req, func(c context.Context, s *store.Store) error {
+		k, err := s.NumKeys(c)
 		*n = C.int64_t(k)
 		return err
 	})
@@ -267,10 +283,7 @@ func hs_store_close(id C.int64_t, timeoutMS, waitMS C.int64_t, req *C.int64_t) *
 	delete(storeOwner, int64(id))
 	storeMu.Unlock()
 	run := func() error {
-		c, cancel := context.Background(), context.CancelFunc(func() {})
-		if timeoutMS > 0 {
-			c, cancel = context.WithTimeout(c, millis(timeoutMS))
-		}
+		c, cancel := withMillis(timeoutMS)
 		defer cancel()
 		return s.Close(c)
 	}

@@ -50,14 +50,14 @@ _i64, _i64p, _intp, _vp = ctypes.c_int64, ctypes.POINTER(ctypes.c_int64), ctypes
 _vpp = ctypes.POINTER(ctypes.c_void_p)
 _SIGS = {
     "hs_store_new": [_i64, _i64p],
-    "hs_store_set": [_i64, _vp, _i64, _vp, _i64, _i64, _i64p],
+    "hs_store_set": [_i64, _vp, _i64, _vp, _i64, _i64, _i64, _i64p],
     "hs_store_get": [_i64, _vp, _i64, _i64, _vpp, _i64p, _i64, _i64p],
-    "hs_store_add": [_i64, _vp, _i64, _i64, _i64p, _i64, _i64p],
-    "hs_store_compare_set": [_i64, _vp, _i64, _vp, _i64, _vp, _i64, _vpp, _i64p, _i64, _i64p],
+    "hs_store_add": [_i64, _vp, _i64, _i64, _i64p, _i64, _i64, _i64p],
+    "hs_store_compare_set": [_i64, _vp, _i64, _vp, _i64, _vp, _i64, _vpp, _i64p, _i64, _i64, _i64p],
     "hs_store_wait": [_i64, _vpp, _i64p, _i64, _i64, _i64, _i64p],
-    "hs_store_check": [_i64, _vpp, _i64p, _i64, _intp, _i64, _i64p],
-    "hs_store_delete_key": [_i64, _vp, _i64, _intp, _i64, _i64p],
-    "hs_store_num_keys": [_i64, _i64p, _i64, _i64p],
+    "hs_store_check": [_i64, _vpp, _i64p, _i64, _intp, _i64, _i64, _i64p],
+    "hs_store_delete_key": [_i64, _vp, _i64, _intp, _i64, _i64, _i64p],
+    "hs_store_num_keys": [_i64, _i64p, _i64, _i64, _i64p],
     "hs_store_close": [_i64, _i64, _i64, _i64p],
 }
 for _name, _args in _SIGS.items():
@@ -159,9 +159,13 @@ class Store(_C10dStore):
         lens = (ctypes.c_int64 * max(len(ks), 1))(*[len(k) for k in ks])
         return ks, arr, lens
 
-    def _value(self, fn, *args):
+    def _ms(self):
+        return _millis(self.timeout)
+
+    def _value(self, fn, *args, timeout=()):
+        """Runs fn(*args, &val, &len, *timeout) and returns the value it wrote."""
         val, n = ctypes.c_void_p(), ctypes.c_int64(0)
-        self._h.call(fn, *args, ctypes.byref(val), ctypes.byref(n), keep=(val, n))
+        self._h.call(fn, *args, ctypes.byref(val), ctypes.byref(n), *timeout, keep=(val, n))
         if not val.value:
             return b""
         try:
@@ -171,41 +175,41 @@ class Store(_C10dStore):
 
     def set(self, key, value):
         k, v = self._key(key), _bytes(value, "value")
-        self._h.call(_abi.lib.hs_store_set, k, len(k), v, len(v))
+        self._h.call(_abi.lib.hs_store_set, k, len(k), v, len(v), self._ms())
 
     def get(self, key):
         k = self._key(key)
-        return self._value(_abi.lib.hs_store_get, k, len(k), _millis(self.timeout))
+        return self._value(_abi.lib.hs_store_get, k, len(k), self._ms())
 
     def add(self, key, amount):
         k, out = self._key(key), ctypes.c_int64(0)
-        self._h.call(_abi.lib.hs_store_add, k, len(k), int(amount), ctypes.byref(out), keep=(out,))
+        self._h.call(_abi.lib.hs_store_add, k, len(k), int(amount), ctypes.byref(out), self._ms(), keep=(out,))
         return out.value
 
     def compare_set(self, key, expected_value, desired_value):
         k, e, d = self._key(key), _bytes(expected_value, "expected value"), _bytes(desired_value, "desired value")
-        return self._value(_abi.lib.hs_store_compare_set, k, len(k), e, len(e), d, len(d))
+        return self._value(_abi.lib.hs_store_compare_set, k, len(k), e, len(e), d, len(d), timeout=(self._ms(),))
 
     def wait(self, keys, timeout=None):
         ks, arr, lens = self._keys(keys)
-        self._h.call(_abi.lib.hs_store_wait, arr, lens, len(ks), _millis(self.timeout if timeout is None else timeout))
+        self._h.call(_abi.lib.hs_store_wait, arr, lens, len(ks), self._ms() if timeout is None else _millis(timeout))
 
     def check(self, keys):
         ks, arr, lens = self._keys(keys)
         ok = ctypes.c_int(0)
-        self._h.call(_abi.lib.hs_store_check, arr, lens, len(ks), ctypes.byref(ok), keep=(ok,))
+        self._h.call(_abi.lib.hs_store_check, arr, lens, len(ks), ctypes.byref(ok), self._ms(), keep=(ok,))
         return bool(ok.value)
 
     def delete_key(self, key):
         k, out = self._key(key), ctypes.c_int(0)
-        self._h.call(_abi.lib.hs_store_delete_key, k, len(k), ctypes.byref(out), keep=(out,))
+        self._h.call(_abi.lib.hs_store_delete_key, k, len(k), ctypes.byref(out), self._ms(), keep=(out,))
         return bool(out.value)
 
     def num_keys(self):
         """The number of keys of the whole job's store, every prefix's (as torch's PrefixStore
         counts)."""
         out = ctypes.c_int64(0)
-        self._h.call(_abi.lib.hs_store_num_keys, ctypes.byref(out), keep=(out,))
+        self._h.call(_abi.lib.hs_store_num_keys, ctypes.byref(out), self._ms(), keep=(out,))
         return out.value
 
 

@@ -266,6 +266,25 @@ func TestStoreHolderClosesFirst(t *testing.T) {
 	}
 }
 
+// A call to a holder that never started its store ends at the caller's deadline, naming the
+// store, the holder and the call, instead of waiting for good.
+func TestStoreCallBoundedByContext(t *testing.T) {
+	eps := transport.NewMemJob(2)
+	s, err := Start(context.Background(), eps[1], Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Abort()
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err = s.Set(c, "k", []byte("v"))
+	var se *service.Error
+	if !errors.As(err, &se) || se.Service != DefaultName || se.Peer != 0 || !strings.Contains(err.Error(), "set") ||
+		!errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("set with no holder: %v; want the deadline, naming the store, the holder and the call", err)
+	}
+}
+
 // What the store refuses: a call larger than its bound, a counter that is not one. The error
 // names the key, and the store goes on serving.
 func TestStoreRefusals(t *testing.T) {
