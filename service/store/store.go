@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,8 +106,9 @@ func Start(ctx context.Context, ep transport.Endpoint, cfg Config) (*Store, erro
 		return nil, fmt.Errorf("store %s: rank %d: negative MaxBytes %d", name, rank, maxBytes)
 	}
 	s := &Store{name: name, rank: rank, holder: cfg.Holder, maxBytes: maxBytes}
-	// A request carries its fields' lengths beside them (framing below).
-	spec := service.Spec{Name: name, Ops: opNames(), MaxBody: maxBytes + 64}
+	// The bound holds for a request (call checks it) and for a value in a reply, which was
+	// a request's once; a refusal's text quotes keys only in part (quote, timedOut).
+	spec := service.Spec{Name: name, Ops: opNames(), MaxBody: max(maxBytes, 1024)}
 	if rank == cfg.Holder {
 		s.keys = newKeys()
 		spec.Handler = &holder{s: s}
@@ -219,13 +221,14 @@ type result struct {
 // call runs operation op with its fields: on the holder against its keys, elsewhere as a
 // request to the holder. arg is add's delta; timeout bounds get and wait.
 func (s *Store) call(ctx context.Context, op uint8, arg uint64, timeout time.Duration, fields ...[]byte) (result, error) {
+	// What travels: each field after its length.
 	n := 0
 	for _, f := range fields {
-		n += len(f)
+		n += uvarintLen(len(f)) + len(f)
 	}
 	if n > s.maxBytes {
-		return result{}, s.errorf(s.holder, opNames()[op], "%d bytes of keys and values (key %q): the store carries at most %d in one call",
-			n, fields[0], s.maxBytes)
+		return result{}, s.errorf(s.holder, opNames()[op], "%d bytes of keys and values (key %s): the store carries at most %d in one call",
+			n, quote(fields[0]), s.maxBytes)
 	}
 	ms := uint64(0)
 	if timeout > 0 {
@@ -237,7 +240,7 @@ func (s *Store) call(ctx context.Context, op uint8, arg uint64, timeout time.Dur
 	if s.keys != nil {
 		return s.local(ctx, op, arg, fields)
 	}
-	body := make([]byte, 0, n+len(fields)*binary.MaxVarintLen64)
+	body := make([]byte, 0, n)
 	for _, f := range fields {
 		body = binary.AppendUvarint(body, uint64(len(f)))
 		body = append(body, f...)
@@ -492,9 +495,18 @@ func (k *keys) expire(w *waiter, d time.Duration) {
 // timedOut says which of w's keys are missing after d (0: at once).
 func (w *waiter) timedOut(k *keys, d time.Duration) string {
 	missing := k.missing(w.keys)
-	what := fmt.Sprintf("key %q", missing[0])
+	what := "key " + quote([]byte(missing[0]))
 	if len(w.keys) > 1 {
-		what = fmt.Sprintf("keys %q (of %q)", missing, w.keys)
+		const shown = 4
+		names := make([]string, 0, shown)
+		for _, m := range missing[:min(len(missing), shown)] {
+			names = append(names, quote([]byte(m)))
+		}
+		what = fmt.Sprintf("%d of its %d keys (%s", len(missing), len(w.keys), strings.Join(names, ", "))
+		if len(missing) > shown {
+			what += ", ..."
+		}
+		what += ")"
 	}
 	if d == 0 {
 		return what + " not set"
@@ -542,16 +554,23 @@ func (k *keys) counter(key string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("key %q holds %q, not a counter", key, truncate(v))
+		return 0, fmt.Errorf("key %s holds %s, not a counter", quote([]byte(key)), quote(v))
 	}
 	return n, nil
 }
 
-func truncate(v []byte) []byte {
-	if len(v) > 32 {
-		return v[:32]
+// quote is b quoted for a message, its first 64 bytes only: keys and values may be long, and
+// a refusal's text must stay well within what a reply carries.
+func quote(b []byte) string {
+	if len(b) > 64 {
+		return strconv.Quote(string(b[:64])) + "..."
 	}
-	return v
+	return strconv.Quote(string(b))
+}
+
+func uvarintLen(n int) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(buf[:], uint64(n))
 }
 
 func stringKeys(fields [][]byte) []string {

@@ -306,6 +306,16 @@ func TestStoreRefusals(t *testing.T) {
 			t.Errorf("rank %d: add after a refusal = %d, %v", r, n, err)
 		}
 	}
+	// A timed-out wait for many long keys names a few of them, in part: the refusal stays
+	// short whatever the keys.
+	long := make([]string, 6)
+	for i := range long {
+		long[i] = fmt.Sprintf("%d%s", i, strings.Repeat("k", 600))
+	}
+	err := stores[1].Wait(ctx, long, time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "6 of its 6 keys") || !strings.Contains(err.Error(), `"0kkk`) || len(err.Error()) > 1024 {
+		t.Errorf("wait for 6 long keys: %d bytes of error: %.300v", len(fmt.Sprint(err)), err)
+	}
 	if _, err := Start(ctx, transport.NewMemJob(2)[0], Config{Holder: 2}); err == nil || !strings.Contains(err.Error(), "holder rank 2 out of range") {
 		t.Errorf("holder out of range: %v", err)
 	}
