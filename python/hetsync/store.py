@@ -109,7 +109,9 @@ class _Handle:
 
 _handle = None
 _handle_lock = threading.Lock()
-_stores = []  # every Store made, kept alive: torch holds them from C++ only
+# The rendezvous' Stores, kept alive: torch holds them from C++ only, and a Python subclass's
+# object must outlive its uses there.
+_stores = []
 
 
 def _job_handle():
@@ -135,8 +137,10 @@ def close(timeout=CLOSE_WAIT):
         if h is None or not h._id or h._pid != os.getpid():
             return
         _handle = None
-        h.call(_abi.lib.hs_store_close, _millis(timeout))
-        h._id = 0
+        try:
+            h.call(_abi.lib.hs_store_close, _millis(timeout))
+        finally:
+            h._id = 0  # the library released the id at once, whatever the close's outcome
 
 
 class Store(_C10dStore):
@@ -148,7 +152,6 @@ class Store(_C10dStore):
         self._h = _job_handle()
         self._prefix = _bytes(prefix, "prefix")
         self.set_timeout(timeout)
-        _stores.append(self)
 
     def _key(self, key):
         return self._prefix + _bytes(key, "key")
@@ -237,6 +240,7 @@ def _rendezvous(url, timeout=DEFAULT_TIMEOUT, **kwargs):
     # prefixes agree.
     _rendezvous_count += 1
     store = Store("rendezvous%d/" % _rendezvous_count, timeout)
+    _stores.append(store)
     yield store, world.rank(), world.size()
     raise RuntimeError("hetsync:// rendezvous: the job's ranks are fixed; it cannot rendezvous again")
 
