@@ -2,8 +2,8 @@
 no socket listens on MASTER_PORT and TCPStore is never made. The store's operations across
 ranks, a wait that times out naming its key, the torch idioms that use the store (new_group's
 store-based barrier on torch 1.13, all_gather_object, barrier), a second process group after
-destroy_process_group, one over "hetsync://" explicitly, and Gloo under `hetsync launch`
-with torch's own env:// store (MASTER_PORT is free for it)."""
+destroy_process_group, one over "hetsync://" explicitly, Gloo over "hetsync://", and Gloo
+under `hetsync launch` with torch's own env:// store (MASTER_PORT is free for it)."""
 
 import datetime
 import os
@@ -103,6 +103,14 @@ def main():
     t = torch.ones(3) * (rank + 1)
     dist.all_reduce(t)
     assert t.tolist() == [size * (size + 1) / 2] * 3, t
+    dist.destroy_process_group()
+
+    # Gloo over the job's store: its own rendezvous (every rank's address) runs on it.
+    dist.init_process_group("gloo", init_method="hetsync://")
+    assert not listening(port), "rank %d: something listens on MASTER_PORT %d" % (rank, port)
+    t = torch.ones(2) * (rank + 1)
+    dist.all_reduce(t)
+    assert t.tolist() == [size * (size + 1) / 2] * 2, t
     dist.destroy_process_group()
 
     # Gloo keeps torch's own env:// store, on MASTER_PORT, which hetsync leaves free.
