@@ -96,6 +96,41 @@ char *hs_session_stop(int64_t sess);
 /* Ends the session (returns when no other rank needs this one) and releases its id. */
 char *hs_session_close(int64_t sess, int64_t wait_ms, int64_t *req);
 
+/* The job's key-value store (the store torch.distributed's rendezvous uses under the Python
+ * package): held by rank 0 of comm and reached over the job's own connections, so only the
+ * job's ranks reach it. Every rank of comm creates it (one per communicator) and closes it
+ * before leaving the job; rank 0's close returns once every other rank's has, or its timeout
+ * passed (the ranks still open then find the store gone). Keys and values
+ * are bytes (key, klen); what one call carries is bounded (1 MiB). Semantics are torch's
+ * Store's: add keeps a decimal counter; compare_set sets key to desired when it holds expected
+ * (or is absent and elen is 0) and returns the value afterwards (expected when absent); get
+ * and wait block until their keys exist and fail at their timeout with an error naming the
+ * missing keys. Every call takes wait_ms and req as the
+ * collectives do; the result pointers are written when the call completes and must stay
+ * valid until then. A value returned in *val (NULL when empty) is released with hs_free. */
+char *hs_store_new(int64_t comm, int64_t *store);
+/* timeout_ms (the store's timeout; no limit when <= 0) bounds each call: get and wait wait at
+ * most that long for their keys, the other calls for the holder's answer. */
+char *hs_store_set(int64_t store, const void *key, int64_t klen, const void *val, int64_t vlen, int64_t timeout_ms,
+                   int64_t wait_ms, int64_t *req);
+char *hs_store_get(int64_t store, const void *key, int64_t klen, int64_t timeout_ms, void **val, int64_t *vlen,
+                   int64_t wait_ms, int64_t *req);
+char *hs_store_add(int64_t store, const void *key, int64_t klen, int64_t delta, int64_t *sum, int64_t timeout_ms,
+                   int64_t wait_ms, int64_t *req);
+char *hs_store_compare_set(int64_t store, const void *key, int64_t klen, const void *expected, int64_t elen,
+                           const void *desired, int64_t dlen, void **val, int64_t *vlen, int64_t timeout_ms,
+                           int64_t wait_ms, int64_t *req);
+/* keys[i] is klens[i] bytes long. */
+char *hs_store_wait(int64_t store, void **keys, int64_t *klens, int64_t nkeys, int64_t timeout_ms, int64_t wait_ms,
+                    int64_t *req);
+char *hs_store_check(int64_t store, void **keys, int64_t *klens, int64_t nkeys, int *ok, int64_t timeout_ms,
+                     int64_t wait_ms, int64_t *req);
+char *hs_store_delete_key(int64_t store, const void *key, int64_t klen, int *deleted, int64_t timeout_ms,
+                          int64_t wait_ms, int64_t *req);
+char *hs_store_num_keys(int64_t store, int64_t *n, int64_t timeout_ms, int64_t wait_ms, int64_t *req);
+/* Releases the id at once; the close itself waits at most timeout_ms (no limit when <= 0). */
+char *hs_store_close(int64_t store, int64_t timeout_ms, int64_t wait_ms, int64_t *req);
+
 #ifdef __cplusplus
 }
 #endif

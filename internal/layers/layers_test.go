@@ -27,7 +27,7 @@ var layer = map[string]int{
 	// 2: what sits on an endpoint: services, what a job knows of its network, processes.
 	"service": 2, "topology": 2, "launcher": 2, "report": 2, "internal/netns": 2,
 	// 3: collectives, and running sets of jobs.
-	"collective": 3, "collective/kv": 3, "experiment": 3,
+	"collective": 3, "collective/kv": 3, "experiment": 3, "service/store": 3,
 	// 4: training and benchmarking over a communicator.
 	"trainer": 4, "bench": 4,
 	// 5: the built-in workload (it may link the CUDA backend: nothing below imports it).
