@@ -75,6 +75,7 @@ func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 		Batch: c.Int("batch"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
 		WeightDecay: c.Float64("weight-decay"), GradReduction: c.String("grad-reduction"),
 		Optimizer: c.String("optimizer"), Dampening: c.Float64("dampening"), Nesterov: c.Bool("nesterov"),
+		Outer: c.String("outer"), OuterLR: c.Float64("outer-lr"),
 		Seed: c.Uint64("seed"), TargetAcc: c.Float64("target-acc"),
 		Epochs: c.Float64("epochs"), MaxTime: c.Duration("max-time"), MaxRounds: c.Int("max-rounds"),
 	}
@@ -82,7 +83,7 @@ func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 	for _, f := range []struct {
 		name string
 		p    **float64
-	}{{"beta1", &cfg.Beta1}, {"beta2", &cfg.Beta2}, {"eps", &cfg.Eps}} {
+	}{{"beta1", &cfg.Beta1}, {"beta2", &cfg.Beta2}, {"eps", &cfg.Eps}, {"outer-momentum", &cfg.OuterMomentum}} {
 		if c.IsSet(f.name) {
 			v := c.Float64(f.name)
 			*f.p = &v
@@ -226,6 +227,9 @@ func trainCommand(opts Options) *cli.Command {
 			&cli.Float64Flag{Name: "beta2", DefaultText: "0.999", Usage: "Adam's and AdamW's second-moment decay"},
 			&cli.Float64Flag{Name: "eps", DefaultText: "1e-08", Usage: "Adam's and AdamW's term added to the denominator, outside the square root"},
 			&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay: SGD's and Adam's L2 penalty, AdamW's decoupled decay"},
+			&cli.StringFlag{Name: "outer", DefaultText: trainer.OuterNone, Category: catStrategy, Usage: "outer optimizer of the rounds that average local steps (esync, wbsp and wbsp-opt over an allreduce): none, " + trainer.OuterNesterov + " (DiLoCo's) or " + strings.Join(opts.strategies().Optimizers().Names(), ", ") + ", stepping the global model with the round's averaged delta as a pseudo-gradient"},
+			&cli.Float64Flag{Name: "outer-lr", DefaultText: fmt.Sprintf("%g with --outer nesterov, 1 with sgd", trainer.DefaultOuterNesterovLR), Category: catStrategy, Usage: "the outer optimizer's learning rate"},
+			&cli.Float64Flag{Name: "outer-momentum", DefaultText: fmt.Sprintf("%g with --outer nesterov, 0 with sgd", trainer.DefaultOuterNesterovMomentum), Category: catStrategy, Usage: "the outer optimizer's momentum"},
 			&cli.StringFlag{Name: "grad-reduction", Value: def.GradReduction, Usage: "a rank's gradient over its batch: mean or sum (ESync's convention)"},
 			&cli.StringFlag{Name: "shard", Value: "iid", Usage: "training-set split: iid, by-class, by-class-shuffled"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the model initialisation and batch order"},

@@ -48,6 +48,14 @@ type Config struct {
 	Beta1 *float64 `json:"beta1,omitempty" flag:"beta1"`
 	Beta2 *float64 `json:"beta2,omitempty" flag:"beta2"`
 	Eps   *float64 `json:"eps,omitempty" flag:"eps"`
+	// Outer is the outer optimizer of the strategies whose rounds average local steps (esync,
+	// wbsp and wbsp-opt over an allreduce; see outer.go): "" or "none" keeps the strategy's
+	// own update; "nesterov" (DiLoCo's) or an optimizer of the registry ("sgd", "adam", ...)
+	// steps the global model with the round's pseudo-gradient −ΣΔ/N at OuterLR (default 0.7
+	// for nesterov, 1 for sgd) with OuterMomentum (default 0.9 for nesterov, 0 for sgd).
+	Outer         string   `json:"outer,omitempty" flag:"outer"`
+	OuterLR       float64  `json:"outer_lr,omitempty" flag:"outer-lr"`
+	OuterMomentum *float64 `json:"outer_momentum,omitempty" flag:"outer-momentum"`
 	// GradReduction says how a rank's gradient reduces its batch: "mean" (the gradient of the
 	// mean loss) or "sum" (the gradient of the summed loss, ESync's convention: lr 5e-4 with
 	// sum equals lr 0.032 with mean at batch 64). Across ranks, synchronous strategies always

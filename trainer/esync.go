@@ -184,6 +184,7 @@ type esync struct {
 	cfg     ESyncConfig
 	svc     *esyncService
 	opt     Optimizer // the local steps' (Config.Optimizer at LocalLR and LocalMomentum)
+	outer   Optimizer // Config.Outer, nil without one (outer.go)
 	pre     []float32 // w_t
 	buf     []float32
 	round   int           // t, from 1 as in the original
@@ -221,6 +222,14 @@ func esyncFactory() Factory {
 
 func (s *esync) Name() string { return "esync" }
 
+// outerRounds: an outer optimizer takes the place of the global learning rate γ.
+func (s *esync) outerRounds() error {
+	if s.cfg.GlobalLR != 0 && s.cfg.GlobalLR != 1 {
+		return fmt.Errorf("--global-lr %v is the update an outer optimizer replaces: give its rate as --outer-lr", s.cfg.GlobalLR)
+	}
+	return nil
+}
+
 func (s *esync) Start(ctx context.Context, w *Worker) error {
 	if w.Comm == nil {
 		return fmt.Errorf("trainer: rank %d: esync needs a communicator", w.Rank)
@@ -233,6 +242,9 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 		return fmt.Errorf("trainer: rank %d: esync's local steps: %w", w.Rank, err)
 	}
 	s.opt = opt
+	if s.outer, err = w.newOuter(); err != nil {
+		return fmt.Errorf("trainer: rank %d: esync: %w", w.Rank, err)
+	}
 	s.round = 1
 	s.overlap = s.cfg.Queries == ESyncNonBlocking
 	svc, err := startESyncService(ctx, w.Endpoint, s.cfg.Epsilon, s.cfg.EpsilonFactor)
@@ -343,7 +355,7 @@ func (s *esync) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 	if err := w.Comm.AllReduce(ctx, collective.F32(s.buf), collective.Sum); err != nil {
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.rounds+1, err)
 	}
-	esyncUpdate(s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
+	roundUpdate(s.outer, s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
 	copy(w.Params, s.pre)
 	s.round++
 	if err := s.svc.Reset(ctx, s.round, s.lastC); err != nil {
@@ -525,7 +537,7 @@ func (s *esync) CheckpointState(*Worker) ([]byte, error) {
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.lastC))
 	opt := s.opt.AppendState(nil)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(opt)))
-	return append(b, opt...), nil
+	return appendOuterState(append(b, opt...), s.outer), nil
 }
 
 // RestoreState loads CheckpointState's bytes after Start. The service's protocol rounds
@@ -543,11 +555,14 @@ func (s *esync) RestoreState(w *Worker, state []byte, from *CheckpointHeader) er
 	switch {
 	case rounds < 0 || samples < 0 || lastC < 0:
 		return fmt.Errorf("esync state holds %d rounds, %d samples and a step of %v", rounds, samples, time.Duration(lastC))
-	case uint64(len(state)-32) != nb:
+	case uint64(len(state)-32) < nb:
 		return fmt.Errorf("esync state of %d bytes for %d bytes of the local optimizer's state", len(state), nb)
 	}
-	if err := s.opt.LoadState(state[32:], len(w.Params)); err != nil {
+	if err := s.opt.LoadState(state[32:32+nb], len(w.Params)); err != nil {
 		return fmt.Errorf("esync's local optimizer: %w", err)
+	}
+	if err := loadOuterState(s.outer, state[32+nb:], len(w.Params)); err != nil {
+		return fmt.Errorf("esync state: %w", err)
 	}
 	s.rounds, s.samples, s.lastC = int(rounds), samples, time.Duration(lastC)
 	copy(s.pre, w.Params)

@@ -239,6 +239,9 @@ func (r *Registry) Validate(cfg *Config, size int) error {
 	if err := r.validateOptimizer(cfg); err != nil {
 		return err
 	}
+	if err := r.validateOuter(cfg); err != nil {
+		return err
+	}
 	cfg.checked = &checkMark{reg: r, size: size, value: fingerprint(cfg)}
 	return nil
 }
@@ -265,6 +268,20 @@ func (r *Registry) validateOptimizer(cfg *Config) error {
 		}
 	}
 	return checkStrategyOptimizer(strat, cfg)
+}
+
+// validateOuter checks cfg's outer optimizer against its strategy (validateOuter), building
+// the strategy only when there is one to check.
+func (r *Registry) validateOuter(cfg *Config) error {
+	if cfg.Outer == "" && cfg.OuterLR == 0 && cfg.OuterMomentum == nil {
+		return nil
+	}
+	c := *cfg
+	strat, err := r.factories[cfg.Strategy].New(&c)
+	if err != nil {
+		return err
+	}
+	return validateOuter(r.optimizers, strat, cfg)
 }
 
 // validated says whether r already validated cfg, as it is now, for a job of size ranks.

@@ -103,6 +103,7 @@ type wbspRounds struct {
 	barrier *collective.Request
 	rounds  int
 	samples int64
+	outer   Optimizer // Config.Outer, nil without one (outer.go)
 
 	// this round's steps on this rank
 	st      RoundStats
@@ -131,8 +132,14 @@ func (s *wbspRounds) start(w *Worker, name string) error {
 	s.base = append(make([]float32, 0, n), w.Params...)
 	s.buf = make([]float32, n+wbspExtra+w.Size)
 	s.times = make(wbspStepTimes, w.Size)
+	if s.outer, err = w.newOuter(); err != nil {
+		return fmt.Errorf("trainer: rank %d: %s: %w", w.Rank, name, err)
+	}
 	return nil
 }
+
+// outerRounds: WBSP's rounds over an allreduce average the ranks' local steps.
+func (s *wbspRounds) outerRounds() error { return nil }
 
 // post issues the coming round's trigger barrier unless this rank is its trigger (which posts
 // it after its next step).
@@ -252,7 +259,7 @@ func (s *wbspRounds) fill(w *Worker, stopVote bool) RoundStats {
 // next trigger rank. It reports the stop and the global training loss.
 func (s *wbspRounds) apply(w *Worker, sum []float32) (stop bool, globalLoss float64) {
 	n := len(w.Params)
-	esyncUpdate(s.base, sum[:n], 1, w.Size)
+	roundUpdate(s.outer, s.base, sum[:n], 1, w.Size)
 	x := sum[n:]
 	s.rounds++
 	s.samples += int64(x[wbspExtraSamples] + 0.5)
@@ -269,14 +276,14 @@ func (s *wbspRounds) checkpointState() []byte {
 	for _, t := range s.times {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t))
 	}
-	return b
+	return appendOuterState(b, s.outer)
 }
 
 // restoreState loads what checkpointState encoded, after start, and takes w_t from the
 // restored model.
 func (s *wbspRounds) restoreState(w *Worker, state []byte) error {
 	const head = 24
-	if len(state) != head+8*w.Size {
+	if len(state) < head+8*w.Size {
 		return fmt.Errorf("wbsp state of %d bytes, want %d for %d ranks", len(state), head+8*w.Size, w.Size)
 	}
 	rounds, samples := int64(binary.LittleEndian.Uint64(state)), int64(binary.LittleEndian.Uint64(state[8:]))
@@ -293,6 +300,9 @@ func (s *wbspRounds) restoreState(w *Worker, state []byte) error {
 			return fmt.Errorf("wbsp state holds a step time of %v for rank %d", t, r)
 		}
 		s.times[r] = t
+	}
+	if err := loadOuterState(s.outer, state[head+8*w.Size:], len(w.Params)); err != nil {
+		return fmt.Errorf("wbsp state: %w", err)
 	}
 	s.rounds, s.samples, s.trigger = int(rounds), samples, int(trigger)
 	copy(s.base, w.Params)
