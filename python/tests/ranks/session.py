@@ -3,7 +3,8 @@ on every rank, each with the program's own loop and optimizer stepped where the 
 exchange says: the loss falls under every one; the strategies that keep identical replicas
 (SSGD, ESync, WBSP and WBSP-optimized over an allreduce, local SGD, Sync-Switch, which gathers
 the server's model when it stops) end with bitwise-identical parameters, and the synchronous
-ones stop after the same round everywhere; a configuration without a step-by-step form is
+ones stop after the same round everywhere; under WBSP over an allreduce every local step's
+change reaches the global model exactly once; a configuration without a step-by-step form is
 refused by name."""
 
 import sys
@@ -31,6 +32,11 @@ STRATEGIES = [
 ]
 
 
+# WBSP over an allreduce (local SGD included) adds every local step's change to the global
+# model exactly once: the final model is the first plus the ranks' summed changes over N.
+EVERY_STEP_ONCE = ("wbsp", "local-sgd", "wbsp-opt")
+
+
 def model(seed):
     torch.manual_seed(seed)  # different on every rank: the session starts all from rank 0's
     return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
@@ -43,11 +49,17 @@ def data(rank):
     return x, (x @ w).argmax(1)
 
 
+def flat_params(net):
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+
+
 def train(label, sync, rank, identical, same_rounds, **extra):
     net = model(rank)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     x, y = data(rank)
     sess = hetsync.Session(net.parameters(), sync=sync, lr=0.1, batch=32, max_rounds=40, **extra)
+    start = flat_params(net)  # rank 0's, on every rank
+    moved = torch.zeros_like(start, dtype=torch.float64)  # this rank's optimizer steps, summed
     losses, rounds, step, kinds = [], 0, 0, set()
     while True:
         i = (step * 32) % 512
@@ -59,7 +71,9 @@ def train(label, sync, rank, identical, same_rounds, **extra):
         ex = sess.exchange
         kinds.add(ex)
         if ex == "parameters":
+            before = flat_params(net)
             opt.step()
+            moved += (flat_params(net) - before).double()
         losses.append(loss.item())
         if sess.step(loss.item(), len(xb)):
             r = sess.sync()
@@ -69,8 +83,15 @@ def train(label, sync, rank, identical, same_rounds, **extra):
             if r.stop:
                 break
     sess.close()
+    flat = flat_params(net)
+    if label in EVERY_STEP_ONCE:
+        # A step lost (its change never sent) or counted twice would show here: wbsp-opt's
+        # steps between rounds reach the library only through step()'s parameter copies.
+        hetsync.allreduce(moved)
+        want = start.double() + moved / hetsync.size()
+        assert torch.allclose(flat.double(), want, atol=1e-4), "rank %d: %s's model is %g from the start plus every step's change" % (
+            rank, label, (flat.double() - want).abs().max())
     if identical:
-        flat = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
         ref = flat.clone()
         hetsync.broadcast(ref, root=0)
         assert torch.equal(flat, ref), "rank %d: %s replicas differ from rank 0's by %g" % (
