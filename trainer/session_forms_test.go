@@ -3,6 +3,7 @@ package trainer_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -138,5 +139,26 @@ func TestWBSPPeriodOptions(t *testing.T) {
 				t.Errorf("err = %v, want one with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestWBSPPeriodIsLocalSGD: WBSP with --wbsp-period 3 trains what periodic model averaging
+// every 3 steps (local SGD, a program's own strategy here) trains, up to float rounding: the
+// round's w_t + ΣΔ/N is the ranks' mean model.
+func TestWBSPPeriodIsLocalSGD(t *testing.T) {
+	const size = 3
+	base := trainer.Config{Collective: "ring", Batch: 7, LR: 0.05, Momentum: 0.5, MaxRounds: 20, Seed: 3}
+	wbsp := base
+	wbsp.Strategy, wbsp.Options = "wbsp", &trainer.WBSPOptions{Period: 3}
+	avg := base
+	avg.Strategy, avg.Options = "periodic-avg", &avgOptions{Every: 3}
+	got, _ := trainRegression(t, wbsp, size, nil)
+	want, _ := trainRegression(t, avg, size, withPeriodicAvg(t))
+	for r := range size {
+		for i, p := range got[r].Params() {
+			if q := want[r].Params()[i]; math.Abs(float64(p-q)) > 1e-5 {
+				t.Fatalf("rank %d, parameter %d: wbsp --wbsp-period 3 reached %v, periodic averaging %v", r, i, p, q)
+			}
+		}
 	}
 }
