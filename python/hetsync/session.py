@@ -22,8 +22,8 @@ sync() returns names the exchange it ran. Settings are `hetsync train`'s flags w
 (lr, batch, slowdown=[1, 1, 2, 4], slowdown_base="8ms", max_time="30s", a strategy's options
 such as local_lr or wbsp_period; train_size, the samples of all ranks' training data, for
 epochs), the same on every rank; the session checks that they agree and starts every rank from
-rank 0's parameters. Under "server" the update uses the job's lr, momentum and weight_decay,
-not the program's optimizer. The strategy's decisions stay in Go; Python moves the parameters
+rank 0's parameters. Under "server" the update is the strategy's, with the job's settings
+(lr; momentum and weight_decay for sync-switch), not the program's optimizer. The strategy's decisions stay in Go; Python moves the parameters
 (or gradients) into one flat vector at each round and back.
 """
 
