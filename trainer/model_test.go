@@ -97,7 +97,7 @@ func (m *regModel) Step(ctx context.Context, grad []float32) (trainer.StepResult
 func trainRegression(t *testing.T, cfg trainer.Config, size int, reg *trainer.Registry) ([]*regModel, *trainer.Result) {
 	t.Helper()
 	models, results, errs := runRegression(size, reg, func(r int) (trainer.Config, *regModel) {
-		return cfg, &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
+		return rankOptions(cfg), &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
 	})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -38,6 +39,17 @@ var sessionForms = []struct {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// rankOptions is cfg with a copy of its options of its own: a rank's configuration fills the
+// options' defaults in, and ranks that are goroutines of one test must not share them.
+func rankOptions(cfg trainer.Config) trainer.Config {
+	if v := reflect.ValueOf(cfg.Options); v.Kind() == reflect.Pointer && !v.IsNil() {
+		c := reflect.New(v.Elem().Type())
+		c.Elem().Set(v.Elem())
+		cfg.Options = c.Interface().(trainer.Options)
+	}
+	return cfg
+}
 
 // TestSessionDrivesEveryStrategy drives every strategy without a test of its own in
 // TestSessionDrivesStrategiesLikeTrain from a loop the caller owns (userLoop: its optimizer

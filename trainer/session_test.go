@@ -33,7 +33,7 @@ func userLoop(t *testing.T, cfg trainer.Config, eps []transport.Endpoint) ([][]f
 		params[r] = m.params
 		go func() {
 			defer func() { _ = eps[r].Close(); done <- struct{}{} }()
-			results[r], errs[r] = driveSession(ctx, eps[r], cfg, m)
+			results[r], errs[r] = driveSession(ctx, eps[r], rankOptions(cfg), m)
 			if errs[r] != nil {
 				errs[r] = fmt.Errorf("rank %d: %w", r, errs[r])
 				cancel() // the other ranks would wait for this one
