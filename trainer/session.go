@@ -11,9 +11,9 @@ import (
 // Session is one rank of a job whose training loop the caller owns: its model, its batches
 // and its optimizer. The loop takes a local step on the flat vectors Params and Grads, reports
 // it (Step), asks whether to synchronize now (ShouldSync) and, when told to, runs the round's
-// exchange (Sync), which every rank calls once per round. The strategy decides: ESync's state
-// service answers ShouldSync, WBSP's trigger barrier fires when the slowest rank completes a
-// step, ssgd says yes after every step. No call back into the caller is needed, so a loop in
+// exchange (Sync). The strategy decides: ESync's state service answers ShouldSync, WBSP's
+// trigger barrier fires when the slowest rank completes a step, ssgd, local and the
+// parameter-server strategies say yes after every step. No call back into the caller is needed, so a loop in
 // another language (the Python package, through the C ABI) drives it with two float32
 // vectors and four calls.
 //
@@ -27,11 +27,13 @@ import (
 //	                            backward → Step → ShouldSync (yes) → Sync; no optimizer: Sync
 //	                            leaves the strategy's update of Grads in Params
 //
-// The parameter-server strategies (asgd, dcasgd, ssp, and wbsp and wbsp-opt over --collective
-// ps) are asynchronous: every local step is a round of this rank alone (its push), Sync never
+// The parameter-server strategies (asgd, dcasgd, ssp, wbsp and wbsp-opt over --collective ps,
+// sync-switch in its ASP phase) are asynchronous: every local step is a round of this rank alone (its push), Sync never
 // waits for the other ranks' rounds (ssp's staleness bound may hold it), and rank 0's stop
 // vote reaches the others in the server's reply to their next push, so the ranks stop after
-// different numbers of rounds. Under ParamsAtSteps (wbsp-opt over an allreduce) ShouldSync
+// different numbers of rounds (as under local, whose ranks learn it from a message). Every
+// other strategy's round is one of every rank, whose Sync every rank calls once, and its stop
+// comes after the same round everywhere. Under ParamsAtSteps (wbsp-opt over an allreduce) ShouldSync
 // also reads and may rewrite Params.
 //
 // Train drives the same strategy methods (StepRound) with the worker's model and optimizer,
