@@ -69,17 +69,25 @@ char *hs_barrier(int64_t comm, int64_t wait_ms, int64_t *req);
 char *hs_send(int64_t comm, void *buf, int64_t count, int dtype, int peer, int64_t wait_ms, int64_t *req);
 char *hs_recv(int64_t comm, void *buf, int64_t count, int dtype, int peer, int64_t wait_ms, int64_t *req);
 
-/* Sessions: a synchronization strategy (ESync, WBSP, SSGD) driven by the caller's own training
+/* Sessions: a synchronization strategy (every built-in one) driven by the caller's own training
  * loop over two flat float32 vectors of n values, the parameters and the gradient, which stay
  * the caller's memory for the session's life. flags are "name=value" lines in `hetsync train`'s
  * words ("sync=esync", "lr=0.05", "batch=64", "slowdown=1,1,2,4", a strategy's options):
  * every rank passes the same, as for `hetsync train`, and the session checks that they agree.
  * hs_session_new is collective: params become rank 0's on every rank. */
 char *hs_session_new(int64_t comm, const char *flags, float *params, float *grads, int64_t n, int64_t *sess);
-/* *params is 1 when a round exchanges the parameters (esync, wbsp: the caller's optimizer steps
- * after every local step, and a round replaces params with the global model), 0 when it
- * exchanges gradients (ssgd: a round leaves the ranks' average in grads for the optimizer). */
-char *hs_session_exchange(int64_t sess, int *params);
+/* What the coming round exchanges, and so where the caller's optimizer steps; it may change
+ * between rounds, so a loop asks before each local step. *kind is
+ *   1  gradients: a round leaves the ranks' average in grads, for the caller's optimizer
+ *      (ssgd);
+ *   2  parameters: the caller's optimizer steps after every local step, and a round may
+ *      replace params with the global model (esync, wbsp, wbsp-opt, ssp lazy, local);
+ *   3  server: a round takes grads and leaves the strategy's update in params; the caller's
+ *      optimizer does not step (asgd, dcasgd, ssp, sync-switch).
+ * *params_at_steps is 1 when hs_session_should_sync (and so hs_session_step_sync) reads and
+ * may rewrite params between rounds (wbsp-opt over an allreduce): the caller then keeps params
+ * current before each step and reads them back after. Either pointer may be NULL. */
+char *hs_session_exchange(int64_t sess, int *kind, int *params_at_steps);
 /* After each local step: its mean loss, batch size, correct predictions and duration in
  * seconds. A rank given a slowdown sleeps here. wait_ms and req as for the collectives. */
 char *hs_session_step(int64_t sess, double loss, int64_t samples, int64_t correct, double seconds, int64_t wait_ms, int64_t *req);

@@ -33,15 +33,17 @@
 // PyTorch model's) drives a strategy step by step through a Session over two flat float32
 // vectors, the parameters and the gradient: after each local step it reports the step
 // (Session.Step), asks whether to synchronize now (ShouldSync: ESync's state service
-// answers; WBSP's trigger barrier, which the slowest rank's step completes; ssgd says yes
-// every step) and, when told to, runs the round's exchange (Sync).
-// Session.Exchange says where the caller's optimizer steps: after Sync on the averaged
-// gradient (ssgd) or on each step's own gradient, Sync then setting the global model (esync,
-// wbsp over an allreduce). Train runs the same strategy methods (step.go: Stepped,
-// StepRound) with the model's steps and the strategy's optimizer, so the two give the same
-// parameters. The strategies without a step-by-step form (the parameter-server strategies and
-// the ps forms of wbsp and wbsp-opt, wbsp-opt over an allreduce, sync-switch, local) and
-// ESync's non-blocking queries refuse a session, saying why.
+// answers; WBSP's trigger barrier, which the slowest rank's step completes; ssgd and the
+// parameter-server strategies say yes every step) and, when told to, runs the round's
+// exchange (Sync). Session.Exchange, asked before each step, says where the caller's
+// optimizer steps: after Sync on the averaged gradient (ssgd); on each step's own gradient,
+// Sync then setting or re-basing onto the global model (esync, wbsp, wbsp-opt, ssp lazy,
+// local); or never, Sync leaving the strategy's update of the step's gradient in the
+// parameters (asgd, dcasgd, ssp, sync-switch: ExchangeServer). Train runs the same strategy
+// methods (step.go: Stepped, StepRound) with the model's steps and the strategy's optimizer,
+// so the two give the same parameters. Every built-in strategy has this form; ESync's
+// non-blocking queries, whose query overlaps the caller's next step, refuse a session, saying
+// why, as does a program's strategy without one (NotStepped).
 //
 // # Strategies and their options
 //

@@ -112,11 +112,6 @@ func newSyncSwitch(cfg *Config) (Strategy, error) {
 
 func (s *syncSwitch) Name() string { return "sync-switch" }
 
-// NotStepped says why a caller's loop cannot drive it (Session).
-func (s *syncSwitch) NotStepped() string {
-	return "it switches within the job from BSP to the parameter server's ASP, whose update is the server's, not the caller's optimizer's"
-}
-
 // extra is the length of the scalars after the gradient in a BSP round's allreduce: stop vote,
 // loss, correct, samples, time-based switch vote, each rank's previous round time, and the
 // ranks' switch costs.
@@ -168,7 +163,20 @@ func (s *syncSwitch) RanOver(w *Worker) string {
 	return allReduceUsed(w)
 }
 
+// Round is one local step and the phase's exchange (StepRound).
 func (s *syncSwitch) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: in both phases the update is the strategy's (BSP's optimizer on the averaged
+// gradient, then the server's rule), so that the optimizer state and the learning-rate
+// schedule carry over the switches; a caller's loop hands it each step's gradient and never
+// steps its own optimizer.
+func (s *syncSwitch) Exchange() Exchange { return ExchangeServer }
+
+// Sync runs the phase's exchange of the step's gradient and leaves the updated model in
+// w.Params.
+func (s *syncSwitch) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
 	asp := s.phase == phaseASP
 	var st RoundStats
 	var err error
@@ -189,11 +197,9 @@ func (s *syncSwitch) Round(ctx context.Context, w *Worker, stopVote bool) (Round
 	return st, err
 }
 
+// bspRound allreduces the step's gradient with the round's scalars and applies the average.
 func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, err := w.LocalStep(ctx)
-	if err != nil {
-		return RoundStats{}, err
-	}
+	st := s.step
 	n, p := len(w.Grads), w.Size
 	copy(s.buf, w.Grads)
 	x := s.buf[n:]
@@ -234,7 +240,7 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 		GlobalLoss:    float64(x[1]) / float64(p),
 		GlobalSamples: s.samples + s.aspSampl,
 		GlobalRounds:  s.bspDone + s.aspRounds,
-		Compute:       st.Compute,
+		Compute:       st.Duration,
 		Wait:          t1.Sub(t0),
 		Comm:          t2.Sub(t1),
 		Stop:          x[0] > 0.5,

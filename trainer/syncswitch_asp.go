@@ -157,19 +157,16 @@ func (s *syncSwitch) toASP(ctx context.Context, w *Worker, target uint64) error 
 	return nil
 }
 
+// aspRound pushes the step's gradient and pulls the server's model; it leaves the phase when
+// the reply shows the stop or the excursion's end.
 func (s *syncSwitch) aspRound(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, rep, comm, err := s.pushPullStep(ctx, w, stopVote, "sync-switch ASP")
+	rep, comm, err := s.pushPull(ctx, w, stopVote, "sync-switch ASP")
 	if err != nil {
 		return RoundStats{}, err
 	}
-	out := RoundStats{
-		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
-		GlobalSamples: s.samples + s.aspSampl + int64(rep.Version)*int64(w.Cfg.Batch),
-		GlobalRounds:  s.bspDone + s.aspRounds + int(rep.Version)/w.Size,
-		Compute:       st.Compute,
-		Comm:          comm,
-		Staleness:     rep.Staleness,
-	}
+	out := s.roundOf(rep, comm)
+	out.GlobalSamples = s.samples + s.aspSampl + int64(rep.Version)*int64(w.Cfg.Batch)
+	out.GlobalRounds = s.bspDone + s.aspRounds + int(rep.Version)/w.Size
 	if !rep.Stop && (s.target == 0 || rep.Version < s.target) {
 		return out, nil
 	}

@@ -98,6 +98,7 @@ type wbspRounds struct {
 	buf     []float32 // Δ, extras, step-time slots
 	pin     int       // --wbsp-slow-rank, or -1
 	trigger int       // rank whose step triggers the coming round; -1: none (the first round)
+	period  int       // --wbsp-period: every round is this many steps of each rank; 0: the trigger
 	times   wbspStepTimes
 	started time.Time // when this rank's current round began (its barrier was posted)
 	barrier *collective.Request
@@ -128,6 +129,7 @@ func (s *wbspRounds) start(w *Worker, name string) error {
 		s.pin = *o.SlowRank
 	}
 	s.trigger = s.pin
+	s.period = o.Period
 	n := len(w.Params)
 	s.base = append(make([]float32, 0, n), w.Params...)
 	s.buf = make([]float32, n+wbspExtra+w.Size)
@@ -142,10 +144,10 @@ func (s *wbspRounds) start(w *Worker, name string) error {
 func (s *wbspRounds) outerRounds() error { return nil }
 
 // post issues the coming round's trigger barrier unless this rank is its trigger (which posts
-// it after its next step).
+// it after its next step) or the rounds have a fixed period (which needs no trigger).
 func (s *wbspRounds) post(ctx context.Context, w *Worker) {
 	s.started = w.Now()
-	if w.Rank != s.trigger {
+	if s.period == 0 && w.Rank != s.trigger {
 		s.barrier = s.comm.IBarrier(ctx)
 	}
 }
@@ -170,16 +172,6 @@ func (s *wbspRounds) waitsForTrigger(w *Worker) bool {
 	return mine >= wbspSlowFraction*theirs && elapsed+mine > theirs
 }
 
-// step takes one local step and records it; it reports whether the round's trigger has fired.
-func (s *wbspRounds) step(ctx context.Context, w *Worker, name string) (bool, error) {
-	r, err := wbspStep(ctx, w)
-	if err != nil {
-		return false, err
-	}
-	s.record(r)
-	return s.triggered(ctx, w, name)
-}
-
 // record counts one local step of the round.
 func (s *wbspRounds) record(r StepReport) {
 	s.st.LocalSteps++
@@ -192,6 +184,11 @@ func (s *wbspRounds) record(r StepReport) {
 // triggered reports, after a local step, whether the round's trigger has fired (this rank is
 // the trigger and has now completed a step, or the barrier completed).
 func (s *wbspRounds) triggered(ctx context.Context, w *Worker, name string) (bool, error) {
+	if s.period > 0 {
+		// Local SGD: the round ends after the period's steps on every rank, and the
+		// allreduce that follows is where the ranks meet.
+		return s.st.LocalSteps >= s.period, nil
+	}
 	if s.barrier == nil {
 		// The trigger rank: its completed step is the trigger. The others posted their part
 		// of the barrier when the previous round was issued, so this wait is short.
