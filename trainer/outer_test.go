@@ -32,20 +32,39 @@ func TestOuterKeepsReplicasIdentical(t *testing.T) {
 	}
 }
 
-// Outer SGD at rate 1 without momentum is the strategy's own average, bit for bit.
+// Outer SGD at rate 1 without momentum is the strategy's own average, bit for bit: ESync's
+// on one rank (on several, its rounds take as many local steps as their timing allows, so two
+// runs differ whatever the update) and local SGD's (--wbsp-period) on three.
 func TestOuterSGDAtRateOneIsThePlainAverage(t *testing.T) {
-	// One rank: ESync's rounds on several ranks take as many local steps as their timing
-	// allows, so two runs differ whatever the update.
-	cfg := Config{Strategy: "esync", Collective: "ring", Batch: 7, LR: 0.1, Momentum: 0.9, MaxRounds: 6, Seed: 3}
-	plain := runCkptJob(t, ckptJob{cfg: cfg, size: 1, cancelAt: -1})
-	cfg.Outer = "sgd"
-	outer := runCkptJob(t, ckptJob{cfg: cfg, size: 1, cancelAt: -1})
-	if plain.err != nil || outer.err != nil {
-		t.Fatal(plain.err, outer.err)
+	for _, j := range []struct {
+		cfg  Config
+		size int
+	}{
+		{Config{Strategy: "esync", Collective: "ring", Batch: 7, LR: 0.1, Momentum: 0.9, MaxRounds: 6, Seed: 3}, 1},
+		{Config{Strategy: "wbsp", Collective: "ring", Batch: 7, LR: 0.1, Momentum: 0.9, MaxRounds: 6, Seed: 3, Options: &WBSPOptions{Period: 3}}, 3},
+	} {
+		cfg := j.cfg
+		plain := runCkptJob(t, ckptJob{cfg: cfg, size: j.size, cancelAt: -1})
+		cfg = j.cfg
+		cfg.Options = cloneOptions(j.cfg.Options)
+		cfg.Outer = "sgd"
+		outer := runCkptJob(t, ckptJob{cfg: cfg, size: j.size, cancelAt: -1})
+		if plain.err != nil || outer.err != nil {
+			t.Fatal(plain.err, outer.err)
+		}
+		if !slices.Equal(plain.params[0], outer.params[0]) {
+			t.Fatalf("%s: --outer sgd (rate 1, no momentum) differs from the plain average", j.cfg.Strategy)
+		}
 	}
-	if !slices.Equal(plain.params[0], outer.params[0]) {
-		t.Fatal("--outer sgd (rate 1, no momentum) differs from the plain average")
+}
+
+// cloneOptions copies a WBSPOptions, so each job configures its own.
+func cloneOptions(o Options) Options {
+	if w, ok := o.(*WBSPOptions); ok {
+		c := *w
+		return &c
 	}
+	return o
 }
 
 // roundUpdate with Nesterov momentum follows DiLoCo's outer step on the pseudo-gradient
@@ -89,9 +108,10 @@ func TestResumeWithOuterIsBitwise(t *testing.T) {
 	for _, strategy := range []struct {
 		name string
 		size int
-	}{{"esync", 1}} {
+		opts Options
+	}{{"esync", 1, nil}, {"wbsp", 2, &WBSPOptions{Period: 2}}} {
 		t.Run(strategy.name, func(t *testing.T) {
-			cfg := Config{Strategy: strategy.name, Collective: "ring", Batch: 7, LR: 0.1, Momentum: 0.9, MaxRounds: rounds, Seed: 3, Outer: OuterNesterov}
+			cfg := Config{Strategy: strategy.name, Collective: "ring", Batch: 7, LR: 0.1, Momentum: 0.9, MaxRounds: rounds, Seed: 3, Outer: OuterNesterov, Options: strategy.opts}
 			whole := runCkptJob(t, ckptJob{cfg: cfg, size: strategy.size, cancelAt: -1})
 			if whole.err != nil {
 				t.Fatal(whole.err)
