@@ -134,15 +134,20 @@ func hs_session_new(commID C.int64_t, flags *C.char, params, grads unsafe.Pointe
 }
 
 //export hs_session_exchange
-func hs_session_exchange(id C.int64_t, params *C.int) *C.char {
+func hs_session_exchange(id C.int64_t, kind, paramsAtSteps *C.int) *C.char {
 	s, err := sessionOf(id, "hs_session_exchange")
 	if err != nil {
 		return cerr(err)
 	}
-	if params != nil {
-		*params = 0
-		if s.s.Exchange() == trainer.ExchangeParams {
-			*params = 1
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kind != nil {
+		*kind = C.int(s.s.Exchange())
+	}
+	if paramsAtSteps != nil {
+		*paramsAtSteps = 0
+		if s.s.ParamsAtSteps() {
+			*paramsAtSteps = 1
 		}
 	}
 	return nil

@@ -74,8 +74,20 @@ func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 		Strategy: c.String("sync"), Collective: c.String("collective"),
 		Batch: c.Int("batch"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
 		WeightDecay: c.Float64("weight-decay"), GradReduction: c.String("grad-reduction"),
+		Optimizer: c.String("optimizer"), Dampening: c.Float64("dampening"), Nesterov: c.Bool("nesterov"),
+		Outer: c.String("outer"), OuterLR: c.Float64("outer-lr"),
 		Seed: c.Uint64("seed"), TargetAcc: c.Float64("target-acc"),
 		Epochs: c.Float64("epochs"), MaxTime: c.Duration("max-time"), MaxRounds: c.Int("max-rounds"),
+	}
+	// Adam's settings are unset unless given: the optimizer's own defaults then apply.
+	for _, f := range []struct {
+		name string
+		p    **float64
+	}{{"beta1", &cfg.Beta1}, {"beta2", &cfg.Beta2}, {"eps", &cfg.Eps}, {"outer-momentum", &cfg.OuterMomentum}} {
+		if c.IsSet(f.name) {
+			v := c.Float64(f.name)
+			*f.p = &v
+		}
 	}
 	var err error
 	if s := c.String("eval-every"); s != "" {
@@ -207,8 +219,17 @@ func trainCommand(opts Options) *cli.Command {
 			&cli.StringFlag{Name: "model", Value: "mlp", Usage: "mlp or cnn"},
 			&cli.IntFlag{Name: "batch", Value: def.Batch, Usage: "per-rank mini-batch size"},
 			&cli.Float64Flag{Name: "lr", DefaultText: fmt.Sprintf("%g; %g/batch with --grad-reduction sum", trainer.DefaultLR("mean", 1), trainer.DefaultLR("sum", 1)), Usage: "learning rate"},
-			&cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "workers' SGD momentum (asgd's server rule is plain SGD)"},
-			&cli.Float64Flag{Name: "weight-decay", Usage: "workers' SGD weight decay"},
+			&cli.StringFlag{Name: "optimizer", DefaultText: trainer.DefaultOptimizer, Usage: "workers' optimizer: " + strings.Join(opts.strategies().Optimizers().Names(), ", ") + " (torch.optim's semantics; the parameter-server strategies' rule is sgd)"},
+			&cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "SGD's momentum (0 under another --optimizer unless given; asgd's server rule is plain SGD)"},
+			&cli.Float64Flag{Name: "dampening", Usage: "SGD's dampening of the gradient in the velocity"},
+			&cli.BoolFlag{Name: "nesterov", Usage: "SGD's Nesterov momentum"},
+			&cli.Float64Flag{Name: "beta1", DefaultText: "0.9", Usage: "Adam's and AdamW's first-moment decay"},
+			&cli.Float64Flag{Name: "beta2", DefaultText: "0.999", Usage: "Adam's and AdamW's second-moment decay"},
+			&cli.Float64Flag{Name: "eps", DefaultText: "1e-08", Usage: "Adam's and AdamW's term added to the denominator, outside the square root"},
+			&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay: SGD's and Adam's L2 penalty, AdamW's decoupled decay"},
+			&cli.StringFlag{Name: "outer", DefaultText: trainer.OuterNone, Category: catStrategy, Usage: "outer optimizer of the rounds that average local steps (esync, wbsp and wbsp-opt over an allreduce): none, " + trainer.OuterNesterov + " (DiLoCo's) or " + strings.Join(opts.strategies().Optimizers().Names(), ", ") + ", stepping the global model with the round's averaged delta as a pseudo-gradient"},
+			&cli.Float64Flag{Name: "outer-lr", DefaultText: fmt.Sprintf("%g with --outer nesterov, 1 with sgd", trainer.DefaultOuterNesterovLR), Category: catStrategy, Usage: "the outer optimizer's learning rate"},
+			&cli.Float64Flag{Name: "outer-momentum", DefaultText: fmt.Sprintf("%g with --outer nesterov, 0 with sgd", trainer.DefaultOuterNesterovMomentum), Category: catStrategy, Usage: "the outer optimizer's momentum"},
 			&cli.StringFlag{Name: "grad-reduction", Value: def.GradReduction, Usage: "a rank's gradient over its batch: mean or sum (ESync's convention)"},
 			&cli.StringFlag{Name: "shard", Value: "iid", Usage: "training-set split: iid, by-class, by-class-shuffled"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the model initialisation and batch order"},
