@@ -103,6 +103,12 @@ char *hs_session_state(int64_t sess, int *sync_now, int *stop, int64_t *round, d
 char *hs_session_stop(int64_t sess);
 /* Ends the session (returns when no other rank needs this one) and releases its id. */
 char *hs_session_close(int64_t sess, int64_t wait_ms, int64_t *req);
+/* Run directory: the flag "out=DIR" (else $HETSYNC_RUN_DIR, which `hetsync launch --out` sets)
+ * makes rank 0 write DIR as `hetsync train --out` does: config.json, every rank's rounds and,
+ * at hs_session_close, metrics.jsonl and summary.json. hs_session_eval records, on rank 0, the
+ * caller's evaluation of the model after the latest round (accuracy in [0, 1], loss; NaN for
+ * none) in eval.jsonl at that round's training time; other ranks' are refused. */
+char *hs_session_eval(int64_t sess, double accuracy, double loss);
 
 /* The job's key-value store (the store torch.distributed's rendezvous uses under the Python
  * package): held by rank 0 of comm and reached over the job's own connections, so only the

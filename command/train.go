@@ -393,7 +393,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 	}, append(o.Watch.initOptions(), o.commOptions()...)...)
 	err = collectiveFlagError(err, o.Config.Collective)
 	if err != nil {
-		sayEnding(os.Stderr, o.outDir())
+		sayEnding(os.Stderr, "hetsync train", o.outDir())
 	}
 	return err
 }
@@ -423,20 +423,20 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 	}
 	err := runTrainJob(c, o, extra)
 	if err != nil && local {
-		closeFailedRun(c.App.ErrWriter, o.Out, err)
+		closeFailedRun(c.App.ErrWriter, "hetsync train", o.Out, err)
 	}
 	return err
 }
 
 // closeFailedRun gives the run directory of a failed job a summary.json that says it ended
-// early, when rank 0 did not write one itself (it was killed, or never got to its run
+// early (cmd, hetsync train or launch, names itself in what it prints), when rank 0 did not write one itself (it was killed, or never got to its run
 // directory), so that what the ranks wrote is reported as a run that ended early. When the
 // launcher stopped rank 0 (a rank failed first, Ctrl-C, --timeout), rank 0 saw only its own
 // stop: the launcher's account, naming the rank that failed or the signal, replaces it. When
 // the launcher stopped the job from outside (Ctrl-C, SIGTERM, --timeout), it replaces
 // whatever rank 0 wrote: the ranks get the stop one after another, and rank 0 may first hear
 // of it as another rank giving up on a collective, a failure that is only the stop's echo.
-func closeFailedRun(errOut io.Writer, dir string, cause error) {
+func closeFailedRun(errOut io.Writer, cmd, dir string, cause error) {
 	if _, err := os.Stat(filepath.Join(dir, metrics.ConfigFile)); err != nil {
 		return // rank 0 never started the run: there is nothing to report
 	}
@@ -447,20 +447,20 @@ func closeFailedRun(errOut io.Writer, dir string, cause error) {
 		(stopped || strings.HasPrefix(s.EndedEarly.Reason, metrics.Interrupted)) {
 		s.EndedEarly.Reason = cause.Error()
 		if err := metrics.WriteSummary(dir, s); err != nil {
-			fmt.Fprintf(errOut, "hetsync train: %v\n", err)
+			fmt.Fprintf(errOut, "%s: %v\n", cmd, err)
 		}
 	}
 	if _, err := metrics.EndEarly(dir, cause.Error()); err != nil {
-		fmt.Fprintf(errOut, "hetsync train: the run directory %s has no summary: %v\n", dir, err)
+		fmt.Fprintf(errOut, "%s: the run directory %s has no summary: %v\n", cmd, dir, err)
 		return
 	}
-	sayEnding(errOut, dir)
+	sayEnding(errOut, cmd, dir)
 }
 
 // sayEnding prints where and why the run in dir ended early, if it did.
-func sayEnding(errOut io.Writer, dir string) {
+func sayEnding(errOut io.Writer, cmd, dir string) {
 	if s, err := metrics.ReadSummary(dir); err == nil && s.EndedEarly != nil {
-		fmt.Fprintf(errOut, "hetsync train: run %s %s\n", dir, s.EndedEarly)
+		fmt.Fprintf(errOut, "%s: run %s %s\n", cmd, dir, s.EndedEarly)
 	}
 }
 

@@ -52,6 +52,7 @@ def _load():
         "hs_session_state": [i64, intp, intp, i64p, ctypes.POINTER(ctypes.c_double)],
         "hs_session_stop": [i64],
         "hs_session_close": [i64, i64, i64p],
+        "hs_session_eval": [i64, ctypes.c_double, ctypes.c_double],
     }
     for name, args in sigs.items():
         f = getattr(lib, name)

@@ -186,6 +186,12 @@ class Session:
             sid, self._id = self._id, 0
             _blocking(_abi.lib.hs_session_close, sid)
 
+    def record_eval(self, accuracy, loss=float("nan")):
+        """Rank 0: records its test accuracy (and loss) of the model after the latest round in the
+        run directory (out=), for `hetsync report`'s time to accuracy (docs/python.md)."""
+        self._check()
+        _abi.check(_abi.lib.hs_session_eval(self._id, float(accuracy), float(loss)))
+
     def __enter__(self):
         return self
 
