@@ -274,41 +274,12 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if dialTimeout == 0 {
 		dialTimeout = DefaultJoinTimeout
 	}
-	var arena *shm.Arena
-	if cfg.DataPath == DataPathStream {
-		// The libp2p reference path links every pair at once, as its data streams ride the
-		// libp2p connections by peer ID: opened later, one could land on a second process
-		// that holds a rank's key (a duplicate that rank 0 turns away) instead of the rank.
-		var higher, lower []int
-		for r := range cfg.Size {
-			if r > cfg.Rank {
-				higher = append(higher, r)
-			} else if r < cfg.Rank {
-				lower = append(lower, r)
-			}
-		}
-		if _, err := j.connectPeers(ctx, d, dialTimeout, higher, lower); err != nil {
-			return nil, withPeerStates(err, cfg.Rank, peers, local)
-		}
+	conns, err := j.formLinks(ctx, d, dialTimeout, peers)
+	if err != nil {
+		return nil, withPeerStates(err, cfg.Rank, peers, local)
 	}
-	if arenaExchanged(cfg, peers) {
-		// The exchange runs between rank 0 and every rank: rank 0 dials them all.
-		var dialTo, awaitFrom []int
-		if cfg.Rank == 0 {
-			for r := 1; r < cfg.Size; r++ {
-				dialTo = append(dialTo, r)
-			}
-		} else {
-			awaitFrom = []int{0}
-		}
-		conns, err := j.connectPeers(ctx, d, dialTimeout, dialTo, awaitFrom)
-		if err != nil {
-			return nil, withPeerStates(err, cfg.Rank, peers, local)
-		}
-		if arena, err = j.formArena(ctx, conns, local, j.hb, hk); err != nil {
-			return nil, err
-		}
-	} else if arena, err = j.formArena(ctx, nil, local, j.hb, hk); err != nil {
+	arena, err := j.formArena(ctx, conns, local, j.hb, hk)
+	if err != nil {
 		return nil, err
 	}
 	opts := cfg.Stream
@@ -380,6 +351,38 @@ func withPeerStates(err error, rank int, peers []peerInfo, local []locality) err
 		return err
 	}
 	return fmt.Errorf("%w; %s", err, strings.Join(notes, "; "))
+}
+
+// formLinks opens the links the job needs while it forms, and returns those of the arena
+// exchange (arena.go), nil when the job skips it; every other link opens on first use.
+//   - The arena exchange runs between rank 0 and every rank: rank 0 dials them all.
+//   - The libp2p reference path ("stream") links every pair, as its data streams ride the
+//     libp2p connections by peer ID: opened later, one could land on a second process that
+//     holds a rank's key (a duplicate that rank 0 turns away) instead of the rank.
+func (j *joiner) formLinks(ctx context.Context, d *dialer, timeout time.Duration, peers []peerInfo) ([]io.ReadWriteCloser, error) {
+	cfg := j.cfg
+	var dialTo, awaitFrom []int
+	switch {
+	case cfg.DataPath == DataPathStream:
+		for r := range cfg.Size {
+			if r > cfg.Rank {
+				dialTo = append(dialTo, r)
+			} else if r < cfg.Rank {
+				awaitFrom = append(awaitFrom, r)
+			}
+		}
+		_, err := j.connectPeers(ctx, d, timeout, dialTo, awaitFrom)
+		return nil, err
+	case !arenaExchanged(cfg, peers):
+		return nil, nil
+	case cfg.Rank == 0:
+		for r := 1; r < cfg.Size; r++ {
+			dialTo = append(dialTo, r)
+		}
+	default:
+		awaitFrom = []int{0}
+	}
+	return j.connectPeers(ctx, d, timeout, dialTo, awaitFrom)
 }
 
 // connectPeers links this rank to the ranks dialTo, all at once, and waits for the links from
