@@ -74,8 +74,10 @@ class Session:
         if not self._params:
             raise HetsyncError("hetsync.Session: no parameters that require a gradient")
         for p in self._params:
-            if p.dtype != torch.float32 or p.device.type != "cpu":
-                raise HetsyncError("hetsync.Session: parameters must be float32 CPU tensors; got %s on %s"
+            # GPU parameters are copied through the session's host vectors, as the
+            # collectives stage GPU tensors.
+            if p.dtype != torch.float32 or p.device.type not in ("cpu", "cuda"):
+                raise HetsyncError("hetsync.Session: parameters must be float32 tensors on the CPU or a GPU; got %s on %s"
                                    % (p.dtype, p.device))
         n = sum(p.numel() for p in self._params)
         self._flat = torch.zeros(n, dtype=torch.float32)
