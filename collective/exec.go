@@ -150,7 +150,7 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	c.recvPeer.Store(-1)
 	c.sendPeer.Store(-1)
 	n := buf.Len()
-	if c.arenaTakes(kind, len(buf.Bytes)) {
+	if !c.zipWanted(kind, buf, op) && c.arenaTakes(kind, len(buf.Bytes)) {
 		err = c.execArena(ctx, seq, kind, buf, op, root, limit)
 	} else {
 		err = c.execSchedule(ctx, seq, kind, buf, aux, op, root, limit)
@@ -195,12 +195,19 @@ func (c *Comm) execSchedule(ctx context.Context, seq uint64, kind collKind, buf,
 	}
 	h := transport.Header{Channel: chanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
 		Op: c.signature(kind, buf.DType, op, n, root)}
+	if c.zipBegin(kind, buf, op, s) {
+		h.Op = c.zip.signed(h.Op)
+	}
 	if err := c.arenaPublish(seq, h.Op); err != nil {
 		return c.callErr(ctx, kind, seq, limit, err)
 	}
 	start := c.replan.clock()
 	attributed := c.attr.beginStamps(s, time.Now())
 	err = c.execute(ctx, s, buf, aux, op, h)
+	if err == nil && c.zip.codec != nil {
+		c.zipEnd(buf)
+	}
+	c.zip.codec = nil
 	if attributed {
 		c.attr.endStamps(time.Now())
 	}
