@@ -108,6 +108,10 @@ type Compressed struct {
 	// compress.NewFeedback for the buffer's length, kept from call to call (its residual is
 	// what a checkpoint saves). Each rank owns its own.
 	Feedback *compress.Feedback
+	// Exact is how many elements at the end of the buffer travel as float32, unrounded: the
+	// counts and votes a training round carries beside its vector. A Feedback then covers the
+	// buffer without them.
+	Exact int
 }
 
 // AllReduceCompressed is AllReduce of a float32 sum or average whose messages travel encoded
@@ -125,9 +129,12 @@ func (c *Comm) AllReduceCompressed(ctx context.Context, buf Buffer, op ReduceOp,
 		case z.Codec.Name() != fb.Codec().Name():
 			return c.argErr(kindAllReduce, "codec %s, but the error feedback encodes with %s", z.Codec.Name(), fb.Codec().Name())
 		}
-		if len(fb.Residual()) != buf.Len() {
-			return c.argErr(kindAllReduce, "error feedback made for %d values, buffer of %d", len(fb.Residual()), buf.Len())
+		if len(fb.Residual()) != buf.Len()-how.Exact {
+			return c.argErr(kindAllReduce, "error feedback made for %d values, buffer of %d with %d exact", len(fb.Residual()), buf.Len(), how.Exact)
 		}
+	}
+	if how.Exact < 0 || how.Exact > buf.Len() {
+		return c.argErr(kindAllReduce, "%d exact elements in a buffer of %d", how.Exact, buf.Len())
 	}
 	if z.Codec == nil {
 		z = c.opts.Compression
@@ -144,9 +151,9 @@ func (c *Comm) AllReduceCompressed(ctx context.Context, buf Buffer, op ReduceOp,
 			return err
 		}
 	}
-	c.zip.set(z, how.Feedback)
+	c.zip.set(z, how.Feedback, how.Exact)
 	err := c.exec(ctx, seq, kindAllReduce, buf, Buffer{}, op, 0)
-	c.zip.set(Compression{}, nil)
+	c.zip.set(Compression{}, nil, 0)
 	c.passTurn()
 	return err
 }
@@ -156,6 +163,7 @@ type zipState struct {
 	// call is set by AllReduceCompressed for its call; zero otherwise (Options.Compression).
 	call     Compression
 	feedback *compress.Feedback
+	exact    int // Compressed.Exact of the call
 	// codec is the running call's codec, nil when it runs uncompressed; thin[peer] says
 	// whether messages to and from peer are encoded (every peer unless BetweenHosts).
 	codec    compress.Codec
@@ -163,13 +171,17 @@ type zipState struct {
 	links    *topology.Matrix
 	rank     int
 	residual []float32
+	// head is where the running call's exact elements begin: [0, head) is encoded.
+	head int
 	// sendWire and recvWire hold one encoded message each; scratch one decoded message (for
 	// feedback). The sender and the receiver of the executor run on different goroutines.
 	sendWire, recvWire []byte
 	scratch            []float32
 }
 
-func (z *zipState) set(c Compression, fb *compress.Feedback) { z.call, z.feedback = c, fb }
+func (z *zipState) set(c Compression, fb *compress.Feedback, exact int) {
+	z.call, z.feedback, z.exact = c, fb, exact
+}
 
 // running is the compression the running call asks for: its own, else the Comm's.
 func (c *Comm) running() Compression {
@@ -202,7 +214,7 @@ func (c *Comm) zipEnd(buf Buffer) {
 	default:
 		return
 	}
-	x := view[float32](buf.Bytes)
+	x := view[float32](buf.Bytes)[:z.head]
 	for len(x) > 0 {
 		k := min(len(x), len(z.sendWire)/z.codec.EncodedLen(1))
 		wire := z.sendWire[:z.codec.EncodedLen(k)]
@@ -222,6 +234,7 @@ func (c *Comm) zipBegin(kind collKind, buf Buffer, op ReduceOp, s *schedule) boo
 	}
 	how := c.running()
 	z.codec, z.thinOnly, z.links, z.rank = how.Codec, how.BetweenHosts, c.opts.Links, c.Rank()
+	z.head = buf.Len() - z.exact
 	if z.feedback != nil {
 		z.residual = z.feedback.Residual()
 		x := view[float32](buf.Bytes)
@@ -231,7 +244,7 @@ func (c *Comm) zipBegin(kind collKind, buf Buffer, op ReduceOp, s *schedule) boo
 		clear(z.residual)
 	}
 	// At least a few KiB: zipEnd rounds the whole buffer through the send buffer.
-	need := z.codec.EncodedLen(max(s.maxMsg, 4096))
+	need := z.codec.EncodedLen(max(s.maxMsg, 4096)) + 4*z.exact
 	if len(z.sendWire) < need {
 		z.sendWire, z.recvWire = make([]byte, need), make([]byte, need)
 	}
@@ -252,6 +265,9 @@ func (z *zipState) signed(op uint32) uint32 {
 	if z.thinOnly {
 		h = h.mix('t')
 	}
+	for i := 0; i < 64; i += 8 {
+		h = h.mix(byte(uint64(z.exact) >> i))
+	}
 	if uint32(h) == abortOp {
 		h++
 	}
@@ -266,39 +282,50 @@ func (z *zipState) encodes(peer int) bool {
 	return !z.thinOnly || z.links.Host[peer] != z.links.Host[z.rank]
 }
 
+// split cuts the step's range of buf at the running call's exact elements: x is encoded,
+// tail travels as it is, and wire holds both, in that order.
+func (z *zipState) split(st *step, buf Buffer, wire []byte) (x, tail []float32, enc, raw []byte) {
+	all := view[float32](buf.Bytes)[st.lo:st.hi]
+	h := min(max(z.head-st.lo, 0), len(all))
+	x, tail = all[:h], all[h:]
+	n := z.codec.EncodedLen(len(x))
+	return x, tail, wire[:n], wire[n : n+4*len(tail)]
+}
+
 // encodeSend encodes the step's range of buf into the send wire buffer and leaves in buf what
 // the receiver will decode, keeping the difference as the feedback's residual.
 func (z *zipState) encodeSend(st *step, buf Buffer) []byte {
-	x := view[float32](buf.Bytes)[st.lo:st.hi]
-	wire := z.sendWire[:z.codec.EncodedLen(len(x))]
+	x, tail, wire, raw := z.split(st, buf, z.sendWire)
+	copy(raw, asBytes(tail))
 	z.codec.Encode(wire, x)
 	if z.residual == nil {
 		// The wire was made from x just now: it always has the length Decode wants.
 		_ = z.codec.Decode(x, wire)
-		return wire
+	} else {
+		d := z.scratch[:len(x)]
+		_ = z.codec.Decode(d, wire)
+		r := z.residual[st.lo : st.lo+len(x)]
+		for i, v := range d {
+			r[i] += x[i] - v
+			x[i] = v
+		}
 	}
-	d := z.scratch[:len(x)]
-	_ = z.codec.Decode(d, wire)
-	r := z.residual[st.lo:st.hi]
-	for i, v := range d {
-		r[i] += x[i] - v
-		x[i] = v
-	}
-	return wire
+	return z.sendWire[:len(wire)+len(raw)]
 }
 
 // receiveEncoded receives one encoded message and decodes it into the step's range of buf,
 // adding for a reducing step.
 func (c *Comm) receiveEncoded(ctx context.Context, st *step, buf Buffer, h transport.Header) error {
 	z := &c.zip
-	dst := view[float32](buf.Bytes)[st.lo:st.hi]
-	wire := z.recvWire[:z.codec.EncodedLen(len(dst))]
-	err := c.recvExact(ctx, st.peer, h, wire)
+	x, tail, wire, raw := z.split(st, buf, z.recvWire)
+	err := c.recvExact(ctx, st.peer, h, z.recvWire[:len(wire)+len(raw)])
 	if err == nil {
 		if st.kind == stepRecvReduce {
-			err = z.codec.DecodeAdd(dst, wire)
+			err = z.codec.DecodeAdd(x, wire)
+			reduceBytes(Float32, Sum, asBytes(tail), raw)
 		} else {
-			err = z.codec.Decode(dst, wire)
+			err = z.codec.Decode(x, wire)
+			copy(asBytes(tail), raw)
 		}
 	}
 	if err != nil {

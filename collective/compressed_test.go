@@ -170,6 +170,50 @@ func TestCompressedAllReduceSendsFewerBytes(t *testing.T) {
 	}
 }
 
+// TestCompressedExactTail: the elements Compressed.Exact names (a round's counts and votes)
+// arrive as exact sums under every algorithm, beside a vector compressed within its bound.
+func TestCompressedExactTail(t *testing.T) {
+	const n, exact = 1000, 3
+	codec := compress.Int8{}
+	for _, alg := range compressedAlgorithms {
+		for _, p := range []int{2, 3, 5, 8} {
+			t.Run(fmt.Sprintf("%s/p=%d", alg, p), func(t *testing.T) {
+				t.Parallel()
+				j := newMemJob(t, p, Options{Algorithm: alg, SegmentBytes: 1024, Links: hostsOf(p)})
+				inputs := make([][]float32, p)
+				got := make([][]float32, p)
+				for r := range p {
+					inputs[r] = compressedInput(r, 3, n)
+					// A stop vote, a sample count and a loss beside values up to 1e3.
+					copy(inputs[r][n-exact:], []float32{float32(r % 2), 64, 0.1 * float32(r+1)})
+					got[r] = append([]float32(nil), inputs[r]...)
+				}
+				j.mustRun(t, "allreduce", func(c *Comm) error {
+					return c.AllReduceCompressed(context.Background(), F32(got[c.Rank()]), Sum,
+						Compressed{Codec: codec, Feedback: compress.NewFeedback(codec, n-exact), Exact: exact})
+				})
+				head := make([][]float32, p)
+				gotHead := make([][]float32, p)
+				for r := range p {
+					head[r], gotHead[r] = inputs[r][:n-exact], got[r][:n-exact]
+				}
+				checkWithinBound(t, codec, head, gotHead, Sum, alg == "ring" || alg == "ps")
+				for r := range p {
+					var vote, loss float32
+					for q := range p {
+						vote += float32(q % 2)
+						loss += 0.1 * float32(q+1)
+					}
+					tail := got[r][n-exact:]
+					if tail[0] != vote || tail[1] != float32(64*p) || math.Abs(float64(tail[2]-loss)) > 1e-6 {
+						t.Errorf("rank %d: exact elements %v, want [%g %d %g]", r, tail, vote, 64*p, loss)
+					}
+				}
+			})
+		}
+	}
+}
+
 // TestCompressedFeedbackKeepsTheSum runs a long fixed sequence of int8 allreduces whose
 // inputs hold, next to one large value per block, small ones below the codec's resolution.
 // With error feedback the sum of the results follows the sum of the exact sums within one
@@ -329,6 +373,7 @@ func TestCompressionMismatchFails(t *testing.T) {
 		{F32(make([]float32, 4)), Max, Compressed{Codec: compress.Int8{}}, "needs a float32 sum"},
 		{F32(make([]float32, 4)), Sum, Compressed{Codec: compress.FP16{}, Feedback: compress.NewFeedback(compress.Int8{}, 4)}, "feedback encodes with int8"},
 		{F32(make([]float32, 4)), Sum, Compressed{Feedback: compress.NewFeedback(compress.Int8{}, 5)}, "made for 5 values"},
+		{F32(make([]float32, 4)), Sum, Compressed{Codec: compress.Int8{}, Exact: 5}, "5 exact elements in a buffer of 4"},
 	} {
 		err := c.AllReduceCompressed(context.Background(), tc.buf, tc.op, tc.how)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
