@@ -104,6 +104,8 @@ type Compressed struct {
 	// Codec encodes what the call sends; nil means Feedback's codec, or with no Feedback the
 	// Comm's Options.Compression.
 	Codec compress.Codec
+	// BetweenHosts encodes only messages between hosts (Compression.BetweenHosts).
+	BetweenHosts bool
 	// Feedback, when not nil, is this rank's error feedback for the buffer: made with
 	// compress.NewFeedback for the buffer's length, kept from call to call (its residual is
 	// what a checkpoint saves). Each rank owns its own.
@@ -121,7 +123,7 @@ func (c *Comm) AllReduceCompressed(ctx context.Context, buf Buffer, op ReduceOp,
 	if err := c.checkArgs(kindAllReduce, buf, op, 0); err != nil {
 		return err
 	}
-	z := Compression{Codec: how.Codec, BetweenHosts: c.opts.Compression.BetweenHosts}
+	z := Compression{Codec: how.Codec, BetweenHosts: how.BetweenHosts}
 	if fb := how.Feedback; fb != nil {
 		switch {
 		case z.Codec == nil:

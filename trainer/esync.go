@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/service"
 )
@@ -186,6 +185,7 @@ type esync struct {
 	opt     SGD
 	pre     []float32 // w_t
 	buf     []float32
+	reduce  *roundReducer // the allreduce of buf: the deltas compressed as Config.Compress says
 	round   int           // t, from 1 as in the original
 	lastC   time.Duration // duration of this rank's last local step
 	overlap bool          // non-blocking queries (ESyncConfig.Queries)
@@ -216,6 +216,7 @@ func esyncFactory() Factory {
 			}
 			return &esync{cfg: *o}, nil
 		},
+		Compresses: true,
 	}
 }
 
@@ -228,6 +229,11 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)
 	s.pre = append(make([]float32, 0, n), w.Params...)
 	s.buf = make([]float32, n+esyncExtra)
+	reduce, err := newRoundReducer(w.Cfg, n, esyncExtra)
+	if err != nil {
+		return err
+	}
+	s.reduce = reduce
 	s.opt = SGD{LR: float32(s.cfg.LocalLR), Momentum: float32(*s.cfg.LocalMomentum), WeightDecay: float32(w.Cfg.WeightDecay)}
 	s.round = 1
 	s.overlap = s.cfg.Queries == ESyncNonBlocking
@@ -329,7 +335,7 @@ func (s *esync) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: barrier: %w", w.Rank, s.rounds+1, err)
 	}
 	t1 := w.Now()
-	if err := w.Comm.AllReduce(ctx, collective.F32(s.buf), collective.Sum); err != nil {
+	if err := s.reduce.allReduce(ctx, w.Comm, s.buf); err != nil {
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.rounds+1, err)
 	}
 	esyncUpdate(s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)

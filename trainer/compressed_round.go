@@ -1,0 +1,78 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/compress"
+)
+
+// Compressed rounds (Config.Compress): a strategy whose Factory says Compresses sends the
+// vector of its rounds' allreduce encoded (bf16, fp16, int8; auto: int8 between hosts only),
+// reduced in float32, with this rank's error feedback for that vector, so that what the
+// encoding loses one round is sent the next; the counts and votes after the vector travel
+// exact (collective.Compressed).
+
+// intactCollectives are the collectives over which an int8 allreduce leaves every rank the
+// same numbers (collective.Compression): the replicas of a run must stay identical.
+var intactCollectives = []string{"ring", "ps", "hier-ring", "hier-ps"}
+
+// checkCompress refuses a Config.Compress the strategy does not use, or one that would let
+// the replicas part, naming the fields.
+func checkCompress(f Factory, cfg *Config) error {
+	z, err := collective.ParseCompression(cfg.Compress)
+	if err != nil {
+		return fmt.Errorf("trainer: Config.Compress: %w", err)
+	}
+	if z.Codec == nil || z.Codec.Name() == "none" {
+		return nil
+	}
+	if !f.Compresses {
+		return fmt.Errorf("trainer: Config.Compress %s: Config.Strategy %s sends no compressed rounds", cfg.Compress, cfg.Strategy)
+	}
+	if _, isInt8 := z.Codec.(compress.Int8); isInt8 && !slices.Contains(intactCollectives, strings.Split(cfg.Collective, "/")[0]) {
+		return fmt.Errorf("trainer: Config.Compress %s: int8 keeps the replicas identical only over %s, not Config.Collective %s",
+			cfg.Compress, strings.Join(intactCollectives, ", "), cfg.Collective)
+	}
+	return nil
+}
+
+// compressingCollective is a communicator that can compress an allreduce (collective.Comm).
+type compressingCollective interface {
+	AllReduceCompressed(ctx context.Context, buf collective.Buffer, op collective.ReduceOp, how collective.Compressed) error
+}
+
+// roundReducer allreduces (sums) one strategy's round buffer: a vector followed by extra
+// exact elements, the vector compressed as Config.Compress says.
+type roundReducer struct {
+	how   collective.Compressed // zero: uncompressed
+	extra int
+}
+
+// newRoundReducer is the reducer of a buffer of n values followed by extra exact ones.
+func newRoundReducer(cfg *Config, n, extra int) (*roundReducer, error) {
+	r := &roundReducer{extra: extra}
+	z, err := collective.ParseCompression(cfg.Compress)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: Config.Compress: %w", err)
+	}
+	if z.Codec != nil && z.Codec.Name() != "none" {
+		r.how = collective.Compressed{Codec: z.Codec, BetweenHosts: z.BetweenHosts, Feedback: compress.NewFeedback(z.Codec, n), Exact: extra}
+	}
+	return r, nil
+}
+
+// allReduce sums buf over the ranks of comm.
+func (r *roundReducer) allReduce(ctx context.Context, comm Collective, buf []float32) error {
+	if r.how.Codec == nil {
+		return comm.AllReduce(ctx, collective.F32(buf), collective.Sum)
+	}
+	cc, ok := comm.(compressingCollective)
+	if !ok {
+		return fmt.Errorf("Config.Compress %s: the communicator (%T) cannot compress an allreduce", r.how.Codec.Name(), comm)
+	}
+	return cc.AllReduceCompressed(ctx, collective.F32(buf), collective.Sum, r.how)
+}
