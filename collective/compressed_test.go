@@ -97,6 +97,20 @@ func TestCompressedAllReduceLargeMessages(t *testing.T) {
 	}
 }
 
+// TestCompressedAllReduceTCP runs compressed allreduces over stream endpoints on loopback
+// TCP, whose receivers lend their buffers (transport.Borrower): an encoded message is still
+// received whole and decoded, never reduced as float32.
+func TestCompressedAllReduceTCP(t *testing.T) {
+	for _, alg := range []string{"ring", "butterfly", "ps"} {
+		t.Run(alg, func(t *testing.T) {
+			j := newJob(t, tcpEndpoints(t, 3), Options{Algorithm: alg, SegmentBytes: 4096, Compression: Compression{Codec: compress.Int8{}}})
+			for _, n := range []int{1, 1031, 5000} {
+				checkCompressed(t, j, compress.Int8{}, n, Sum, alg != "butterfly")
+			}
+		})
+	}
+}
+
 // checkCompressed runs one allreduce of n elements on j and checks it.
 func checkCompressed(t *testing.T, j *job, codec compress.Codec, n int, op ReduceOp, identical bool) {
 	t.Helper()
