@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,7 +15,9 @@ import (
 // vector of its rounds' allreduce encoded (bf16, fp16, int8; auto: int8 between hosts only),
 // reduced in float32, with this rank's error feedback for that vector, so that what the
 // encoding loses one round is sent the next; the counts and votes after the vector travel
-// exact (collective.Compressed).
+// exact (collective.Compressed). ESync's per-rank checkpoint parts keep each rank's residual,
+// so a resumed run sends what the uninterrupted one would have; ssgd's checkpoint is rank 0's
+// alone and holds no rank's residual: a resumed ssgd run starts its error feedback from zero.
 
 // intactCollectives are the collectives over which an int8 allreduce leaves every rank the
 // same numbers (collective.Compression): the replicas of a run must stay identical.
@@ -75,4 +78,33 @@ func (r *roundReducer) allReduce(ctx context.Context, comm Collective, buf []flo
 		return fmt.Errorf("Config.Compress %s: the communicator (%T) cannot compress an allreduce", r.how.Codec.Name(), comm)
 	}
 	return cc.AllReduceCompressed(ctx, collective.F32(buf), collective.Sum, r.how)
+}
+
+// appendState appends to b what a checkpoint keeps of the reducer: nothing without error
+// feedback, else the residual's length and values, so that a resumed run sends what the
+// uninterrupted one would have.
+func (r *roundReducer) appendState(b []byte) []byte {
+	if r.how.Feedback == nil {
+		return b
+	}
+	res := r.how.Feedback.Residual()
+	return appendFloats(binary.LittleEndian.AppendUint64(b, uint64(len(res))), res)
+}
+
+// restoreState loads appendState's bytes: none, or a residual of the vector's length.
+func (r *roundReducer) restoreState(b []byte) error {
+	fb := r.how.Feedback
+	switch {
+	case len(b) == 0:
+		if fb != nil {
+			// A checkpoint of a run without compression: nothing was owed yet.
+			clear(fb.Residual())
+		}
+		return nil
+	case fb == nil:
+		return fmt.Errorf("%d bytes of error feedback, but Config.Compress is none", len(b))
+	case len(b) < 8 || binary.LittleEndian.Uint64(b) != uint64(len(fb.Residual())) || len(b)-8 != 4*len(fb.Residual()):
+		return fmt.Errorf("%d bytes of error feedback, want the residual of %d values", len(b), len(fb.Residual()))
+	}
+	return fb.SetResidual(readFloats(b[8:]))
 }

@@ -509,7 +509,8 @@ func (s *esync) Finish(ctx context.Context, w *Worker) error {
 }
 
 // CheckpointState is this rank's own part after a round: its local velocity, its last step
-// time, and the rounds and samples counted. The model, identical on every rank after the
+// time, the rounds and samples counted, and under Config.Compress its error feedback's
+// residual. The model, identical on every rank after the
 // global update, and the data position are the checkpoint's own. The state service's records
 // are not saved: their instants are on rank 0's clock of the killed job, and each rank's first
 // query of the resumed job (k = 0, always NOT-READY) carries its saved step time, which is
@@ -519,7 +520,7 @@ func (s *esync) CheckpointState(*Worker) ([]byte, error) {
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.samples))
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.lastC))
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(s.opt.Velocity)))
-	return appendFloats(b, s.opt.Velocity), nil
+	return s.reduce.appendState(appendFloats(b, s.opt.Velocity)), nil
 }
 
 // RestoreState loads CheckpointState's bytes after Start. The service's protocol rounds
@@ -536,11 +537,14 @@ func (s *esync) RestoreState(w *Worker, state []byte, _ *CheckpointHeader) error
 		return fmt.Errorf("esync state holds %d rounds, %d samples and a step of %v", rounds, samples, time.Duration(lastC))
 	case nv != 0 && nv != uint64(len(w.Params)):
 		return fmt.Errorf("esync state holds %d velocity values for %d parameters", nv, len(w.Params))
-	case uint64(len(state)-32) != 4*nv:
+	case uint64(len(state)-32) < 4*nv:
 		return fmt.Errorf("esync state of %d bytes for %d velocity values", len(state), nv)
 	}
+	if err := s.reduce.restoreState(state[32+4*nv:]); err != nil {
+		return fmt.Errorf("esync state: %w", err)
+	}
 	s.rounds, s.samples, s.lastC = int(rounds), samples, time.Duration(lastC)
-	s.opt.Velocity = readFloats(state[32:])
+	s.opt.Velocity = readFloats(state[32 : 32+4*nv])
 	copy(s.pre, w.Params)
 	return nil
 }
