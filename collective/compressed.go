@@ -23,12 +23,15 @@ import (
 // round trip gives values that went through one back unchanged, and every rank rounds its
 // result once more at the end (zipEnd): every algorithm leaves bitwise identical replicas.
 // Under int8 the round trip gives them back only over the same range (the scale of a block
-// decodes to itself), so ring, ps and the hierarchy over them leave identical replicas, while
-// butterfly, binary-blocks and recursive doubling, which forward final values in ranges of
-// other bounds than they received them in, may leave replicas that differ, each within the
-// bound. With BetweenHosts only the messages between hosts round: the hier- configurations,
-// whose outer stage rounds the final values before each host shares them, keep the replicas
-// identical; a flat ring that forwards final values over both kinds of link does not.
+// decodes to itself), so ring and ps leave identical replicas, and auto runs int8 calls as the
+// ring (zipSchedule), while butterfly, binary-blocks, recursive doubling and the hier-
+// configurations, which forward final values in ranges of other bounds than they received
+// them in, may leave replicas that differ, each within the bound. With BetweenHosts only the
+// messages between hosts round: hier-ring and hier-ps, whose outer stage rounds the final
+// values before each host shares them exactly, keep the replicas identical (auto runs such
+// calls as hier-ring); a flat ring or ps, which hand final values on over both kinds of link,
+// do not. A compressed call is not judged against auto's plan, which prices float32 calls: it
+// never makes the ranks measure the links again.
 //
 // Bound: an element goes through at most 2p roundings on its way from the inputs to a rank's
 // result (p-1 partial sums and 1 final value for ring, two operands per level for recursive
@@ -38,7 +41,7 @@ import (
 //
 // Error feedback (Compressed.Feedback) keeps what a rank's own round trips removed from its
 // buffer and adds it to the next call's input. When each rounding that reaches the result is
-// made by one rank, as in ring, ps and the hierarchy over them, the residuals of all ranks sum
+// made by one rank, as in ring and ps (and hier-ring between hosts), the residuals of all ranks sum
 // to what the call's result misses of the exact sum: over many calls the sum of the results
 // then follows the sum of the exact sums within one call's bound, where without feedback a
 // value below the codec's resolution is never sent.
@@ -160,6 +163,54 @@ func (c *Comm) AllReduceCompressed(ctx context.Context, buf Buffer, op ReduceOp,
 	return err
 }
 
+// zipSchedule is the schedule of a compressed allreduce of n float32 values whose own
+// schedule is s: s, except that auto runs an int8 call as the ring (in the grouped order of
+// the link matrix, when there is one), whose every final value travels over the same range at
+// every hop, so that its round trip gives it back unchanged and the ranks end identical, where
+// auto's other choices (recursive doubling, butterfly, binary blocks) forward final values in
+// ranges of other bounds. Encoding between hosts only, it runs hier-ring/grouped: the ring
+// across hosts rounds the final values, which each host then shares exactly.
+func (c *Comm) zipSchedule(s *schedule, n int) *schedule {
+	if _, isAuto := c.alg.(*auto); !isAuto || !c.running().roundsByRange() {
+		return s
+	}
+	z := &c.zip
+	if z.ring == nil {
+		o := c.opts
+		o.Algorithm = "ring"
+		if c.running().BetweenHosts {
+			o.Algorithm = "hier-ring/grouped"
+		}
+		ring, err := lookupAlgorithm(o.Algorithm, o)
+		if err != nil {
+			// The built-in ring builds for every job; a registry without it keeps auto's.
+			return s
+		}
+		z.ring, z.ringCache = ring, map[int]*schedule{}
+	}
+	if rs, ok := z.ringCache[n]; ok {
+		c.growTemp(rs, 4)
+		return rs
+	}
+	if len(z.ringCache) >= maxCachedSchedules {
+		clear(z.ringCache)
+	}
+	rs := c.build(z.ring, kindAllReduce, n, 0, Float32)
+	z.ringCache[n] = rs
+	return rs
+}
+
+// roundsByRange says whether the compression's round trip gives values that went through one
+// back unchanged only over the same range (int8's scale per block from the message's start),
+// not whatever the range (fp16, bf16).
+func (z Compression) roundsByRange() bool {
+	switch z.Codec.(type) {
+	case compress.FP16, compress.BF16:
+		return false
+	}
+	return true
+}
+
 // zipState is the compression of the call that has the turn, and its pooled wire buffers.
 type zipState struct {
 	// call is set by AllReduceCompressed for its call; zero otherwise (Options.Compression).
@@ -179,6 +230,10 @@ type zipState struct {
 	// feedback). The sender and the receiver of the executor run on different goroutines.
 	sendWire, recvWire []byte
 	scratch            []float32
+	// ring and ringCache are the ring auto runs int8 calls with (zipSchedule), built on first
+	// use, and its schedules by length.
+	ring      algorithm
+	ringCache map[int]*schedule
 }
 
 func (z *zipState) set(c Compression, fb *compress.Feedback, exact int) {
@@ -211,9 +266,7 @@ func (c *Comm) zipWanted(kind collKind, buf Buffer, op ReduceOp) bool {
 // a folded rank), so that every rank ends with the same numbers under every algorithm.
 func (c *Comm) zipEnd(buf Buffer) {
 	z := &c.zip
-	switch z.codec.(type) {
-	case compress.FP16, compress.BF16:
-	default:
+	if c.running().roundsByRange() {
 		return
 	}
 	x := view[float32](buf.Bytes)[:z.head]

@@ -73,7 +73,7 @@ func TestCompressedAllReduceWithinBound(t *testing.T) {
 					opts := Options{Algorithm: alg, SegmentBytes: 1024, Links: hostsOf(p),
 						Compression: Compression{Codec: codec}}
 					j := newMemJob(t, p, opts)
-					identical := codec.Name() != "int8" || alg == "ring" || alg == "ps"
+					identical := codec.Name() != "int8" || alg == "ring" || alg == "ps" || alg == "auto"
 					for _, n := range []int{0, 1, p + 2, 1031} {
 						checkCompressed(t, j, codec, n, Sum, identical)
 					}
@@ -246,7 +246,7 @@ func TestCompressedFeedbackKeepsTheSum(t *testing.T) {
 		}
 		return x
 	}
-	for _, alg := range []string{"ring", "ps", "hier-ring/grouped"} {
+	for _, alg := range []string{"ring", "ps", "auto", "hier-ring/grouped"} {
 		t.Run(alg, func(t *testing.T) {
 			drift := func(feedback bool) (worst, bound float64) {
 				j := newMemJob(t, p, Options{Algorithm: alg, SegmentBytes: 1024, Links: hostsOf(p)})
@@ -302,7 +302,7 @@ func TestCompressedFeedbackKeepsTheSum(t *testing.T) {
 func TestCompressionBetweenHostsOnly(t *testing.T) {
 	const p, n = 4, 4096
 	links := hostsOf(p) // two hosts of two ranks
-	for _, alg := range []string{"hier-ring/grouped", "ring"} {
+	for _, alg := range []string{"hier-ring/grouped", "ring", "auto"} {
 		t.Run(alg, func(t *testing.T) {
 			sent := func(name string) [][]int {
 				z, err := ParseCompression(name)
@@ -324,8 +324,9 @@ func TestCompressionBetweenHostsOnly(t *testing.T) {
 				}
 				j.mustRun(t, "allreduce", func(c *Comm) error { return c.AllReduce(context.Background(), F32(got[c.Rank()]), Sum) })
 				// Flat ring forwards final values over both kinds of link: only the
-				// hierarchy, whose outer stage rounds them before the hosts share them,
-				// keeps int8 replicas identical when only some links encode.
+				// hierarchy, whose outer stage rounds them before the hosts share them
+				// (auto runs it for such calls), keeps int8 replicas identical when only
+				// some links encode.
 				checkWithinBound(t, compress.Int8{}, inputs, got, Sum, alg != "ring")
 				out := make([][]int, p)
 				for r := range out {
@@ -399,5 +400,23 @@ func TestCompressionMismatchFails(t *testing.T) {
 	}
 	if _, err := ParseCompression("int4"); err == nil || !strings.Contains(err.Error(), "int8") {
 		t.Errorf("ParseCompression(int4): %v, want an error listing the known ones", err)
+	}
+}
+
+// TestCompressedCallsDoNotReplan: auto's plan prices float32 calls, so a compressed call,
+// however far off that price, never makes the ranks measure the links again.
+func TestCompressedCallsDoNotReplan(t *testing.T) {
+	const p, n = 4, 1 << 12
+	j := newMemJob(t, p, Options{Algorithm: "auto", Links: hostsOf(p), Replan: ReplanOptions{Calls: 1, Every: 1},
+		Compression: Compression{Codec: compress.Int8{}}})
+	for range 6 {
+		j.mustRun(t, "allreduce", func(c *Comm) error {
+			return c.AllReduce(context.Background(), F32(compressedInput(c.Rank(), 0, n)), Sum)
+		})
+	}
+	for r, c := range j.comms {
+		if rp := c.Replans(); len(rp) != 0 {
+			t.Errorf("rank %d re-planned after compressed calls: %+v", r, rp)
+		}
 	}
 }

@@ -190,8 +190,9 @@
 // 256 values), for every algorithm: the executor encodes where it sends a step and decodes
 // where it receives one, adding in float32 for a reducing step. Every result lies within
 // CompressedBound of the exact sum; the replicas stay identical under fp16 and bf16, and under
-// int8 over ring, ps and the hierarchy over them. BetweenHosts ("auto") encodes only the
-// messages between hosts of Options.Links. Error feedback (Compressed.Feedback) carries what a
+// int8 over ring, ps and auto (which runs int8 calls as the ring). BetweenHosts ("auto")
+// encodes only the messages between hosts of Options.Links; the replicas then stay identical
+// over hier-ring, hier-ps and auto (which runs such calls as hier-ring). Error feedback (Compressed.Feedback) carries what a
 // rank's encodings lost into its next call (compressed.go says how and when it is exact).
 //
 // # Order and non-blocking calls

@@ -15,6 +15,7 @@ func TestTrainCompress(t *testing.T) {
 	for i, args := range [][]string{
 		{"--sync", "esync", "--collective", "ring", "--compress", "int8"},
 		{"--sync", "ssgd", "--compress", "bf16"},
+		{"--sync", "ssgd", "--compress", "int8"}, // over auto, which runs int8 calls as the ring
 	} {
 		var cfg struct {
 			Compress string `json:"compress"`
@@ -26,7 +27,8 @@ func TestTrainCompress(t *testing.T) {
 	}
 	for _, tc := range []struct{ args, want string }{
 		{"--sync asgd --compress int8", "--compress int8: --sync asgd sends no compressed rounds"},
-		{"--sync esync --compress int8", "int8 keeps the replicas identical only over ring, ps, hier-ring, hier-ps, not --collective auto"},
+		{"--sync esync --compress int8 --collective butterfly", "int8 keeps the replicas identical only over auto, ring, ps, not --collective butterfly"},
+		{"--sync esync --compress auto --collective ring", "int8 keeps the replicas identical only over auto, hier-ring, hier-ps, not --collective ring"},
 		{"--sync esync --compress int4", `--compress: compression "int4": unknown`},
 	} {
 		args := append([]string{"train", "--np", "2", "--transport", "mem", "--data", data, "--max-rounds", "1", "--out", filepath.Join(dir, "bad")},

@@ -20,8 +20,12 @@ import (
 // alone and holds no rank's residual: a resumed ssgd run starts its error feedback from zero.
 
 // intactCollectives are the collectives over which an int8 allreduce leaves every rank the
-// same numbers (collective.Compression): the replicas of a run must stay identical.
-var intactCollectives = []string{"ring", "ps", "hier-ring", "hier-ps"}
+// same numbers (collective.Compression): the replicas of a run must stay identical. auto runs
+// such calls as the ring, or between hosts only as hier-ring (collective's zipSchedule).
+var intactCollectives = map[bool][]string{
+	false: {"auto", "ring", "ps"},           // int8 on every link
+	true:  {"auto", "hier-ring", "hier-ps"}, // int8 between hosts only
+}
 
 // checkCompress refuses a Config.Compress the strategy does not use, or one that would let
 // the replicas part, naming the fields.
@@ -36,9 +40,10 @@ func checkCompress(f Factory, cfg *Config) error {
 	if !f.Compresses {
 		return fmt.Errorf("trainer: Config.Compress %s: Config.Strategy %s sends no compressed rounds", cfg.Compress, cfg.Strategy)
 	}
-	if _, isInt8 := z.Codec.(compress.Int8); isInt8 && !slices.Contains(intactCollectives, strings.Split(cfg.Collective, "/")[0]) {
+	intact := intactCollectives[z.BetweenHosts]
+	if _, isInt8 := z.Codec.(compress.Int8); isInt8 && !slices.Contains(intact, strings.Split(cfg.Collective, "/")[0]) {
 		return fmt.Errorf("trainer: Config.Compress %s: int8 keeps the replicas identical only over %s, not Config.Collective %s",
-			cfg.Compress, strings.Join(intactCollectives, ", "), cfg.Collective)
+			cfg.Compress, strings.Join(intact, ", "), cfg.Collective)
 	}
 	return nil
 }
