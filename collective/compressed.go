@@ -174,29 +174,30 @@ func (c *Comm) zipSchedule(s *schedule, n int) *schedule {
 	if _, isAuto := c.alg.(*auto); !isAuto || !c.running().roundsByRange() {
 		return s
 	}
-	z := &c.zip
-	if z.ring == nil {
+	between := c.running().BetweenHosts
+	r := &c.zip.rings[btoi(between)]
+	if r.alg == nil {
 		o := c.opts
 		o.Algorithm = "ring"
-		if c.running().BetweenHosts {
+		if between {
 			o.Algorithm = "hier-ring/grouped"
 		}
-		ring, err := lookupAlgorithm(o.Algorithm, o)
+		alg, err := lookupAlgorithm(o.Algorithm, o)
 		if err != nil {
 			// The built-in ring builds for every job; a registry without it keeps auto's.
 			return s
 		}
-		z.ring, z.ringCache = ring, map[int]*schedule{}
+		r.alg, r.cache = alg, map[int]*schedule{}
 	}
-	if rs, ok := z.ringCache[n]; ok {
+	if rs, ok := r.cache[n]; ok {
 		c.growTemp(rs, 4)
 		return rs
 	}
-	if len(z.ringCache) >= maxCachedSchedules {
-		clear(z.ringCache)
+	if len(r.cache) >= maxCachedSchedules {
+		clear(r.cache)
 	}
-	rs := c.build(z.ring, kindAllReduce, n, 0, Float32)
-	z.ringCache[n] = rs
+	rs := c.build(r.alg, kindAllReduce, n, 0, Float32)
+	r.cache[n] = rs
 	return rs
 }
 
@@ -230,10 +231,19 @@ type zipState struct {
 	// feedback). The sender and the receiver of the executor run on different goroutines.
 	sendWire, recvWire []byte
 	scratch            []float32
-	// ring and ringCache are the ring auto runs int8 calls with (zipSchedule), built on first
-	// use, and its schedules by length.
-	ring      algorithm
-	ringCache map[int]*schedule
+	// rings are what auto runs int8 calls with (zipSchedule), built on first use, and their
+	// schedules by length: the ring, and for BetweenHosts hier-ring/grouped.
+	rings [2]struct {
+		alg   algorithm
+		cache map[int]*schedule
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (z *zipState) set(c Compression, fb *compress.Feedback, exact int) {

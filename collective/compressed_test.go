@@ -420,3 +420,30 @@ func TestCompressedCallsDoNotReplan(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressedCallsOfBothKinds: a Comm whose allreduces encode between hosts only, which also
+// makes calls that encode every link, runs each kind under auto with its own schedule (the
+// hierarchy for the first, the ring for the second), identical replicas for both.
+func TestCompressedCallsOfBothKinds(t *testing.T) {
+	const p, n = 3, 3000 // hosts of 2 and 1 ranks
+	z, err := ParseCompression("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := newMemJob(t, p, Options{Algorithm: "auto", Links: hostsOf(p), Compression: z})
+	for _, every := range []bool{false, true, false} {
+		inputs := make([][]float32, p)
+		got := make([][]float32, p)
+		for r := range p {
+			inputs[r] = compressedInput(r, 2, n)
+			got[r] = append([]float32(nil), inputs[r]...)
+		}
+		j.mustRun(t, "allreduce", func(c *Comm) error {
+			if every {
+				return c.AllReduceCompressed(context.Background(), F32(got[c.Rank()]), Sum, Compressed{Codec: compress.Int8{}})
+			}
+			return c.AllReduce(context.Background(), F32(got[c.Rank()]), Sum)
+		})
+		checkWithinBound(t, compress.Int8{}, inputs, got, Sum, true)
+	}
+}
