@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -54,5 +55,30 @@ func TestESyncCheckpointKeepsTheErrorFeedback(t *testing.T) {
 	}
 	if err := resumed.RestoreState(w, state[:len(state)-4], nil); err == nil {
 		t.Error("a truncated residual was restored")
+	}
+}
+
+// TestCompressedRoundsKeepReplicasIdentical trains esync and ssgd with compressed rounds on
+// 2–5 ranks: every rank ends with the same model, bitwise.
+func TestCompressedRoundsKeepReplicasIdentical(t *testing.T) {
+	for _, tc := range []struct{ strategy, collective, compress string }{
+		{"esync", "ring", "int8"}, {"esync", "auto", "int8"}, {"ssgd", "auto", "int8"},
+		{"ssgd", "butterfly", "bf16"}, {"esync", "binary-blocks", "fp16"},
+	} {
+		for _, size := range []int{2, 3, 5} {
+			t.Run(fmt.Sprintf("%s-%s-%s-np%d", tc.strategy, tc.collective, tc.compress, size), func(t *testing.T) {
+				cfg := Config{Strategy: tc.strategy, Collective: tc.collective, Compress: tc.compress,
+					Batch: 7, LR: 0.1, Momentum: 0.9, MaxRounds: 8, Seed: 3}
+				out := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: -1})
+				if out.err != nil {
+					t.Fatal(out.err)
+				}
+				for r := 1; r < size; r++ {
+					if !slices.Equal(out.params[r], out.params[0]) {
+						t.Fatalf("rank %d's model differs from rank 0's", r)
+					}
+				}
+			})
+		}
 	}
 }
