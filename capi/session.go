@@ -21,7 +21,7 @@ import (
 // for the caller to read once they complete (hs_session_state).
 type session struct {
 	mu   sync.Mutex // the calls of one session run one at a time
-	s    *trainer.Session
+	s    *trainer.RunSession
 	sync bool // the last ShouldSync's answer
 	last trainer.RoundStats
 }
@@ -96,6 +96,7 @@ func hs_session_new(commID C.int64_t, flags *C.char, params, grads unsafe.Pointe
 	if err != nil {
 		return cerr(err)
 	}
+	runDir, pairs := takeOut(pairs)
 	// train-size is the session's, not the configuration's: the samples of the whole training
 	// set, which --epochs counts in.
 	trainSize := 0
@@ -124,7 +125,7 @@ func hs_session_new(commID C.int64_t, flags *C.char, params, grads unsafe.Pointe
 		// its own for them, as it does for a program that gives none.
 		opts.Comm = nil
 	}
-	sess, err := trainer.NewSession(ctx(), c.Endpoint(), cfg, p, g, opts)
+	sess, err := newSession(c, cfg, p, g, opts, runDir, pairs)
 	if err != nil {
 		return cerr(trainer.InFlags(err))
 	}
@@ -133,15 +134,20 @@ func hs_session_new(commID C.int64_t, flags *C.char, params, grads unsafe.Pointe
 }
 
 //export hs_session_exchange
-func hs_session_exchange(id C.int64_t, params *C.int) *C.char {
+func hs_session_exchange(id C.int64_t, kind, paramsAtSteps *C.int) *C.char {
 	s, err := sessionOf(id, "hs_session_exchange")
 	if err != nil {
 		return cerr(err)
 	}
-	if params != nil {
-		*params = 0
-		if s.s.Exchange() == trainer.ExchangeParams {
-			*params = 1
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kind != nil {
+		*kind = C.int(s.s.Exchange())
+	}
+	if paramsAtSteps != nil {
+		*paramsAtSteps = 0
+		if s.s.ParamsAtSteps() {
+			*paramsAtSteps = 1
 		}
 	}
 	return nil

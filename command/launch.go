@@ -34,7 +34,7 @@ func launchCommand() *cli.Command {
 			&cli.StringFlag{Name: "collective", Category: catTransport, DefaultText: "the program's", Usage: "allreduce algorithm of the ranks' hetsync.Init: " + strings.Join(collective.Algorithms(), ", ")},
 			minNPFlag(),
 			&cli.IntFlag{Name: "max-restarts", Usage: "when a rank fails, start all the job's ranks again, up to `K` times (each rank sees its attempt in HETSYNC_RESTART_COUNT)"},
-		), settingsFlags(), jobFlags(false)),
+		), settingsFlags(), jobFlags(false), []cli.Flag{launchOutFlag()}),
 		Action: func(c *cli.Context) error {
 			if c.Int("np") < 1 && !(hostsGiven(c) && c.Int("np") == 0) {
 				return usagef("--np %d: need at least 1 rank", c.Int("np"))
@@ -63,16 +63,24 @@ func launchCommand() *cli.Command {
 			if err != nil {
 				return usageError{err}
 			}
+			run, err := openLaunchRunDir(c)
+			if err != nil {
+				return usageError{err}
+			}
+			defer run.close()
+			settings.RunDir = run.dir
 			job := &launcher.Job{
 				NP: c.Int("np"), Command: c.Args().Slice(), Env: append(os.Environ(), watchOptionsFrom(c).environ()...),
 				Stdout: c.App.Writer, Stderr: c.App.ErrWriter, Log: c.App.ErrWriter,
 				Grace: c.Duration("grace"), KillAtOnce: c.Duration("grace") == 0, Rendezvous: c.String("rendezvous"), Settings: settings,
 			}
-			return launcher.Restarts{Max: c.Int("max-restarts"), Log: c.App.ErrWriter}.Run(c.Context, func(_ context.Context, restart int) error {
+			err = launcher.Restarts{Max: c.Int("max-restarts"), Log: c.App.ErrWriter}.Run(c.Context, func(_ context.Context, restart int) error {
 				attempt := *job
 				attempt.Env = launcher.WithRestartCount(job.Env, restart)
 				return runJob(c, &attempt)
 			})
+			run.ended(c.App.ErrWriter, err)
+			return err
 		},
 	}
 }

@@ -159,7 +159,7 @@ func TestCloseFailedRun(t *testing.T) {
 				}
 			}
 			var out bytes.Buffer
-			closeFailedRun(&out, dir, tc.cause)
+			closeFailedRun(&out, "hetsync train", dir, tc.cause)
 			s, err := metrics.ReadSummary(dir)
 			if err != nil || s.EndedEarly == nil || !strings.HasPrefix(s.EndedEarly.Reason, tc.want) {
 				t.Fatalf("summary %+v, %v; want a reason beginning %q", s.EndedEarly, err, tc.want)

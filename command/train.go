@@ -74,8 +74,20 @@ func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 		Strategy: c.String("sync"), Collective: c.String("collective"), Compress: c.String("compress"),
 		Batch: c.Int("batch"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
 		WeightDecay: c.Float64("weight-decay"), GradReduction: c.String("grad-reduction"),
+		Optimizer: c.String("optimizer"), Dampening: c.Float64("dampening"), Nesterov: c.Bool("nesterov"),
+		Outer: c.String("outer"), OuterLR: c.Float64("outer-lr"),
 		Seed: c.Uint64("seed"), TargetAcc: c.Float64("target-acc"),
 		Epochs: c.Float64("epochs"), MaxTime: c.Duration("max-time"), MaxRounds: c.Int("max-rounds"),
+	}
+	// Adam's settings are unset unless given: the optimizer's own defaults then apply.
+	for _, f := range []struct {
+		name string
+		p    **float64
+	}{{"beta1", &cfg.Beta1}, {"beta2", &cfg.Beta2}, {"eps", &cfg.Eps}, {"outer-momentum", &cfg.OuterMomentum}} {
+		if c.IsSet(f.name) {
+			v := c.Float64(f.name)
+			*f.p = &v
+		}
 	}
 	var err error
 	if s := c.String("eval-every"); s != "" {
@@ -209,8 +221,17 @@ func trainCommand(opts Options) *cli.Command {
 			&cli.StringFlag{Name: "model", Value: "mlp", Usage: "mlp or cnn"},
 			&cli.IntFlag{Name: "batch", Value: def.Batch, Usage: "per-rank mini-batch size"},
 			&cli.Float64Flag{Name: "lr", DefaultText: fmt.Sprintf("%g; %g/batch with --grad-reduction sum", trainer.DefaultLR("mean", 1), trainer.DefaultLR("sum", 1)), Usage: "learning rate"},
-			&cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "workers' SGD momentum (asgd's server rule is plain SGD)"},
-			&cli.Float64Flag{Name: "weight-decay", Usage: "workers' SGD weight decay"},
+			&cli.StringFlag{Name: "optimizer", DefaultText: trainer.DefaultOptimizer, Usage: "workers' optimizer: " + strings.Join(opts.strategies().Optimizers().Names(), ", ") + " (torch.optim's semantics; the parameter-server strategies' rule is sgd)"},
+			&cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "SGD's momentum (0 under another --optimizer unless given; asgd's server rule is plain SGD)"},
+			&cli.Float64Flag{Name: "dampening", Usage: "SGD's dampening of the gradient in the velocity"},
+			&cli.BoolFlag{Name: "nesterov", Usage: "SGD's Nesterov momentum"},
+			&cli.Float64Flag{Name: "beta1", DefaultText: "0.9", Usage: "Adam's and AdamW's first-moment decay"},
+			&cli.Float64Flag{Name: "beta2", DefaultText: "0.999", Usage: "Adam's and AdamW's second-moment decay"},
+			&cli.Float64Flag{Name: "eps", DefaultText: "1e-08", Usage: "Adam's and AdamW's term added to the denominator, outside the square root"},
+			&cli.Float64Flag{Name: "weight-decay", Usage: "weight decay: SGD's and Adam's L2 penalty, AdamW's decoupled decay"},
+			&cli.StringFlag{Name: "outer", DefaultText: trainer.OuterNone, Category: catStrategy, Usage: "outer optimizer of the rounds that average local steps (esync, wbsp and wbsp-opt over an allreduce): none, " + trainer.OuterNesterov + " (DiLoCo's) or " + strings.Join(opts.strategies().Optimizers().Names(), ", ") + ", stepping the global model with the round's averaged delta as a pseudo-gradient"},
+			&cli.Float64Flag{Name: "outer-lr", DefaultText: fmt.Sprintf("%g with --outer nesterov, 1 with sgd", trainer.DefaultOuterNesterovLR), Category: catStrategy, Usage: "the outer optimizer's learning rate"},
+			&cli.Float64Flag{Name: "outer-momentum", DefaultText: fmt.Sprintf("%g with --outer nesterov, 0 with sgd", trainer.DefaultOuterNesterovMomentum), Category: catStrategy, Usage: "the outer optimizer's momentum"},
 			&cli.StringFlag{Name: "grad-reduction", Value: def.GradReduction, Usage: "a rank's gradient over its batch: mean or sum (ESync's convention)"},
 			&cli.StringFlag{Name: "shard", Value: "iid", Usage: "training-set split: iid, by-class, by-class-shuffled"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the model initialisation and batch order"},
@@ -374,7 +395,7 @@ func trainMem(ctx context.Context, o trainOptions, out io.Writer) error {
 	}, append(o.Watch.initOptions(), o.commOptions()...)...)
 	err = collectiveFlagError(err, o.Config.Collective)
 	if err != nil {
-		sayEnding(os.Stderr, o.outDir())
+		sayEnding(os.Stderr, "hetsync train", o.outDir())
 	}
 	return err
 }
@@ -404,20 +425,20 @@ func trainLaunchJob(c *cli.Context, o trainOptions) error {
 	}
 	err := runTrainJob(c, o, extra)
 	if err != nil && local {
-		closeFailedRun(c.App.ErrWriter, o.Out, err)
+		closeFailedRun(c.App.ErrWriter, "hetsync train", o.Out, err)
 	}
 	return err
 }
 
 // closeFailedRun gives the run directory of a failed job a summary.json that says it ended
-// early, when rank 0 did not write one itself (it was killed, or never got to its run
+// early (cmd, hetsync train or launch, names itself in what it prints), when rank 0 did not write one itself (it was killed, or never got to its run
 // directory), so that what the ranks wrote is reported as a run that ended early. When the
 // launcher stopped rank 0 (a rank failed first, Ctrl-C, --timeout), rank 0 saw only its own
 // stop: the launcher's account, naming the rank that failed or the signal, replaces it. When
 // the launcher stopped the job from outside (Ctrl-C, SIGTERM, --timeout), it replaces
 // whatever rank 0 wrote: the ranks get the stop one after another, and rank 0 may first hear
 // of it as another rank giving up on a collective, a failure that is only the stop's echo.
-func closeFailedRun(errOut io.Writer, dir string, cause error) {
+func closeFailedRun(errOut io.Writer, cmd, dir string, cause error) {
 	if _, err := os.Stat(filepath.Join(dir, metrics.ConfigFile)); err != nil {
 		return // rank 0 never started the run: there is nothing to report
 	}
@@ -428,20 +449,20 @@ func closeFailedRun(errOut io.Writer, dir string, cause error) {
 		(stopped || strings.HasPrefix(s.EndedEarly.Reason, metrics.Interrupted)) {
 		s.EndedEarly.Reason = cause.Error()
 		if err := metrics.WriteSummary(dir, s); err != nil {
-			fmt.Fprintf(errOut, "hetsync train: %v\n", err)
+			fmt.Fprintf(errOut, "%s: %v\n", cmd, err)
 		}
 	}
 	if _, err := metrics.EndEarly(dir, cause.Error()); err != nil {
-		fmt.Fprintf(errOut, "hetsync train: the run directory %s has no summary: %v\n", dir, err)
+		fmt.Fprintf(errOut, "%s: the run directory %s has no summary: %v\n", cmd, dir, err)
 		return
 	}
-	sayEnding(errOut, dir)
+	sayEnding(errOut, cmd, dir)
 }
 
 // sayEnding prints where and why the run in dir ended early, if it did.
-func sayEnding(errOut io.Writer, dir string) {
+func sayEnding(errOut io.Writer, cmd, dir string) {
 	if s, err := metrics.ReadSummary(dir); err == nil && s.EndedEarly != nil {
-		fmt.Fprintf(errOut, "hetsync train: run %s %s\n", dir, s.EndedEarly)
+		fmt.Fprintf(errOut, "%s: run %s %s\n", cmd, dir, s.EndedEarly)
 	}
 }
 

@@ -26,7 +26,8 @@ import (
 // resumeFixed are config.json's keys a resumed run must keep, with the flag that sets each.
 var resumeFixed = []struct{ key, flag string }{
 	{"strategy", "--sync"}, {"model", "--model"}, {"shard", "--shard"}, {"seed", "--seed"},
-	{"batch", "--batch"}, {"lr", "--lr"}, {"momentum", "--momentum"}, {"weight_decay", "--weight-decay"},
+	{"batch", "--batch"}, {"lr", "--lr"}, {"optimizer", "--optimizer"}, {"momentum", "--momentum"}, {"dampening", "--dampening"},
+	{"nesterov", "--nesterov"}, {"beta1", "--beta1"}, {"beta2", "--beta2"}, {"eps", "--eps"}, {"weight_decay", "--weight-decay"},
 	{"grad_reduction", "--grad-reduction"}, {"slowdown", "--slowdown"}, {"step_sleep", "--step-sleep"},
 	{"slowdown_base", "--slowdown-base"}, {"stragglers", "--stragglers"},
 }

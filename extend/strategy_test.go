@@ -71,7 +71,7 @@ func (s *localSGD) Finish(context.Context, *trainer.Worker) error { return nil }
 
 func (s *localSGD) Exchange() trainer.Exchange { return trainer.ExchangeParams }
 
-func (s *localSGD) Optimizer(w *trainer.Worker) *trainer.SGD { return w.Opt }
+func (s *localSGD) Optimizer(w *trainer.Worker) trainer.Optimizer { return w.Opt }
 
 func (s *localSGD) Begin(context.Context, *trainer.Worker) error {
 	s.st = trainer.RoundStats{GlobalLoss: -1}

@@ -20,6 +20,7 @@ const (
 	EnvLinks       = "HETSYNC_LINKS"
 	EnvArena       = "HETSYNC_ARENA"
 	EnvSched       = "HETSYNC_SCHED"
+	EnvRunDir      = "HETSYNC_RUN_DIR"
 )
 
 // Settings are the job-wide choices a launcher passes to every rank. Zero fields are not
@@ -49,6 +50,9 @@ type Settings struct {
 	// Sched is the scheduling policy every rank puts its threads under: batch or inherit
 	// (HETSYNC_SCHED).
 	Sched string
+	// RunDir is the run directory that rank 0's hetsync.Session writes when the program names
+	// none (`hetsync launch --out`, HETSYNC_RUN_DIR), on rank 0's host.
+	RunDir string
 }
 
 // Environ returns the set fields as "KEY=value" strings.
@@ -74,6 +78,7 @@ func (s Settings) Environ() []string {
 	add(EnvLinks, s.Links)
 	add(EnvArena, s.Arena)
 	add(EnvSched, s.Sched)
+	add(EnvRunDir, s.RunDir)
 	return vars
 }
 
@@ -82,7 +87,7 @@ func (s Settings) Environ() []string {
 func SettingsFromEnviron(getenv func(string) string) (Settings, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	s := Settings{Collective: get(EnvCollective), Security: get(EnvSecurity), DataPath: get(EnvDataPath), Links: get(EnvLinks),
-		Arena: get(EnvArena), Sched: get(EnvSched)}
+		Arena: get(EnvArena), Sched: get(EnvSched), RunDir: getenv(EnvRunDir)}
 	durations := []struct {
 		name string
 		dst  *time.Duration

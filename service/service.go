@@ -400,9 +400,9 @@ func (s *Service) Fail(ctx context.Context, to int, op uint8, reason error) erro
 	return s.id.send(ctx, to, kindFail, Msg{Op: op, Body: []byte(reason.Error())})
 }
 
-// Close is the service's shutdown on this rank: it says bye to its servers and waits for their
-// acknowledgements (read at once by their readers), waits until every client has said bye (or
-// its link failed), and stops the readers. A server returns only once its clients are done
+// Close is the service's shutdown on this rank: it says bye to its servers (those it can still
+// reach) and waits for their acknowledgements (read at once by their readers), waits until
+// every client has said bye (or its link failed), and stops the readers. A server returns only once its clients are done
 // with it. When ctx ends first, the clients still calling are told that this rank serves no
 // more (their pending requests fail with an error naming the service, this rank and the
 // request) and Close returns an error naming them. It returns the first error the service met.
@@ -411,6 +411,11 @@ func (s *Service) Close(ctx context.Context) error {
 		s.closing.Store(true)
 		var errs []error
 		for _, r := range s.servers {
+			// A server whose reader stopped (it stopped serving this rank, or its link
+			// failed, which Err reports) reads no bye: as Abort, send it none.
+			if isClosed(s.peers[r].dead) {
+				continue
+			}
 			if err := s.id.send(ctx, r, kindBye, Msg{}); err != nil {
 				errs = append(errs, err)
 			}

@@ -561,3 +561,30 @@ func TestMailboxRecvAny(t *testing.T) {
 		t.Fatalf("an unknown operation: %v", err)
 	}
 }
+
+// A client whose server stopped serving it (its Close gave up waiting for the client's bye)
+// and then left the job closes without an error: it says no bye to a server that has gone.
+func TestServiceClientCloseAfterServerLeft(t *testing.T) {
+	eps := p2ptest.JoinLoopback(t, 2, p2p.Config{Secret: "service " + t.Name(), Security: p2p.SecurityNone,
+		Logger: slog.New(slog.DiscardHandler)}, nil)
+	svcs, h := oneServer(t, eps, "left")
+	ctx := context.Background()
+	if err := svcs[1].Ask(ctx, 0, Msg{Op: opHold}); err != nil {
+		t.Fatal(err)
+	}
+	<-h.held
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := svcs[0].Close(gone); err == nil {
+		t.Fatal("server's Close with a client still calling returned no error")
+	}
+	if _, err := svcs[1].Wait(ctx, 0); err == nil {
+		t.Fatal("a request pending at a server that stopped serving completed")
+	}
+	if err := eps[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := svcs[1].Close(ctx); err != nil {
+		t.Fatalf("client's Close after its server left: %v", err)
+	}
+}

@@ -14,7 +14,9 @@ import (
 //
 // Shards live on the ranks ASGDOptions names (default rank 0 alone), as goroutines beside their
 // workers. Rank 0's stop vote rides on its push; the server's sticky stop flag reaches every
-// worker in its next reply.
+// worker in its next reply. A caller's loop drives it as a Session under ExchangeServer: its
+// gradient is pushed and the server's model pulled into its parameters, its optimizer never
+// steps.
 type asgd struct {
 	psClient
 }
@@ -38,31 +40,31 @@ func asgdFactory() Factory {
 
 func (s *asgd) Name() string { return "asgd" }
 
-// NotStepped says why a caller's loop cannot drive it (Session).
-func (s *asgd) NotStepped() string {
-	return "its update is the parameter server's (each step pushes the gradient and pulls the server's model), not the caller's optimizer's, and each rank's round is its own push, not a round of every rank"
-}
-
 func (s *asgd) Start(ctx context.Context, w *Worker) error {
 	svc, err := startPS(ctx, w, "asgd", kv.SGD{LR: float32(w.Cfg.LR)}.Factory(), nil)
 	s.svc = svc
 	return err
 }
 
+// Round is one local step and its push (StepRound).
 func (s *asgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, rep, comm, err := s.pushPullStep(ctx, w, stopVote, "asgd")
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: the server applies the pushed gradient; the worker's copy is the server's model.
+func (s *asgd) Exchange() Exchange { return ExchangeServer }
+
+// Sync pushes the step's gradient and pulls the server's model into w.Params.
+func (s *asgd) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	rep, comm, err := s.pushPull(ctx, w, stopVote, "asgd")
 	if err != nil {
 		return RoundStats{}, err
 	}
-	return RoundStats{
-		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
-		GlobalSamples: int64(rep.Version) * int64(w.Cfg.Batch), // every push is one batch (a partial last batch counts whole)
-		GlobalRounds:  int(rep.Version) / w.Size,
-		Compute:       st.Compute,
-		Comm:          comm,
-		Staleness:     rep.Staleness,
-		Stop:          rep.Stop,
-	}, nil
+	rs := s.roundOf(rep, comm)
+	rs.GlobalSamples = int64(rep.Version) * int64(w.Cfg.Batch) // every push is one batch (a partial last batch counts whole)
+	rs.GlobalRounds = int(rep.Version) / w.Size
+	rs.Stop = rep.Stop
+	return rs, nil
 }
 
 // NoCheckpoint says why neither one file by rank 0 nor one part per rank of a round can hold

@@ -23,7 +23,13 @@ import (
 const CheckpointFile = "checkpoint.ckpt"
 
 // checkpointMagic opens every checkpoint file; the number after it is the format's version.
-const checkpointMagic = "hetsync-checkpoint 1\n"
+// Version 2 holds any optimizer's state where version 1, which ReadCheckpoint still reads,
+// held SGD's velocity as float32 values: the same bytes, so a version 1 file reads as the
+// state of sgd.
+const (
+	checkpointMagic   = "hetsync-checkpoint 2\n"
+	checkpointMagicV1 = "hetsync-checkpoint 1\n"
+)
 
 // maxCheckpointHeader bounds the JSON header line, so a corrupt file cannot make the reader
 // buffer without limit before it finds the line's end.
@@ -35,9 +41,11 @@ const maxCheckpointHeader = 64 << 10
 // cut of the whole job; for a PerRankCheckpointer it is one rank's part (Rank set).
 type Checkpoint struct {
 	CheckpointHeader
-	// Params is the model; Velocity the SGD momentum buffer (empty without momentum).
-	Params   []float32
-	Velocity []float32
+	// Params is the model; OptimizerState the state of the workers' optimizer (Optimizer's
+	// AppendState: SGD's velocity, Adam's step count and moments; empty before a first step
+	// and for SGD without momentum).
+	Params         []float32
+	OptimizerState []byte
 	// State is the strategy's own state (Checkpointer.CheckpointState).
 	State []byte
 }
@@ -59,20 +67,29 @@ type CheckpointHeader struct {
 	GlobalRounds  int           `json:"global_rounds"`
 	GlobalSamples int64         `json:"global_samples"`
 	Elapsed       time.Duration `json:"elapsed_ns"`
-	// NumParams, NumVelocity and StateBytes are the payload's parts, in this order:
-	// little-endian float32 parameters, float32 velocity, then the strategy's bytes.
-	NumParams   int `json:"num_params"`
-	NumVelocity int `json:"num_velocity"`
-	StateBytes  int `json:"state_bytes"`
+	// Optimizer is the workers' optimizer whose state the checkpoint holds (Config.Optimizer).
+	Optimizer string `json:"optimizer"`
+	// NumParams, OptimizerBytes and StateBytes are the payload's parts, in this order:
+	// little-endian float32 parameters, the optimizer's state, then the strategy's bytes.
+	NumParams      int `json:"num_params"`
+	OptimizerBytes int `json:"optimizer_bytes"`
+	StateBytes     int `json:"state_bytes"`
 	// CRC32C is the Castagnoli CRC-32 of the payload.
 	CRC32C uint32 `json:"crc32c"`
+
+	// NumVelocity is version 1's count of SGD velocity values in place of Optimizer and
+	// OptimizerBytes; reading a version 1 file turns it into those.
+	NumVelocity int `json:"num_velocity,omitempty"`
+	// version is the file's format version (1 or 2), which a strategy's own state may need
+	// to read what an older version wrote.
+	version int
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // payloadLen is the length of the raw payload the header announces.
 func (h *CheckpointHeader) payloadLen() int64 {
-	return 4*int64(h.NumParams) + 4*int64(h.NumVelocity) + int64(h.StateBytes)
+	return 4*int64(h.NumParams) + int64(h.OptimizerBytes) + int64(h.StateBytes)
 }
 
 // WriteCheckpoint writes c atomically as dir/CheckpointFile: a temporary file in dir, synced,
@@ -86,10 +103,10 @@ func WriteCheckpoint(dir string, c *Checkpoint) error {
 func writeCheckpointFile(path string, c *Checkpoint) error {
 	dir := filepath.Dir(path)
 	h := c.CheckpointHeader
-	h.NumParams, h.NumVelocity, h.StateBytes = len(c.Params), len(c.Velocity), len(c.State)
+	h.NumParams, h.OptimizerBytes, h.StateBytes, h.NumVelocity = len(c.Params), len(c.OptimizerState), len(c.State), 0
 	payload := make([]byte, 0, h.payloadLen())
 	payload = appendFloats(payload, c.Params)
-	payload = appendFloats(payload, c.Velocity)
+	payload = append(payload, c.OptimizerState...)
 	payload = append(payload, c.State...)
 	h.CRC32C = crc32.Checksum(payload, castagnoli)
 	head, err := json.Marshal(h)
@@ -153,7 +170,10 @@ func decodeCheckpoint(r *bufio.Reader, size int64) (*Checkpoint, error) {
 	if _, err := io.ReadFull(r, magic); err != nil {
 		return nil, errors.New("not a hetsync checkpoint (too short for its first line)")
 	}
-	if string(magic) != checkpointMagic {
+	version := 2
+	if string(magic) == checkpointMagicV1 {
+		version = 1
+	} else if string(magic) != checkpointMagic {
 		if bytes.HasPrefix(magic, []byte("hetsync-checkpoint ")) {
 			return nil, fmt.Errorf("checkpoint format %q, this hetsync reads %q", bytes.TrimSpace(magic), checkpointMagic[:len(checkpointMagic)-1])
 		}
@@ -181,13 +201,20 @@ func decodeCheckpoint(r *bufio.Reader, size int64) (*Checkpoint, error) {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	h := &c.CheckpointHeader
+	h.version = version
+	if version == 1 {
+		if h.Optimizer != "" || h.OptimizerBytes != 0 || h.NumVelocity < 0 {
+			return nil, fmt.Errorf("header of a version 1 checkpoint holds an impossible value: %s", line)
+		}
+		h.Optimizer, h.OptimizerBytes, h.NumVelocity = DefaultOptimizer, 4*h.NumVelocity, 0
+	}
 	switch {
-	case h.NumParams <= 0 || h.NumVelocity < 0 || h.StateBytes < 0 || h.WorldSize < 1 || h.Round < 0 || h.GlobalRounds < 0 || h.GlobalSamples < 0 || h.Elapsed < 0:
+	case h.Optimizer == "" || h.NumVelocity != 0:
+		return nil, fmt.Errorf("header names no optimizer: %s", line)
+	case h.NumParams <= 0 || h.OptimizerBytes < 0 || h.StateBytes < 0 || h.WorldSize < 1 || h.Round < 0 || h.GlobalRounds < 0 || h.GlobalSamples < 0 || h.Elapsed < 0:
 		return nil, fmt.Errorf("header holds an impossible value: %s", line)
 	case h.Rank != nil && (*h.Rank < 0 || *h.Rank >= h.WorldSize):
 		return nil, fmt.Errorf("header: the part of rank %d in a checkpoint of %d ranks", *h.Rank, h.WorldSize)
-	case h.NumVelocity != 0 && h.NumVelocity != h.NumParams:
-		return nil, fmt.Errorf("header: %d velocity values for %d parameters", h.NumVelocity, h.NumParams)
 	}
 	want := int64(len(checkpointMagic)) + int64(len(line)) + 1 + h.payloadLen()
 	if size != want {
@@ -202,8 +229,8 @@ func decodeCheckpoint(r *bufio.Reader, size int64) (*Checkpoint, error) {
 	}
 	c.Params = readFloats(payload[:4*h.NumParams])
 	payload = payload[4*h.NumParams:]
-	c.Velocity = readFloats(payload[:4*h.NumVelocity])
-	c.State = payload[4*h.NumVelocity:]
+	c.OptimizerState = payload[:h.OptimizerBytes]
+	c.State = payload[h.OptimizerBytes:]
 	return &c, nil
 }
 
@@ -235,8 +262,8 @@ func (c *Checkpoint) Matches(file string, cfg *Config, size, numParams int, resi
 		return fmt.Errorf("trainer: checkpoint %s was written with Config.Seed %d, this job has Config.Seed %d", file, c.Seed, cfg.Seed)
 	case c.WorldSize != size && !resizable:
 		return fmt.Errorf("trainer: checkpoint %s was written by %d ranks and Config.Strategy %s cannot continue on %d", file, c.WorldSize, cfg.Strategy, size)
-	case len(c.Velocity) != 0 && cfg.Momentum == 0:
-		return fmt.Errorf("trainer: checkpoint %s holds SGD momentum, this job has Config.Momentum 0", file)
+	case c.Optimizer != cfg.optimizerName():
+		return fmt.Errorf("trainer: checkpoint %s holds the state of Config.Optimizer %s, this job runs Config.Optimizer %s", file, c.Optimizer, cfg.optimizerName())
 	}
 	return nil
 }

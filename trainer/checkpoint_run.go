@@ -135,7 +135,7 @@ func checkpointer(strat Strategy, opts CheckpointOptions) (Checkpointer, error) 
 }
 
 // restoreCheckpoint puts w and strat where the checkpoint ck left the job: the model, the
-// optimizer's momentum, the strategy's state and this rank's data position.
+// optimizer's state, the strategy's state and this rank's data position.
 func restoreCheckpoint(w *Worker, cp Checkpointer, ck *Checkpoint, file string) error {
 	if err := ck.Matches(file, w.Cfg, w.Size, len(w.Params), cp.Resizable()); err != nil {
 		return err
@@ -157,8 +157,8 @@ func restoreCheckpoint(w *Worker, cp Checkpointer, ck *Checkpoint, file string) 
 		return fmt.Errorf("trainer: rank %d: resuming from %s: %w", w.Rank, file, err)
 	}
 	copy(w.Params, ck.Params)
-	if len(ck.Velocity) > 0 {
-		w.Opt.Velocity = append(w.Opt.Velocity[:0], ck.Velocity...)
+	if err := w.Opt.LoadState(ck.OptimizerState, len(w.Params)); err != nil {
+		return fmt.Errorf("trainer: rank %d: resuming from %s: %w", w.Rank, file, err)
 	}
 	w.steps = ck.Steps
 	if err := cp.RestoreState(w, ck.State, &ck.CheckpointHeader); err != nil {
@@ -211,9 +211,9 @@ func newCheckpoint(w *Worker, state []byte, round int, st RoundStats, elapsed ti
 	return &Checkpoint{
 		CheckpointHeader: CheckpointHeader{
 			Strategy: w.Cfg.Strategy, WorldSize: w.Size, Seed: w.Cfg.Seed, Round: round + 1, Steps: w.steps,
-			GlobalRounds: st.GlobalRounds, GlobalSamples: st.GlobalSamples, Elapsed: elapsed,
+			GlobalRounds: st.GlobalRounds, GlobalSamples: st.GlobalSamples, Elapsed: elapsed, Optimizer: w.Cfg.optimizerName(),
 		},
-		Params: w.Params, Velocity: w.Opt.Velocity, State: state,
+		Params: w.Params, OptimizerState: w.Opt.AppendState(nil), State: state,
 	}
 }
 

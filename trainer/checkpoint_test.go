@@ -17,16 +17,18 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
-func testCheckpoint(n, nv, state int) *Checkpoint {
+// testCheckpoint is a checkpoint of n parameters, an optimizer state of nOpt bytes and a
+// strategy state of state bytes.
+func testCheckpoint(n, nOpt, state int) *Checkpoint {
 	c := &Checkpoint{
-		CheckpointHeader: CheckpointHeader{Strategy: "ssgd", WorldSize: 3, Seed: 7, Round: 11, Steps: 11, GlobalRounds: 11, GlobalSamples: 704, Elapsed: 1500 * time.Millisecond},
-		Params:           make([]float32, n), Velocity: make([]float32, nv), State: make([]byte, state),
+		CheckpointHeader: CheckpointHeader{Strategy: "ssgd", WorldSize: 3, Seed: 7, Round: 11, Steps: 11, GlobalRounds: 11, GlobalSamples: 704, Elapsed: 1500 * time.Millisecond, Optimizer: "sgd"},
+		Params:           make([]float32, n), OptimizerState: make([]byte, nOpt), State: make([]byte, state),
 	}
 	for i := range c.Params {
 		c.Params[i] = float32(i) * 0.25
 	}
-	for i := range c.Velocity {
-		c.Velocity[i] = -float32(i)
+	for i := range c.OptimizerState {
+		c.OptimizerState[i] = byte(255 - i)
 	}
 	for i := range c.State {
 		c.State[i] = byte(i)
@@ -35,10 +37,10 @@ func testCheckpoint(n, nv, state int) *Checkpoint {
 }
 
 func TestCheckpointRoundTrip(t *testing.T) {
-	for _, tc := range []struct{ n, nv, state int }{{1, 0, 0}, {1, 1, 16}, {7, 7, 3}, {13, 0, 1}, {1021, 1021, 16}} {
-		t.Run(fmt.Sprintf("n%d-v%d-s%d", tc.n, tc.nv, tc.state), func(t *testing.T) {
+	for _, tc := range []struct{ n, nOpt, state int }{{1, 0, 0}, {1, 4, 16}, {7, 28, 3}, {7, 64, 3}, {13, 0, 1}, {1021, 4084, 16}} {
+		t.Run(fmt.Sprintf("n%d-o%d-s%d", tc.n, tc.nOpt, tc.state), func(t *testing.T) {
 			dir := t.TempDir()
-			want := testCheckpoint(tc.n, tc.nv, tc.state)
+			want := testCheckpoint(tc.n, tc.nOpt, tc.state)
 			if err := WriteCheckpoint(dir, want); err != nil {
 				t.Fatal(err)
 			}
@@ -46,10 +48,10 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(got.Params, want.Params) || !slices.Equal(got.Velocity, want.Velocity) || !bytes.Equal(got.State, want.State) {
+			if !slices.Equal(got.Params, want.Params) || !bytes.Equal(got.OptimizerState, want.OptimizerState) || !bytes.Equal(got.State, want.State) {
 				t.Fatalf("payload differs after the round trip")
 			}
-			if got.Round != 11 || got.Steps != 11 || got.GlobalSamples != 704 || got.Elapsed != 1500*time.Millisecond || got.Strategy != "ssgd" {
+			if got.Round != 11 || got.Steps != 11 || got.GlobalSamples != 704 || got.Elapsed != 1500*time.Millisecond || got.Strategy != "ssgd" || got.Optimizer != "sgd" {
 				t.Fatalf("header %+v", got.CheckpointHeader)
 			}
 			// A second checkpoint replaces the first and leaves no temporary file.
@@ -67,7 +69,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 
 func TestCheckpointCorruptionNamesTheFile(t *testing.T) {
 	dir := t.TempDir()
-	if err := WriteCheckpoint(dir, testCheckpoint(9, 9, 16)); err != nil {
+	if err := WriteCheckpoint(dir, testCheckpoint(9, 36, 16)); err != nil {
 		t.Fatal(err)
 	}
 	path := CheckpointPath(dir)
@@ -91,8 +93,11 @@ func TestCheckpointCorruptionNamesTheFile(t *testing.T) {
 		{"payload bit flipped", flip(len(good) - 40), "checksum"},
 		{"header garbage", slices.Concat([]byte(checkpointMagic), []byte("{nope\n"), good[headerEnd+1:]), "header"},
 		{"unknown header field", slices.Concat([]byte(checkpointMagic), []byte(`{"strategy":"ssgd","extra":1}`+"\n")), "unknown field"},
-		{"negative round", slices.Concat([]byte(checkpointMagic), []byte(`{"strategy":"ssgd","world_size":1,"round":-1,"num_params":1}`+"\n"), make([]byte, 4)), "impossible value"},
-		{"velocity of another length", slices.Concat([]byte(checkpointMagic), []byte(`{"strategy":"ssgd","world_size":1,"num_params":2,"num_velocity":1}`+"\n"), make([]byte, 12)), "velocity values"},
+		{"negative round", slices.Concat([]byte(checkpointMagic), []byte(`{"strategy":"ssgd","optimizer":"sgd","world_size":1,"round":-1,"num_params":1}`+"\n"), make([]byte, 4)), "impossible value"},
+		{"no optimizer", slices.Concat([]byte(checkpointMagic), []byte(`{"strategy":"ssgd","world_size":1,"num_params":1}`+"\n"), make([]byte, 4)), "names no optimizer"},
+		{"version 1's velocity in version 2", slices.Concat([]byte(checkpointMagic), []byte(`{"strategy":"ssgd","optimizer":"sgd","world_size":1,"num_params":1,"num_velocity":1}`+"\n"), make([]byte, 8)), "names no optimizer"},
+		{"version 2's optimizer in version 1", slices.Concat([]byte(checkpointMagicV1), []byte(`{"strategy":"ssgd","optimizer":"adam","world_size":1,"num_params":1}`+"\n"), make([]byte, 4)), "version 1 checkpoint holds an impossible value"},
+		{"negative optimizer state", slices.Concat([]byte(checkpointMagic), []byte(`{"strategy":"ssgd","optimizer":"sgd","world_size":1,"num_params":1,"optimizer_bytes":-4}`+"\n")), "impossible value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.WriteFile(path, tc.data, 0o644); err != nil {
@@ -110,7 +115,7 @@ func TestCheckpointCorruptionNamesTheFile(t *testing.T) {
 }
 
 func TestCheckpointMismatchNamesIt(t *testing.T) {
-	ck := testCheckpoint(9, 9, 16)
+	ck := testCheckpoint(9, 36, 16)
 	base := Config{Strategy: "ssgd", Seed: 7, Momentum: 0.9}
 	for _, tc := range []struct {
 		name      string
@@ -125,7 +130,8 @@ func TestCheckpointMismatchNamesIt(t *testing.T) {
 		{"seed", func(c *Config) { c.Seed = 8 }, 3, 9, true, "Config.Seed 7, this job has Config.Seed 8"},
 		{"world size refused", func(*Config) {}, 2, 9, false, "written by 3 ranks and Config.Strategy ssgd cannot continue on 2"},
 		{"world size allowed", func(*Config) {}, 2, 9, true, ""},
-		{"momentum", func(c *Config) { c.Momentum = 0 }, 3, 9, true, "holds SGD momentum"},
+		{"optimizer", func(c *Config) { c.Optimizer = "adam" }, 3, 9, true, "holds the state of Config.Optimizer sgd, this job runs Config.Optimizer adam"},
+		{"optimizer named", func(c *Config) { c.Optimizer = "sgd" }, 3, 9, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

@@ -93,8 +93,29 @@ func (r *roundReducer) appendState(b []byte) []byte {
 		return b
 	}
 	res := r.how.Feedback.Residual()
-	return appendFloats(binary.LittleEndian.AppendUint64(b, uint64(len(res))), res)
+	return appendFloats(binary.LittleEndian.AppendUint64(b, feedbackMark|uint64(len(res))), res)
 }
+
+// splitTrailers cuts what follows a strategy's own state in its checkpoint part into the
+// outer optimizer's trailer (appendOuterState's: its length, then that many bytes; present
+// when the run has an outer optimizer) and appendState's bytes after it.
+func (r *roundReducer) splitTrailers(rest []byte, hasOuter bool) (outer, feedback []byte) {
+	if len(rest) < 8 {
+		return rest, nil
+	}
+	l := binary.LittleEndian.Uint64(rest)
+	switch {
+	case l&feedbackMark != 0:
+		return nil, rest
+	case hasOuter && l <= uint64(len(rest)-8):
+		return rest[:8+l], rest[8+l:]
+	}
+	return rest, nil
+}
+
+// feedbackMark tells the residual's trailer in a checkpoint part from the outer optimizer's,
+// whose length never has the top bit set.
+const feedbackMark = 1 << 63
 
 // restoreState loads appendState's bytes: none, or a residual of the vector's length.
 func (r *roundReducer) restoreState(b []byte) error {
@@ -108,7 +129,7 @@ func (r *roundReducer) restoreState(b []byte) error {
 		return nil
 	case fb == nil:
 		return fmt.Errorf("%d bytes of error feedback, but Config.Compress is none", len(b))
-	case len(b) < 8 || binary.LittleEndian.Uint64(b) != uint64(len(fb.Residual())) || len(b)-8 != 4*len(fb.Residual()):
+	case len(b) < 8 || binary.LittleEndian.Uint64(b) != feedbackMark|uint64(len(fb.Residual())) || len(b)-8 != 4*len(fb.Residual()):
 		return fmt.Errorf("%d bytes of error feedback, want the residual of %d values", len(b), len(fb.Residual()))
 	}
 	return fb.SetResidual(readFloats(b[8:]))

@@ -15,20 +15,22 @@ import (
 func TestESyncCheckpointKeepsTheErrorFeedback(t *testing.T) {
 	const n = 1000
 	w := &Worker{Params: make([]float32, n)}
+	from := &CheckpointHeader{version: 2}
 	strategy := func(compress string) *esync {
 		r, err := newRoundReducer(&Config{Compress: compress}, n, esyncExtra)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &esync{reduce: r, pre: make([]float32, n)}
+		return &esync{reduce: r, pre: make([]float32, n), opt: &SGD{Momentum: 0.9}}
 	}
 	saved := strategy("int8")
-	saved.opt.Velocity = make([]float32, n)
+	velocity := make([]float32, n)
 	res := make([]float32, n)
 	for i := range res {
 		res[i] = float32(math.Sin(float64(i))) * 1e-3
-		saved.opt.Velocity[i] = float32(i)
+		velocity[i] = float32(i)
 	}
+	saved.opt.(*SGD).Velocity = velocity
 	if err := saved.reduce.how.Feedback.SetResidual(res); err != nil {
 		t.Fatal(err)
 	}
@@ -37,24 +39,38 @@ func TestESyncCheckpointKeepsTheErrorFeedback(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed := strategy("int8")
-	if err := resumed.RestoreState(w, state, nil); err != nil {
+	if err := resumed.RestoreState(w, state, from); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(resumed.reduce.how.Feedback.Residual(), res) || !slices.Equal(resumed.opt.Velocity, saved.opt.Velocity) {
+	if !slices.Equal(resumed.reduce.how.Feedback.Residual(), res) || !slices.Equal(resumed.opt.(*SGD).Velocity, velocity) {
 		t.Fatal("the resumed rank's residual or velocity differs from the saved one")
 	}
-	if err := strategy("none").RestoreState(w, state, nil); err == nil || !strings.Contains(err.Error(), "Config.Compress is none") {
+	if err := strategy("none").RestoreState(w, state, from); err == nil || !strings.Contains(err.Error(), "Config.Compress is none") {
 		t.Errorf("a residual restored into a run without compression: %v", err)
 	}
 	plain, err := strategy("none").CheckpointState(w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := resumed.RestoreState(w, plain, nil); err != nil || slices.ContainsFunc(resumed.reduce.how.Feedback.Residual(), func(v float32) bool { return v != 0 }) {
+	if err := resumed.RestoreState(w, plain, from); err != nil || slices.ContainsFunc(resumed.reduce.how.Feedback.Residual(), func(v float32) bool { return v != 0 }) {
 		t.Errorf("a part without a residual: %v, residual not zero", err)
 	}
-	if err := resumed.RestoreState(w, state[:len(state)-4], nil); err == nil {
+	if err := resumed.RestoreState(w, state[:len(state)-4], from); err == nil {
 		t.Error("a truncated residual was restored")
+	}
+	// With an outer optimizer, whose state comes before the residual.
+	outerVelocity := slices.Clone(res)
+	saved.outer = &SGD{Momentum: 0.9, Velocity: outerVelocity}
+	if state, err = saved.CheckpointState(w); err != nil {
+		t.Fatal(err)
+	}
+	resumed = strategy("int8")
+	resumed.outer = &SGD{Momentum: 0.9}
+	if err := resumed.RestoreState(w, state, from); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resumed.reduce.how.Feedback.Residual(), res) || !slices.Equal(resumed.outer.(*SGD).Velocity, outerVelocity) {
+		t.Fatal("with an outer optimizer, the resumed rank's residual or outer velocity differs from the saved one")
 	}
 }
 

@@ -33,10 +33,33 @@ type Config struct {
 	Batch int `json:"batch" flag:"batch"`
 	// LR is the learning rate applied to the gradient as GradReduction defines it.
 	LR float64 `json:"lr" flag:"lr"`
-	// Momentum and WeightDecay configure the workers' SGD (PyTorch semantics). The
-	// asynchronous server rule of asgd is plain SGD: it ignores both.
+	// Optimizer is the workers' optimizer, a name of the registry's optimizers
+	// (Registry.Optimizers: sgd, adam, adamw and a program's own); empty means sgd. The
+	// strategies whose updates are a parameter server's rule (asgd, dcasgd, ssp with
+	// every-step pulls, sync-switch) run only with sgd.
+	Optimizer string `json:"optimizer,omitempty" flag:"optimizer"`
+	// Momentum, Dampening and Nesterov are SGD's (PyTorch semantics): the asynchronous
+	// server rule of asgd is plain SGD, which ignores the momentum. A momentum not given is 0
+	// under another optimizer (DefaultsUnset). WeightDecay is every built-in optimizer's:
+	// an L2 penalty in SGD's and Adam's gradient, AdamW's decoupled decay.
 	Momentum    float64 `json:"momentum" flag:"momentum"`
+	Dampening   float64 `json:"dampening,omitempty" flag:"dampening"`
+	Nesterov    bool    `json:"nesterov,omitempty" flag:"nesterov"`
 	WeightDecay float64 `json:"weight_decay" flag:"weight-decay"`
+	// Beta1, Beta2 and Eps are Adam's and AdamW's; nil takes torch's defaults (0.9, 0.999,
+	// 1e-8), which Registry.Validate then records here. A zero Beta1 is a valid choice, so
+	// nil, not zero, means the default.
+	Beta1 *float64 `json:"beta1,omitempty" flag:"beta1"`
+	Beta2 *float64 `json:"beta2,omitempty" flag:"beta2"`
+	Eps   *float64 `json:"eps,omitempty" flag:"eps"`
+	// Outer is the outer optimizer of the strategies whose rounds average local steps (esync,
+	// wbsp and wbsp-opt over an allreduce; see outer.go): "" or "none" keeps the strategy's
+	// own update; "nesterov" (DiLoCo's) or an optimizer of the registry ("sgd", "adam", ...)
+	// steps the global model with the round's pseudo-gradient −ΣΔ/N at OuterLR (default 0.7
+	// for nesterov, 1 for sgd) with OuterMomentum (default 0.9 for nesterov, 0 for sgd).
+	Outer         string   `json:"outer,omitempty" flag:"outer"`
+	OuterLR       float64  `json:"outer_lr,omitempty" flag:"outer-lr"`
+	OuterMomentum *float64 `json:"outer_momentum,omitempty" flag:"outer-momentum"`
 	// GradReduction says how a rank's gradient reduces its batch: "mean" (the gradient of the
 	// mean loss) or "sum" (the gradient of the summed loss, ESync's convention: lr 5e-4 with
 	// sum equals lr 0.032 with mean at batch 64). Across ranks, synchronous strategies always
@@ -95,7 +118,7 @@ type checkMark struct {
 }
 
 // configField is a field's name in this package's errors: Config. and the Go name.
-var configField = regexp.MustCompile(`\bConfig\.[A-Z][A-Za-z]*\b`)
+var configField = regexp.MustCompile(`\bConfig\.[A-Z][A-Za-z0-9]*\b`)
 
 // InFlags is err for the command line: every Config field it names (Config.LR) is named as
 // the `hetsync train` flag that sets it (--lr, the field's flag tag); the rest of the text
@@ -132,13 +155,17 @@ func (c *Config) Defaults() { c.DefaultsUnset(func(string) bool { return false }
 // DefaultsUnset is Defaults for a Config read from flags, where given reports whether the
 // flag of a field (its flag tag: "batch") was given: a batch or learning rate given as zero
 // keeps it, for Validate to refuse. Left unset, a zero means the default; typed on a command
-// line, it is a mistake.
+// line, it is a mistake. A momentum not given (the command's default, 0.9) is SGD's and
+// becomes 0 under another optimizer, which would refuse it.
 func (c *Config) DefaultsUnset(given func(flag string) bool) {
 	if c.Strategy == "" {
 		c.Strategy = "ssgd"
 	}
 	if c.Batch == 0 && !given("batch") {
 		c.Batch = 64
+	}
+	if !given("momentum") && c.optimizerName() != DefaultOptimizer {
+		c.Momentum = 0 // the command's default momentum is SGD's
 	}
 	c.ZeroDefaults()
 	if c.LR == 0 && !given("lr") {

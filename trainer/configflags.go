@@ -43,6 +43,18 @@ func (c *Config) SetFlag(name, value string) error {
 			return bad(err)
 		}
 		*p = x
+	case **float64:
+		x, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return bad(err)
+		}
+		*p = &x
+	case *bool:
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return bad(err)
+		}
+		*p = b
 	case *time.Duration:
 		d, err := time.ParseDuration(value)
 		if err != nil {

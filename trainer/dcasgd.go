@@ -77,11 +77,6 @@ func dcasgdFactory() Factory {
 
 func (s *dcasgd) Name() string { return "dcasgd" }
 
-// NotStepped says why a caller's loop cannot drive it (Session).
-func (s *dcasgd) NotStepped() string {
-	return "its update is the parameter server's (the delay-compensated rule runs on the server), not the caller's optimizer's, and each rank's round is its own push, not a round of every rank"
-}
-
 func (s *dcasgd) Start(ctx context.Context, w *Worker) error {
 	rule := kv.DCASGD{LR: float32(w.Cfg.LR), Lambda: float32(s.opts.Lambda), Shared: s.opts.Variant == "mxnet"}
 	svc, err := startPS(ctx, w, "dcasgd", rule.Factory(), nil)
@@ -89,15 +84,21 @@ func (s *dcasgd) Start(ctx context.Context, w *Worker) error {
 	return err
 }
 
+// Round is one local step and its push (StepRound).
 func (s *dcasgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, rep, comm, err := s.pushPullStep(ctx, w, stopVote, "dcasgd")
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: the server applies the pushed gradient with its delay compensation.
+func (s *dcasgd) Exchange() Exchange { return ExchangeServer }
+
+// Sync pushes the step's gradient and pulls the server's model into w.Params.
+func (s *dcasgd) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	rep, comm, err := s.pushPull(ctx, w, stopVote, "dcasgd")
 	if err != nil {
 		return RoundStats{}, err
 	}
-	rs := RoundStats{
-		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
-		Compute: st.Compute, Comm: comm, Staleness: rep.Staleness,
-	}
+	rs := s.roundOf(rep, comm)
 	psProgress(w, &rs, rep)
 	return rs, nil
 }

@@ -33,15 +33,17 @@
 // PyTorch model's) drives a strategy step by step through a Session over two flat float32
 // vectors, the parameters and the gradient: after each local step it reports the step
 // (Session.Step), asks whether to synchronize now (ShouldSync: ESync's state service
-// answers; WBSP's trigger barrier, which the slowest rank's step completes; ssgd says yes
-// every step) and, when told to, runs the round's exchange (Sync).
-// Session.Exchange says where the caller's optimizer steps: after Sync on the averaged
-// gradient (ssgd) or on each step's own gradient, Sync then setting the global model (esync,
-// wbsp over an allreduce). Train runs the same strategy methods (step.go: Stepped,
-// StepRound) with the model's steps and the strategy's optimizer, so the two give the same
-// parameters. The strategies without a step-by-step form (the parameter-server strategies and
-// the ps forms of wbsp and wbsp-opt, wbsp-opt over an allreduce, sync-switch, local) and
-// ESync's non-blocking queries refuse a session, saying why.
+// answers; WBSP's trigger barrier, which the slowest rank's step completes; ssgd and the
+// parameter-server strategies say yes every step) and, when told to, runs the round's
+// exchange (Sync). Session.Exchange, asked before each step, says where the caller's
+// optimizer steps: after Sync on the averaged gradient (ssgd); on each step's own gradient,
+// Sync then setting or re-basing onto the global model (esync, wbsp, wbsp-opt, ssp lazy,
+// local); or never, Sync leaving the strategy's update of the step's gradient in the
+// parameters (asgd, dcasgd, ssp, sync-switch: ExchangeServer). Train runs the same strategy
+// methods (step.go: Stepped, StepRound) with the model's steps and the strategy's optimizer,
+// so the two give the same parameters. Every built-in strategy has this form; ESync's
+// non-blocking queries, whose query overlaps the caller's next step, refuse a session, saying
+// why, as does a program's strategy without one (NotStepped).
 //
 // # Strategies and their options
 //
@@ -56,6 +58,19 @@
 // plumbing of its own (ps.go: the parameter-server client and placement; wbsp_common.go: what
 // wbsp and wbsp-opt share; wbsp_round.go: what their allreduce forms share). A strategy's
 // Factory lists the collectives it can run over, and a strategy refuses any other.
+//
+// # Optimizers
+//
+// The workers' optimizer is Config.Optimizer (package optim: sgd, the default, adam, adamw),
+// looked up in the Registry's optimizers (Registry.Optimizers), to which a program adds its
+// own. Worker.Opt is it: the Stepped strategies' built-in loop steps it (Stepped.Optimizer),
+// and so does Worker.Apply for the others. Its settings (Config.Momentum, Dampening,
+// Nesterov, Beta1, Beta2, Eps, WeightDecay) are checked against the optimizer by name: a
+// setting it does not take is an error, not ignored. Strategies whose updates are their
+// parameter server's rule (asgd, dcasgd, ssp with every-step pulls, sync-switch) refuse an
+// optimizer other than sgd (UpdateRule); ESync's local steps build the run's optimizer at
+// their own rate (LocalOptimizer, Worker.NewOptimizer). Checkpoints carry the optimizer's
+// state, so a resumed run continues bitwise.
 //
 // # Rounds
 //

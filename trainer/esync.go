@@ -182,7 +182,8 @@ func ParseESyncEpsilon(s string) (fixed time.Duration, factor float64, err error
 type esync struct {
 	cfg     ESyncConfig
 	svc     *esyncService
-	opt     SGD
+	opt     Optimizer // the local steps' (Config.Optimizer at LocalLR and LocalMomentum)
+	outer   Optimizer // Config.Outer, nil without one (outer.go)
 	pre     []float32 // w_t
 	buf     []float32
 	reduce  *roundReducer // the allreduce of buf: the deltas compressed as Config.Compress says
@@ -222,6 +223,14 @@ func esyncFactory() Factory {
 
 func (s *esync) Name() string { return "esync" }
 
+// outerRounds: an outer optimizer takes the place of the global learning rate γ.
+func (s *esync) outerRounds() error {
+	if s.cfg.GlobalLR != 0 && s.cfg.GlobalLR != 1 {
+		return fmt.Errorf("--global-lr %v is the update an outer optimizer replaces: give its rate as --outer-lr", s.cfg.GlobalLR)
+	}
+	return nil
+}
+
 func (s *esync) Start(ctx context.Context, w *Worker) error {
 	if w.Comm == nil {
 		return fmt.Errorf("trainer: rank %d: esync needs a communicator", w.Rank)
@@ -234,7 +243,14 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 		return err
 	}
 	s.reduce = reduce
-	s.opt = SGD{LR: float32(s.cfg.LocalLR), Momentum: float32(*s.cfg.LocalMomentum), WeightDecay: float32(w.Cfg.WeightDecay)}
+	opt, err := w.NewOptimizer(s.LocalOptimizer())
+	if err != nil {
+		return fmt.Errorf("trainer: rank %d: esync's local steps: %w", w.Rank, err)
+	}
+	s.opt = opt
+	if s.outer, err = w.newOuter(); err != nil {
+		return fmt.Errorf("trainer: rank %d: esync: %w", w.Rank, err)
+	}
 	s.round = 1
 	s.overlap = s.cfg.Queries == ESyncNonBlocking
 	svc, err := startESyncService(ctx, w.Endpoint, s.cfg.Epsilon, s.cfg.EpsilonFactor)
@@ -261,8 +277,15 @@ func (s *esync) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats
 // models' deltas.
 func (s *esync) Exchange() Exchange { return ExchangeParams }
 
-// Optimizer is the local SGD (rate η, LocalMomentum, this rank's own velocity).
-func (s *esync) Optimizer(*Worker) *SGD { return &s.opt }
+// Optimizer is the local steps' optimizer (Config.Optimizer at rate η and LocalMomentum, this
+// rank's own state).
+func (s *esync) Optimizer(*Worker) Optimizer { return s.opt }
+
+// LocalOptimizer is the learning rate and momentum of the local steps' optimizer, and the
+// flags that set them.
+func (s *esync) LocalOptimizer() (lr, momentum float64, flags string) {
+	return s.cfg.LocalLR, *s.cfg.LocalMomentum, "--local-lr, --local-momentum"
+}
 
 // Steppable refuses a caller's loop under non-blocking queries: their query overlaps the next
 // local step and a READY answer drops that step after it was computed, which a loop whose
@@ -338,7 +361,7 @@ func (s *esync) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 	if err := s.reduce.allReduce(ctx, w.Comm, s.buf); err != nil {
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.rounds+1, err)
 	}
-	esyncUpdate(s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
+	roundUpdate(s.outer, s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
 	copy(w.Params, s.pre)
 	s.round++
 	if err := s.svc.Reset(ctx, s.round, s.lastC); err != nil {
@@ -508,9 +531,9 @@ func (s *esync) Finish(ctx context.Context, w *Worker) error {
 	return s.svc.Close(ctx)
 }
 
-// CheckpointState is this rank's own part after a round: its local velocity, its last step
-// time, the rounds and samples counted, and under Config.Compress its error feedback's
-// residual. The model, identical on every rank after the
+// CheckpointState is this rank's own part after a round: its local optimizer's state (its
+// velocity under SGD), its last step time, the rounds and samples counted, the outer
+// optimizer's state and under Config.Compress its error feedback's residual. The model, identical on every rank after the
 // global update, and the data position are the checkpoint's own. The state service's records
 // are not saved: their instants are on rank 0's clock of the killed job, and each rank's first
 // query of the resumed job (k = 0, always NOT-READY) carries its saved step time, which is
@@ -519,32 +542,40 @@ func (s *esync) CheckpointState(*Worker) ([]byte, error) {
 	b := binary.LittleEndian.AppendUint64(nil, uint64(s.rounds))
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.samples))
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.lastC))
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(s.opt.Velocity)))
-	return s.reduce.appendState(appendFloats(b, s.opt.Velocity)), nil
+	opt := s.opt.AppendState(nil)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(opt)))
+	return s.reduce.appendState(appendOuterState(append(b, opt...), s.outer)), nil
 }
 
 // RestoreState loads CheckpointState's bytes after Start. The service's protocol rounds
 // (s.round) count from 1 again, as the service itself is new: round 1's first query goes out
 // alone. Errors name the job's round, s.rounds+1, which goes on from the checkpoint.
-func (s *esync) RestoreState(w *Worker, state []byte, _ *CheckpointHeader) error {
+func (s *esync) RestoreState(w *Worker, state []byte, from *CheckpointHeader) error {
 	if len(state) < 32 {
 		return fmt.Errorf("esync state of %d bytes, want at least 32", len(state))
 	}
 	rounds, samples := int64(binary.LittleEndian.Uint64(state)), int64(binary.LittleEndian.Uint64(state[8:]))
-	lastC, nv := int64(binary.LittleEndian.Uint64(state[16:])), binary.LittleEndian.Uint64(state[24:])
+	lastC, nb := int64(binary.LittleEndian.Uint64(state[16:])), binary.LittleEndian.Uint64(state[24:])
+	if from.version == 1 {
+		nb *= 4 // version 1 counted the SGD velocity's values, whose bytes are SGD's state
+	}
 	switch {
 	case rounds < 0 || samples < 0 || lastC < 0:
 		return fmt.Errorf("esync state holds %d rounds, %d samples and a step of %v", rounds, samples, time.Duration(lastC))
-	case nv != 0 && nv != uint64(len(w.Params)):
-		return fmt.Errorf("esync state holds %d velocity values for %d parameters", nv, len(w.Params))
-	case uint64(len(state)-32) < 4*nv:
-		return fmt.Errorf("esync state of %d bytes for %d velocity values", len(state), nv)
+	case uint64(len(state)-32) < nb:
+		return fmt.Errorf("esync state of %d bytes for %d bytes of the local optimizer's state", len(state), nb)
 	}
-	if err := s.reduce.restoreState(state[32+4*nv:]); err != nil {
+	if err := s.opt.LoadState(state[32:32+nb], len(w.Params)); err != nil {
+		return fmt.Errorf("esync's local optimizer: %w", err)
+	}
+	outer, feedback := s.reduce.splitTrailers(state[32+nb:], s.outer != nil)
+	if err := loadOuterState(s.outer, outer, len(w.Params)); err != nil {
+		return fmt.Errorf("esync state: %w", err)
+	}
+	if err := s.reduce.restoreState(feedback); err != nil {
 		return fmt.Errorf("esync state: %w", err)
 	}
 	s.rounds, s.samples, s.lastC = int(rounds), samples, time.Duration(lastC)
-	s.opt.Velocity = readFloats(state[32 : 32+4*nv])
 	copy(s.pre, w.Params)
 	return nil
 }

@@ -137,8 +137,9 @@ func (l *liveRun) finish(all []metrics.RoundRecord, ran Ran) (metrics.Summary, e
 
 // shareRunDir tells every rank rank 0's run directory (its own may differ, or be unset, when
 // another launcher started the job): rank 0 sends it over the control channel and the others
-// return it. "" means the job writes no run directory.
-func shareRunDir(ctx context.Context, ep transport.Endpoint, dir string) (string, error) {
+// return it. "" means the job writes no run directory. A non-nil failed on rank 0 is why it
+// cannot write dir: rank 0 sends that instead, and every rank returns it as its error.
+func shareRunDir(ctx context.Context, ep transport.Endpoint, dir string, failed error) (string, error) {
 	const maxPath = 4096
 	rank := ep.Rank()
 	if rank == 0 {
@@ -146,10 +147,17 @@ func shareRunDir(ctx context.Context, ep transport.Endpoint, dir string) (string
 			return "", fmt.Errorf("trainer: rank 0: run directory path of %d bytes is too long", len(dir))
 		}
 		msg := append([]byte{'d'}, dir...)
+		if failed != nil {
+			msg = append([]byte{'e'}, failed.Error()...)
+			msg = msg[:min(len(msg), maxPath)]
+		}
 		for r := 1; r < ep.Size(); r++ {
 			if err := controlSend(ctx, ep, r, ctrlRunDir, msg); err != nil {
 				return "", fmt.Errorf("trainer: rank 0: sending the run directory to rank %d: %w", r, err)
 			}
+		}
+		if failed != nil {
+			return "", failed
 		}
 		return dir, nil
 	}
@@ -158,8 +166,11 @@ func shareRunDir(ctx context.Context, ep transport.Endpoint, dir string) (string
 	if err != nil {
 		return "", fmt.Errorf("trainer: rank %d: receiving the run directory from rank 0: %w", rank, err)
 	}
-	if n < 1 || buf[0] != 'd' {
-		return "", fmt.Errorf("trainer: rank %d: malformed run directory message from rank 0", rank)
+	switch {
+	case n >= 1 && buf[0] == 'd':
+		return string(buf[1:n]), nil
+	case n >= 1 && buf[0] == 'e':
+		return "", fmt.Errorf("trainer: rank %d: rank 0 cannot write the run directory: %s", rank, buf[1:n])
 	}
-	return string(buf[1:n]), nil
+	return "", fmt.Errorf("trainer: rank %d: malformed run directory message from rank 0", rank)
 }

@@ -8,13 +8,16 @@ import (
 
 // local trains every rank alone, with no communication: the baseline every strategy is
 // measured against. Rank 0's model is the one evaluated. Rank 0's stop vote reaches the other
-// ranks as a control message that a watcher goroutine turns into a flag.
+// ranks as a control message that a watcher goroutine turns into a flag. A caller's loop
+// drives it as a Session under ExchangeParams: its optimizer steps its model, and each
+// step's Sync only learns the stop (on ranks other than 0, a few steps after rank 0's).
 type local struct {
 	stop    atomic.Bool
 	watcher chan error
 	sent    bool
 	rounds  int
 	samples int64
+	step    StepReport // the round's one local step
 }
 
 func localFactory() Factory {
@@ -22,11 +25,6 @@ func localFactory() Factory {
 }
 
 func (s *local) Name() string { return "local" }
-
-// NotStepped says why a caller's loop cannot drive it (Session).
-func (s *local) NotStepped() string {
-	return "it synchronizes nothing: a caller's loop trains each rank alone without a session"
-}
 
 // RanOver says that local's rounds communicate nothing.
 func (s *local) RanOver(*Worker) string { return "none" }
@@ -47,12 +45,38 @@ func (s *local) Start(ctx context.Context, w *Worker) error {
 	return nil
 }
 
+// Round is one local step and its update (StepRound).
 func (s *local) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: every rank's optimizer steps its own model, which Sync leaves as it is.
+func (s *local) Exchange() Exchange { return ExchangeParams }
+
+// Optimizer is the worker's.
+func (s *local) Optimizer(w *Worker) Optimizer { return w.Opt }
+
+// localStep is the model's step and its update; the step's time is the model's alone.
+func (s *local) localStep(ctx context.Context, w *Worker) (StepReport, error) {
 	st, err := w.LocalStep(ctx)
 	if err != nil {
-		return RoundStats{}, err
+		return StepReport{}, err
 	}
 	w.Apply(w.Grads, 1)
+	return StepReport{Loss: st.Loss, Samples: st.Samples, Correct: st.Correct, Duration: st.Compute}, nil
+}
+
+func (s *local) Begin(context.Context, *Worker) error { return nil }
+
+func (s *local) AfterStep(_ *Worker, r StepReport) { s.step = r }
+
+// ShouldSync: every step ends a round, whose Sync only carries the stop.
+func (s *local) ShouldSync(context.Context, *Worker) (bool, error) { return true, nil }
+
+// Sync exchanges nothing: rank 0 sends its stop vote to the others, which learn it from
+// their watcher.
+func (s *local) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	st := s.step
 	s.rounds++
 	s.samples += int64(st.Samples) * int64(w.Size)
 	rs := RoundStats{
@@ -60,7 +84,7 @@ func (s *local) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats
 		// Only rank 0's progress is known here; the job's is estimated as if all ranks kept pace.
 		GlobalSamples: s.samples,
 		GlobalRounds:  s.rounds,
-		Compute:       st.Compute,
+		Compute:       st.Duration,
 	}
 	if w.Rank == 0 {
 		if stopVote {

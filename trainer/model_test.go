@@ -97,7 +97,7 @@ func (m *regModel) Step(ctx context.Context, grad []float32) (trainer.StepResult
 func trainRegression(t *testing.T, cfg trainer.Config, size int, reg *trainer.Registry) ([]*regModel, *trainer.Result) {
 	t.Helper()
 	models, results, errs := runRegression(size, reg, func(r int) (trainer.Config, *regModel) {
-		return cfg, &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
+		return rankOptions(cfg), &regModel{data: newRegData(203, cfg.Seed, r), batch: 7, params: make([]float32, regDim+1)}
 	})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
@@ -315,7 +315,10 @@ func (s *periodicAvg) Round(ctx context.Context, w *trainer.Worker, stopVote boo
 
 func (s *periodicAvg) Finish(context.Context, *trainer.Worker) error { return nil }
 
-func TestOwnStrategyRegistered(t *testing.T) {
+// withPeriodicAvg is the built-in strategies and periodic-avg, a program's own strategy
+// without a step-by-step form.
+func withPeriodicAvg(t *testing.T) *trainer.Registry {
+	t.Helper()
 	reg := trainer.Builtin()
 	err := reg.Register("periodic-avg", trainer.Factory{
 		Options: func() trainer.Options { return &avgOptions{} },
@@ -326,6 +329,11 @@ func TestOwnStrategyRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return reg
+}
+
+func TestOwnStrategyRegistered(t *testing.T) {
+	reg := withPeriodicAvg(t)
 	held := newRegData(500, 99, -1)
 	initial := held.loss(make([]float32, regDim+1))
 	for _, size := range []int{1, 2, 5} {

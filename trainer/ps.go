@@ -19,11 +19,19 @@ import (
 // communicator's allreduce. Result.Collective then says ParameterServer.
 const CollectivePS = "ps"
 
-// psClient is a worker's side of the parameter server: the service and the worker's clock
-// (its pushes so far). Strategies embed it; its Finish closes the service.
+// psClient is a worker's side of the parameter server: the service, the worker's clock (its
+// pushes so far) and the local step of the round in progress. Strategies embed it; its Finish
+// closes the service.
+//
+// It is also the step-by-step form (Stepped) these strategies share: every local step ends
+// this rank's own round, whose Sync is the step's exchange with the server, so no rank waits
+// for another's round (only the server may hold a reply: ssp's staleness bound). Rank 0's
+// stop vote rides on its push, and the servers' sticky stop flag reaches every other rank in
+// the reply to its next push, after which its Sync reports the stop.
 type psClient struct {
 	svc   *kv.Service
 	clock uint64
+	step  StepReport // the round's one local step
 }
 
 // Asynchronous says that a round is one push of this rank, not a step of every rank.
@@ -39,23 +47,43 @@ func (c *psClient) Finish(ctx context.Context, w *Worker) error {
 	return c.svc.Close(ctx)
 }
 
-// pushPullStep is the round of the strategies that push a gradient and take the current model
-// back (asgd, dcasgd, Sync-Switch's ASP phase): one local step, then one request that pushes
-// its gradient and pulls the model into w.Params, which it loads. comm is the request's time;
+// Optimizer is the worker's: the local steps of --ssp-pull lazy and WBSP apply it (the
+// strategies that push gradients leave the update to the server).
+func (c *psClient) Optimizer(w *Worker) Optimizer { return w.Opt }
+
+func (c *psClient) Begin(context.Context, *Worker) error { return nil }
+
+func (c *psClient) AfterStep(_ *Worker, r StepReport) { c.step = r }
+
+// ShouldSync: every local step is exchanged with the server.
+func (c *psClient) ShouldSync(context.Context, *Worker) (bool, error) { return true, nil }
+
+// pushPull is the exchange of the strategies that push the step's gradient and take the
+// current model back (asgd, dcasgd, ssp --ssp-pull every, Sync-Switch's ASP phase): one
+// request that pushes w.Grads and pulls the model into w.Params. comm is the request's time;
 // name names the strategy in errors.
-func (c *psClient) pushPullStep(ctx context.Context, w *Worker, stopVote bool, name string) (st StepStats, rep kv.Reply, comm time.Duration, err error) {
-	st, err = w.LocalStep(ctx)
-	if err != nil {
-		return StepStats{}, kv.Reply{}, 0, err
-	}
+func (c *psClient) pushPull(ctx context.Context, w *Worker, stopVote bool, name string) (rep kv.Reply, comm time.Duration, err error) {
 	c.clock++
 	t0 := w.Now()
 	rep, err = c.svc.PushPull(ctx, w.Grads, w.Params, c.clock, stopVote)
 	if err != nil {
-		return StepStats{}, kv.Reply{}, 0, fmt.Errorf("trainer: rank %d: %s step %d: %w", w.Rank, name, c.clock, err)
+		return kv.Reply{}, 0, c.stepErr(w, name, err)
 	}
-	comm = w.Now().Sub(t0)
-	return st, rep, comm, nil
+	return rep, w.Now().Sub(t0), nil
+}
+
+// stepErr names the rank, the strategy and the push in an exchange's error.
+func (c *psClient) stepErr(w *Worker, name string, err error) error {
+	return fmt.Errorf("trainer: rank %d: %s step %d: %w", w.Rank, name, c.clock, err)
+}
+
+// roundOf is the round of the local step just reported, whose exchange took comm and got rep.
+func (c *psClient) roundOf(rep kv.Reply, comm time.Duration) RoundStats {
+	st := c.step
+	return RoundStats{
+		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
+		Compute: st.Duration, Comm: comm, Staleness: rep.Staleness,
+	}
 }
 
 // startPS starts this rank's part of the parameter server with rule (and the SSP gate when

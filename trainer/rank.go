@@ -46,7 +46,7 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, model Model
 		}
 		topts.Checkpoint.Evaluated = slices.ContainsFunc(evals, func(e metrics.EvalRecord) bool { return e.Round == ck.GlobalRounds })
 	}
-	runDir, err := shareRunDir(ctx, ep, opts.Out)
+	runDir, err := shareRunDir(ctx, ep, opts.Out, nil)
 	if err != nil {
 		return nil, err
 	}

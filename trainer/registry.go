@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/optim"
 )
 
 // Factory is how a registry builds one strategy: its options with their defaults, and the
@@ -53,13 +54,22 @@ func (NoOptions) Validate(*Config, int) error { return nil }
 
 // Registry maps strategy names to factories, like database/sql's drivers. It is a value (no
 // package-level table): Builtin returns one holding this package's strategies, and a program
-// adds its own strategies with Register before handing the registry to Train.
+// adds its own strategies with Register before handing the registry to Train. It also holds
+// the optimizers Config.Optimizer may name (Optimizers), to which a program adds its own.
 type Registry struct {
-	factories map[string]Factory
+	factories  map[string]Factory
+	optimizers *optim.Registry
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{factories: map[string]Factory{}} }
+// NewRegistry returns a registry without strategies, holding the built-in optimizers
+// (optim.Builtin): the default optimizer is always there.
+func NewRegistry() *Registry {
+	return &Registry{factories: map[string]Factory{}, optimizers: optim.Builtin()}
+}
+
+// Optimizers is the registry of the optimizers Config.Optimizer may name: a program
+// registers its own optimizer there (Optimizers().Register) before handing r to Train.
+func (r *Registry) Optimizers() *optim.Registry { return r.optimizers }
 
 // Register adds a strategy under name. A duplicate name, an empty name or a factory without
 // Options or New is an error, as sql.Register panics on them.
@@ -232,8 +242,52 @@ func (r *Registry) Validate(cfg *Config, size int) error {
 	if err := cfg.Options.Validate(cfg, size); err != nil {
 		return err
 	}
+	if err := r.validateOptimizer(cfg); err != nil {
+		return err
+	}
+	if err := r.validateOuter(cfg); err != nil {
+		return err
+	}
 	cfg.checked = &checkMark{reg: r, size: size, value: fingerprint(cfg)}
 	return nil
+}
+
+// validateOptimizer checks cfg's optimizer and its settings (checkOptimizer), and refuses one
+// other than plain or momentum SGD for a strategy whose updates are not the workers'
+// optimizer's.
+func (r *Registry) validateOptimizer(cfg *Config) error {
+	if err := checkOptimizer(r.optimizers, cfg); err != nil {
+		return err
+	}
+	if !cfg.beyondSGD() {
+		return nil
+	}
+	c := *cfg // the strategy is built only to ask it; the caller's configuration stays as it is
+	strat, err := r.factories[cfg.Strategy].New(&c)
+	if err != nil {
+		return err
+	}
+	if l, ok := strat.(localOptimizer); ok {
+		lr, m, flags := l.LocalOptimizer()
+		if _, err := newOptimizer(r.optimizers, cfg, lr, m); err != nil {
+			return fmt.Errorf("trainer: Config.Strategy %s's local steps (%s): %w", cfg.Strategy, flags, err)
+		}
+	}
+	return checkStrategyOptimizer(strat, cfg)
+}
+
+// validateOuter checks cfg's outer optimizer against its strategy (validateOuter), building
+// the strategy only when there is one to check.
+func (r *Registry) validateOuter(cfg *Config) error {
+	if cfg.Outer == "" && cfg.OuterLR == 0 && cfg.OuterMomentum == nil {
+		return nil
+	}
+	c := *cfg
+	strat, err := r.factories[cfg.Strategy].New(&c)
+	if err != nil {
+		return err
+	}
+	return validateOuter(r.optimizers, strat, cfg)
 }
 
 // validated says whether r already validated cfg, as it is now, for a job of size ranks.
@@ -272,7 +326,7 @@ func (r *Registry) New(cfg *Config) (Strategy, error) {
 
 // Builtin returns a new registry holding the strategies of this package.
 func Builtin() *Registry {
-	return &Registry{factories: map[string]Factory{
+	return &Registry{optimizers: optim.Builtin(), factories: map[string]Factory{
 		"local":       localFactory(),
 		"ssgd":        ssgdFactory(),
 		"asgd":        asgdFactory(),

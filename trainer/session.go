@@ -11,16 +11,30 @@ import (
 // Session is one rank of a job whose training loop the caller owns: its model, its batches
 // and its optimizer. The loop takes a local step on the flat vectors Params and Grads, reports
 // it (Step), asks whether to synchronize now (ShouldSync) and, when told to, runs the round's
-// exchange (Sync), which every rank calls once per round. The strategy decides: ESync's state
-// service answers ShouldSync, WBSP's trigger barrier fires when the slowest rank completes a
-// step, ssgd says yes after every step. No call back into the caller is needed, so a loop in
+// exchange (Sync). The strategy decides: ESync's state service answers ShouldSync, WBSP's
+// trigger barrier fires when the slowest rank completes a step, ssgd, local and the
+// parameter-server strategies say yes after every step. No call back into the caller is needed, so a loop in
 // another language (the Python package, through the C ABI) drives it with two float32
 // vectors and four calls.
 //
-// Where the caller's optimizer steps depends on Exchange:
+// Where the caller's optimizer steps depends on Exchange, which the loop asks before each
+// local step (a strategy may change it between rounds):
 //
 //	ExchangeGradients (ssgd):   backward → Step → ShouldSync (yes) → Sync → optimizer on Grads
-//	ExchangeParams (esync, wbsp): backward → optimizer on Grads → Step → ShouldSync → Sync if yes
+//	ExchangeParams (esync, wbsp, wbsp-opt, ssp lazy, local):
+//	                            backward → optimizer on Grads → Step → ShouldSync → Sync if yes
+//	ExchangeServer (asgd, dcasgd, ssp, sync-switch):
+//	                            backward → Step → ShouldSync (yes) → Sync; no optimizer: Sync
+//	                            leaves the strategy's update of Grads in Params
+//
+// The parameter-server strategies (asgd, dcasgd, ssp, wbsp and wbsp-opt over --collective ps,
+// sync-switch in its ASP phase) are asynchronous: every local step is a round of this rank alone (its push), Sync never
+// waits for the other ranks' rounds (ssp's staleness bound may hold it), and rank 0's stop
+// vote reaches the others in the server's reply to their next push, so the ranks stop after
+// different numbers of rounds (as under local, whose ranks learn it from a message). Every
+// other strategy's round is one of every rank, whose Sync every rank calls once, and its stop
+// comes after the same round everywhere. Under ParamsAtSteps (wbsp-opt over an allreduce) ShouldSync
+// also reads and may rewrite Params.
 //
 // Train drives the same strategy methods (StepRound) with the worker's model and optimizer,
 // so a caller's loop whose optimizer and batches are Train's reaches Train's parameters.
@@ -146,6 +160,15 @@ func (s *Session) Grads() []float32 { return s.l.w.Grads }
 
 // Exchange says what Sync exchanges, and so where the caller's optimizer steps.
 func (s *Session) Exchange() Exchange { return s.s.Exchange() }
+
+// ParamsAtSteps says whether ShouldSync reads and may rewrite Params between rounds (wbsp-opt
+// over an allreduce re-bases the steps not yet sent onto a global model that arrived
+// mid-round): a loop that keeps its parameters elsewhere then copies them into Params before
+// Step and back after ShouldSync; otherwise only Sync touches them.
+func (s *Session) ParamsAtSteps() bool {
+	p, ok := s.s.(paramsAtSteps)
+	return ok && p.ParamsAtSteps()
+}
 
 // Rank and Size are this rank's and the job's.
 func (s *Session) Rank() int { return s.l.w.Rank }

@@ -33,7 +33,7 @@ func userLoop(t *testing.T, cfg trainer.Config, eps []transport.Endpoint) ([][]f
 		params[r] = m.params
 		go func() {
 			defer func() { _ = eps[r].Close(); done <- struct{}{} }()
-			results[r], errs[r] = driveSession(ctx, eps[r], cfg, m)
+			results[r], errs[r] = driveSession(ctx, eps[r], rankOptions(cfg), m)
 			if errs[r] != nil {
 				errs[r] = fmt.Errorf("rank %d: %w", r, errs[r])
 				cancel() // the other ranks would wait for this one
@@ -133,7 +133,7 @@ func TestSessionDrivesStrategiesLikeTrain(t *testing.T) {
 	}
 }
 
-// TestSessionRefusals: strategies without a step-by-step form, ESync's non-blocking queries,
+// TestSessionRefusals: a program's strategy without a step-by-step form, ESync's non-blocking queries,
 // the heterogeneity injected into Train's steps and the options of Train's own loop are
 // refused, each naming why.
 func TestSessionRefusals(t *testing.T) {
@@ -145,8 +145,7 @@ func TestSessionRefusals(t *testing.T) {
 		opts trainer.TrainOptions
 		want string
 	}{
-		{"asgd", trainer.Config{Strategy: "asgd", Collective: "ps"}, trainer.TrainOptions{}, "--sync asgd cannot be driven by a caller's loop: its update is the parameter server's"},
-		{"wbsp-ps", trainer.Config{Strategy: "wbsp", Collective: "ps"}, trainer.TrainOptions{}, "--sync wbsp cannot be driven by a caller's loop: its rounds interleave the exchange with the steps"},
+		{"not-stepped", trainer.Config{Strategy: "periodic-avg", Options: &avgOptions{Every: 2}}, trainer.TrainOptions{Strategies: withPeriodicAvg(t)}, "--sync periodic-avg cannot be driven by a caller's loop: it has no step-by-step form"},
 		{"nonblocking", trainer.Config{Strategy: "esync", Collective: "ring", Options: &trainer.ESyncConfig{Queries: trainer.ESyncNonBlocking}}, trainer.TrainOptions{}, "--esync-queries nonblocking cannot be driven"},
 		{"compute-stragglers", trainer.Config{Strategy: "ssgd", Stragglers: computeStragglers(t)}, trainer.TrainOptions{}, "rank 0: Config.Stragglers (compute mode) delays Train's batch fetches"},
 		{"eval", trainer.Config{Strategy: "ssgd"}, trainer.TrainOptions{Eval: func(context.Context, []float32) (float64, float64, error) { return 0, 0, nil }}, "TrainOptions.Eval belongs to Train's loop"},

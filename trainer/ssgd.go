@@ -50,7 +50,7 @@ func (s *ssgd) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 func (s *ssgd) Exchange() Exchange { return ExchangeGradients }
 
 // Optimizer is the worker's: the one every rank applies the same average with.
-func (s *ssgd) Optimizer(w *Worker) *SGD { return w.Opt }
+func (s *ssgd) Optimizer(w *Worker) Optimizer { return w.Opt }
 
 func (s *ssgd) Begin(context.Context, *Worker) error { return nil }
 

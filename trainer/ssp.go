@@ -22,7 +22,9 @@ import (
 //
 // The servers' gate never blocks their reader goroutines (a held reply is queued in the
 // shard), and rank 0's stop vote releases every held worker with the stop flag, so the end of
-// training cannot deadlock. The time a worker spends held counts as Comm.
+// training cannot deadlock. The time a worker spends held counts as Comm. A caller's loop
+// drives every as a Session under ExchangeServer (its optimizer never steps; the bound holds
+// its Sync) and lazy under ExchangeParams (its optimizer steps its own copy).
 type ssp struct {
 	psClient
 	opts  *SSPOptions
@@ -94,11 +96,6 @@ func sspFactory() Factory {
 
 func (s *ssp) Name() string { return "ssp" }
 
-// NotStepped says why a caller's loop cannot drive it (Session).
-func (s *ssp) NotStepped() string {
-	return "its update is the parameter server's, not the caller's optimizer's, and each rank's round is its own push, held by the staleness bound, not a round of every rank"
-}
-
 func (s *ssp) Start(ctx context.Context, w *Worker) error {
 	s.lazy = s.opts.Pull == "lazy"
 	s.bound = uint64(s.opts.StalenessBound())
@@ -118,44 +115,58 @@ func (s *ssp) Start(ctx context.Context, w *Worker) error {
 	return err
 }
 
+// Round is one local step and its exchange with the server (StepRound).
 func (s *ssp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, err := w.LocalStep(ctx)
-	if err != nil {
-		return RoundStats{}, err
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: --ssp-pull every pushes the gradient for the server's update; --ssp-pull lazy
+// steps the worker's own copy with its optimizer and exchanges the step's change.
+func (s *ssp) Exchange() Exchange {
+	if s.opts.Pull == "lazy" {
+		return ExchangeParams
+	}
+	return ExchangeServer
+}
+
+// localStep is the built-in loop's step: under --ssp-pull lazy it includes the local SGD
+// update, which counts as computation.
+func (s *ssp) localStep(ctx context.Context, w *Worker) (StepReport, error) {
+	if s.lazy {
+		return wbspStep(ctx, w)
+	}
+	return builtinStep(ctx, w, ExchangeServer, nil)
+}
+
+// Sync is the step's exchange: every pushes the gradient and pulls the model (the server
+// holds the reply while this rank is more than s steps ahead); lazy pushes the step's change
+// and pulls only when at least s steps ahead of the slowest rank.
+func (s *ssp) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	if !s.lazy {
+		rep, comm, err := s.pushPull(ctx, w, stopVote, "ssp")
+		if err != nil {
+			return RoundStats{}, err
+		}
+		rs := s.roundOf(rep, comm)
+		psProgress(w, &rs, rep)
+		return rs, nil
 	}
 	s.clock++
 	t0 := w.Now()
-	var rep kv.Reply
-	pulled := true
-	if !s.lazy {
-		rep, err = s.svc.PushPull(ctx, w.Grads, w.Params, s.clock, stopVote)
-	} else {
-		w.Apply(w.Grads, 1)
-		t := w.Now()
-		st.Compute += t.Sub(t0) // the local SGD step is computation
-		t0 = t
-		stepDelta(s.delta, w.Params, s.prev)
-		rep, err = s.svc.Push(ctx, s.delta, s.clock, stopVote)
-		pulled = err == nil && !rep.Stop && s.clock >= rep.MinClock+s.bound
-		if pulled {
-			var prep kv.Reply
-			if prep, err = s.svc.Pull(ctx, w.Params, s.clock); err == nil {
-				prep.Staleness = rep.Staleness
-				rep = prep
-				copy(s.prev, w.Params)
-			}
+	stepDelta(s.delta, w.Params, s.prev)
+	rep, err := s.svc.Push(ctx, s.delta, s.clock, stopVote)
+	if err == nil && !rep.Stop && s.clock >= rep.MinClock+s.bound {
+		var prep kv.Reply
+		if prep, err = s.svc.Pull(ctx, w.Params, s.clock); err == nil {
+			prep.Staleness = rep.Staleness
+			rep = prep
+			copy(s.prev, w.Params)
 		}
 	}
 	if err != nil {
-		return RoundStats{}, fmt.Errorf("trainer: rank %d: ssp step %d: %w", w.Rank, s.clock, err)
+		return RoundStats{}, s.stepErr(w, "ssp", err)
 	}
-	t1 := w.Now()
-	if pulled {
-	}
-	rs := RoundStats{
-		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
-		Compute: st.Compute, Comm: t1.Sub(t0), Staleness: rep.Staleness,
-	}
+	rs := s.roundOf(rep, w.Now().Sub(t0))
 	psProgress(w, &rs, rep)
 	return rs, nil
 }

@@ -15,8 +15,15 @@ const (
 	// form of DDP). Every step ends a round.
 	ExchangeGradients Exchange = iota + 1
 	// ExchangeParams: the caller's optimizer applies each local step's own gradient, and Sync
-	// replaces the parameters with the round's global model (esync, the form of local SGD).
+	// replaces the parameters with the round's global model (esync, wbsp and wbsp-opt, ssp
+	// --ssp-pull lazy, local), or leaves them (local, which trains each rank alone).
 	ExchangeParams
+	// ExchangeServer: the update is the strategy's, not the caller's: Sync takes the step's
+	// gradient from the gradient vector and leaves the updated model in the parameters, and
+	// the caller's optimizer does not step (asgd, dcasgd and ssp, whose parameter server
+	// applies each push with its own rule; sync-switch, whose optimizer state carries over
+	// its switches between BSP and the server's ASP).
+	ExchangeServer
 )
 
 func (e Exchange) String() string {
@@ -25,6 +32,8 @@ func (e Exchange) String() string {
 		return "gradients"
 	case ExchangeParams:
 		return "parameters"
+	case ExchangeServer:
+		return "server"
 	}
 	return "unknown"
 }
@@ -49,12 +58,14 @@ type StepReport struct {
 // until ShouldSync says yes; then Sync, which every rank calls once per round.
 type Stepped interface {
 	Strategy
-	// Exchange says what Sync exchanges: the gradient vector or the parameters.
+	// Exchange says what Sync exchanges: the gradient vector, the parameters, or the gradient
+	// for the strategy's own update. It may change between rounds; a loop asks before each
+	// local step.
 	Exchange() Exchange
 	// Optimizer is the optimizer the built-in loop steps in a caller's place (under
 	// ExchangeGradients, on the averaged gradient after Sync; under ExchangeParams, on each
-	// step's gradient).
-	Optimizer(w *Worker) *SGD
+	// step's gradient; under ExchangeServer, never).
+	Optimizer(w *Worker) Optimizer
 	// Begin prepares a round before its first local step.
 	Begin(ctx context.Context, w *Worker) error
 	// AfterStep counts one local step taken on w's vectors.
@@ -65,6 +76,12 @@ type Stepped interface {
 	Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error)
 }
 
+// paramsAtSteps is implemented by stepped strategies whose ShouldSync reads and may rewrite
+// the parameters between rounds (wbsp-opt over an allreduce re-bases the steps not yet sent
+// onto a global model that arrived mid-round): a caller that keeps its parameters elsewhere
+// copies them into the session's vector before each Step and back after ShouldSync.
+type paramsAtSteps interface{ ParamsAtSteps() bool }
+
 // steppable is implemented by stepped strategies whose configuration may still refuse a
 // caller's loop (ESync's non-blocking queries): the error says why.
 type steppable interface{ Steppable() error }
@@ -72,7 +89,8 @@ type steppable interface{ Steppable() error }
 // StepRound is the built-in loop's round of a stepped strategy, and so a stepped strategy's
 // Round (a strategy of a program's own included): the model's local steps, each followed by
 // the strategy's optimizer under ExchangeParams, until the strategy says to synchronize; then
-// Sync, followed by the optimizer's step on the averaged gradient under ExchangeGradients.
+// Sync, followed by the optimizer's step on the averaged gradient under ExchangeGradients
+// (under ExchangeServer, Sync's update is the strategy's and the optimizer never steps).
 func StepRound(ctx context.Context, w *Worker, s Stepped, stopVote bool) (RoundStats, error) {
 	if err := s.Begin(ctx, w); err != nil {
 		return RoundStats{}, err
@@ -101,11 +119,12 @@ func StepRound(ctx context.Context, w *Worker, s Stepped, stopVote bool) (RoundS
 			break
 		}
 	}
+	ex := s.Exchange() // the round's, whatever the next one's is
 	st, err := s.Sync(ctx, w, stopVote)
 	if err != nil {
 		return st, err
 	}
-	if s.Exchange() == ExchangeGradients {
+	if ex == ExchangeGradients {
 		opt.Step(w.Params, w.Grads, 1)
 	}
 	return st, nil
@@ -121,7 +140,7 @@ type ownStep interface {
 // builtinStep is the built-in loop's local step: the model's step, and under ExchangeParams
 // the optimizer's update, whose time the step's duration counts and the next step's injected
 // sleep leaves room for.
-func builtinStep(ctx context.Context, w *Worker, ex Exchange, opt *SGD) (StepReport, error) {
+func builtinStep(ctx context.Context, w *Worker, ex Exchange, opt Optimizer) (StepReport, error) {
 	t0 := w.Now()
 	ls, err := w.LocalStep(ctx)
 	if err != nil {

@@ -112,11 +112,6 @@ func newSyncSwitch(cfg *Config) (Strategy, error) {
 
 func (s *syncSwitch) Name() string { return "sync-switch" }
 
-// NotStepped says why a caller's loop cannot drive it (Session).
-func (s *syncSwitch) NotStepped() string {
-	return "it switches within the job from BSP to the parameter server's ASP, whose update is the server's, not the caller's optimizer's"
-}
-
 // extra is the length of the scalars after the gradient in a BSP round's allreduce: stop vote,
 // loss, correct, samples, time-based switch vote, each rank's previous round time, and the
 // ranks' switch costs.
@@ -125,6 +120,9 @@ func (s *syncSwitch) extra(size int) int { return 6 + size }
 func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	if w.Comm == nil {
 		return fmt.Errorf("trainer: rank %d: sync-switch needs a communicator", w.Rank)
+	}
+	if w.SGD() == nil {
+		return fmt.Errorf("trainer: rank %d: sync-switch needs Config.Optimizer sgd, got %s", w.Rank, w.Opt.Name())
 	}
 	cfg := w.Cfg
 	s.total = -1
@@ -142,8 +140,8 @@ func (s *syncSwitch) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)
 	s.buf = make([]float32, n+s.extra(w.Size))
 	s.leaveBuf = make([]float32, 2*n+2) // model, velocity, stop, pushes
-	if len(w.Opt.Velocity) != n && w.Opt.Momentum != 0 {
-		w.Opt.Velocity = make([]float32, n)
+	if len(w.SGD().Velocity) != n && w.SGD().Momentum != 0 {
+		w.SGD().Velocity = make([]float32, n)
 	}
 	s.start = w.Now()
 	s.roundT0 = s.start
@@ -165,7 +163,20 @@ func (s *syncSwitch) RanOver(w *Worker) string {
 	return allReduceUsed(w)
 }
 
+// Round is one local step and the phase's exchange (StepRound).
 func (s *syncSwitch) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: in both phases the update is the strategy's (BSP's optimizer on the averaged
+// gradient, then the server's rule), so that the optimizer state and the learning-rate
+// schedule carry over the switches; a caller's loop hands it each step's gradient and never
+// steps its own optimizer.
+func (s *syncSwitch) Exchange() Exchange { return ExchangeServer }
+
+// Sync runs the phase's exchange of the step's gradient and leaves the updated model in
+// w.Params.
+func (s *syncSwitch) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
 	asp := s.phase == phaseASP
 	var st RoundStats
 	var err error
@@ -186,11 +197,9 @@ func (s *syncSwitch) Round(ctx context.Context, w *Worker, stopVote bool) (Round
 	return st, err
 }
 
+// bspRound allreduces the step's gradient with the round's scalars and applies the average.
 func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, err := w.LocalStep(ctx)
-	if err != nil {
-		return RoundStats{}, err
-	}
+	st := s.step
 	n, p := len(w.Grads), w.Size
 	copy(s.buf, w.Grads)
 	x := s.buf[n:]
@@ -221,7 +230,7 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 	}
 	t2 := w.Now()
 	if s.decays() {
-		w.Opt.LR = float32(w.Cfg.LR * cosineFactor(float64(s.bspDone+s.aspRounds)/float64(s.total)))
+		w.SGD().LR = float32(w.Cfg.LR * cosineFactor(float64(s.bspDone+s.aspRounds)/float64(s.total)))
 	}
 	w.Apply(s.buf[:n], 1/float32(p))
 	s.bspDone++
@@ -231,7 +240,7 @@ func (s *syncSwitch) bspRound(ctx context.Context, w *Worker, stopVote bool) (Ro
 		GlobalLoss:    float64(x[1]) / float64(p),
 		GlobalSamples: s.samples + s.aspSampl,
 		GlobalRounds:  s.bspDone + s.aspRounds,
-		Compute:       st.Compute,
+		Compute:       st.Duration,
 		Wait:          t1.Sub(t0),
 		Comm:          t2.Sub(t1),
 		Stop:          x[0] > 0.5,

@@ -124,9 +124,9 @@ func (s *syncSwitch) toASP(ctx context.Context, w *Worker, target uint64) error 
 	// (docs/results/tuning.md#sync-switch-the-asp-phases-server); --ps-servers k shards over
 	// ranks 0..k-1, or --ps-ranks names the ranks.
 	servers := placement(w.Cfg)
-	opt := s.cfg.aspOptimizer(w.Cfg.LR, float64(w.Opt.Momentum), w.Size)
+	opt := s.cfg.aspOptimizer(w.Cfg.LR, float64(w.SGD().Momentum), w.Size)
 	s.rules = s.rules[:0]
-	vel := w.Opt.Velocity
+	vel := w.SGD().Velocity
 	if !opt.carry {
 		vel = nil
 	}
@@ -140,7 +140,7 @@ func (s *syncSwitch) toASP(ctx context.Context, w *Worker, target uint64) error 
 		Rule: func(sh *kv.Shard) (kv.Rule, error) {
 			r := &momentumRule{lr: float32(opt.lr), momentum: float32(opt.momentum), momentumEnd: float32(opt.momentumEnd),
 				ramp: opt.rampPushes, base: opt.lr, decayFrom: decayFrom, decayOver: decayOver,
-				wd: w.Opt.WeightDecay, v: make([]float32, len(sh.W)), offset: sh.Offset}
+				wd: w.SGD().WeightDecay, v: make([]float32, len(sh.W)), offset: sh.Offset}
 			if len(vel) == len(w.Params) {
 				copy(r.v, vel[sh.Offset:sh.Offset+len(sh.W)])
 			}
@@ -157,19 +157,16 @@ func (s *syncSwitch) toASP(ctx context.Context, w *Worker, target uint64) error 
 	return nil
 }
 
+// aspRound pushes the step's gradient and pulls the server's model; it leaves the phase when
+// the reply shows the stop or the excursion's end.
 func (s *syncSwitch) aspRound(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, rep, comm, err := s.pushPullStep(ctx, w, stopVote, "sync-switch ASP")
+	rep, comm, err := s.pushPull(ctx, w, stopVote, "sync-switch ASP")
 	if err != nil {
 		return RoundStats{}, err
 	}
-	out := RoundStats{
-		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
-		GlobalSamples: s.samples + s.aspSampl + int64(rep.Version)*int64(w.Cfg.Batch),
-		GlobalRounds:  s.bspDone + s.aspRounds + int(rep.Version)/w.Size,
-		Compute:       st.Compute,
-		Comm:          comm,
-		Staleness:     rep.Staleness,
-	}
+	out := s.roundOf(rep, comm)
+	out.GlobalSamples = s.samples + s.aspSampl + int64(rep.Version)*int64(w.Cfg.Batch)
+	out.GlobalRounds = s.bspDone + s.aspRounds + int(rep.Version)/w.Size
 	if !rep.Stop && (s.target == 0 || rep.Version < s.target) {
 		return out, nil
 	}
@@ -221,8 +218,8 @@ func (s *syncSwitch) leaveASP(ctx context.Context, w *Worker, sawStop bool) (boo
 		return false, fmt.Errorf("trainer: rank %d: sync-switch: gathering the ASP model: %w", w.Rank, err)
 	}
 	copy(w.Params, s.leaveBuf[:n])
-	if w.Opt.Momentum != 0 {
-		copy(w.Opt.Velocity, s.leaveBuf[n:2*n])
+	if w.SGD().Momentum != 0 {
+		copy(w.SGD().Velocity, s.leaveBuf[n:2*n])
 	}
 	pushes := int64(s.leaveBuf[2*n+1] + 0.5)
 	s.aspRounds += int(pushes) / w.Size

@@ -131,7 +131,7 @@ func prepare(ep transport.Endpoint, cfg Config, model Model, opts TrainOptions) 
 		}
 		comm = c
 	}
-	w, err := NewWorker(&cfg, ep, comm, model)
+	w, err := newWorker(&cfg, ep, comm, model, reg.optimizers)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"context"
-	"fmt"
 )
 
 // wbsp is Worker-Busy Synchronous Parallel (Yang et al., Parallel Computing 2024;
@@ -24,7 +23,10 @@ import (
 // upload intervals (kv.SlowDetector), or pinned with --wbsp-slow-rank (the code: rank 1).
 //
 // Between triggers a fast worker's Params is the last global model plus its own steps; that
-// is the model rank 0 evaluates.
+// is the model rank 0 evaluates. Every step boundary is a round of the worker's own (the
+// upload), so a caller's loop drives it as a Session under ExchangeParams: its optimizer
+// steps its copy, and each Sync uploads the step's change and applies a newly published
+// global model.
 type wbsp struct {
 	psClient
 	prev  []float32 // Params before the step (kept current: no copy per step)
@@ -32,11 +34,6 @@ type wbsp struct {
 }
 
 func (s *wbsp) Name() string { return "wbsp" }
-
-// NotStepped says why a caller's loop cannot drive it (Session).
-func (s *wbsp) NotStepped() string {
-	return "its rounds interleave the exchange with the steps: every step's delta is uploaded to the parameter server, and the global model is applied at whichever step boundary it is published"
-}
 
 func wbspFactory() Factory {
 	return Factory{
@@ -58,24 +55,34 @@ func (s *wbsp) Start(ctx context.Context, w *Worker) error {
 	return err
 }
 
+// Round is one local step and its upload (StepRound).
 func (s *wbsp) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, t1, err := wbspLocalStep(ctx, w)
-	if err != nil {
-		return RoundStats{}, err
-	}
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: the worker's optimizer steps its own copy; the upload may bring the global model.
+func (s *wbsp) Exchange() Exchange { return ExchangeParams }
+
+// localStep is WBSP's own step in the built-in loop (wbspStep): its step time counts the
+// update as computation.
+func (s *wbsp) localStep(ctx context.Context, w *Worker) (StepReport, error) {
+	return wbspStep(ctx, w)
+}
+
+// Sync uploads the step's change and, when a newer global model was published, continues
+// from it.
+func (s *wbsp) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	t0 := w.Now()
 	stepDelta(s.delta, w.Params, s.prev)
 	s.clock++
 	rep, err := s.svc.PushPullIfNewer(ctx, s.delta, w.Params, s.clock, stopVote)
 	if err != nil {
-		return RoundStats{}, fmt.Errorf("trainer: rank %d: wbsp step %d: %w", w.Rank, s.clock, err)
+		return RoundStats{}, s.stepErr(w, "wbsp", err)
 	}
 	if rep.Fresh > 0 {
 		copy(s.prev, w.Params)
 	}
-	rs := RoundStats{
-		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
-		Compute: st.Compute, Comm: w.Now().Sub(t1),
-	}
+	rs := s.roundOf(rep, w.Now().Sub(t0))
 	psProgress(w, &rs, rep)
 	return rs, nil
 }

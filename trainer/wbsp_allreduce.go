@@ -48,7 +48,7 @@ func (s *wbspAllReduce) Round(ctx context.Context, w *Worker, stopVote bool) (Ro
 func (s *wbspAllReduce) Exchange() Exchange { return ExchangeParams }
 
 // Optimizer is the worker's, each rank keeping its own momentum.
-func (s *wbspAllReduce) Optimizer(w *Worker) *SGD { return w.Opt }
+func (s *wbspAllReduce) Optimizer(w *Worker) Optimizer { return w.Opt }
 
 // localStep is WBSP's own step in the built-in loop (wbspStep): its step time, which elects
 // the trigger rank, counts the update as computation.

@@ -23,12 +23,18 @@ type WBSPOptions struct {
 	// SlowRank pins the worker whose upload triggers the global update (the code: rank 1);
 	// nil detects the slowest from the upload intervals.
 	SlowRank *int `json:"wbsp_slow_rank,omitempty"`
+	// Period, when positive, ends every round after this many local steps of each rank in
+	// place of the slowest rank's trigger: the rounds' averaging of the ranks' deltas is then
+	// local SGD (periodic model averaging). Over an allreduce only: the parameter-server
+	// form uploads every step.
+	Period int `json:"wbsp_period,omitempty"`
 }
 
 func (o *WBSPOptions) Flags(fs *flag.FlagSet) {
 	o.PSPlacement.Flags(fs)
 	fs.StringVar(&o.Apply, "wbsp-apply", "buffered", "buffered (the paper: publish ΣΔ/N on the slowest worker's upload) or immediate (the code: apply each Δ/N at once)")
 	fs.Var(optionalInt{&o.SlowRank}, "wbsp-slow-rank", "the rank whose upload triggers the global update (-1: detect the slowest from upload intervals)")
+	fs.IntVar(&o.Period, "wbsp-period", o.Period, "average after every N local steps of each rank (local SGD) instead of the slowest rank's trigger; 0: the trigger")
 }
 
 func (o *WBSPOptions) Defaults(*Config) {
@@ -48,11 +54,18 @@ func (o *WBSPOptions) Validate(cfg *Config, size int) error {
 			return fmt.Errorf("trainer: --ps-servers and --ps-ranks place the parameter server of --collective ps; WBSP over --collective %s has none", cfg.Collective)
 		}
 	}
+	if cfg != nil && cfg.Collective == CollectivePS && o.Period != 0 {
+		return fmt.Errorf("trainer: --wbsp-period %d needs an allreduce (--collective other than ps): WBSP over the parameter server uploads every step", o.Period)
+	}
 	switch {
 	case o.Apply != "" && o.Apply != "buffered" && o.Apply != "immediate":
 		return fmt.Errorf("trainer: --wbsp-apply must be buffered or immediate, got %q", o.Apply)
 	case o.SlowRank != nil && (*o.SlowRank < 0 || *o.SlowRank >= size):
 		return fmt.Errorf("trainer: --wbsp-slow-rank must be a rank in [0, %d), got %d", size, *o.SlowRank)
+	case o.Period < 0:
+		return fmt.Errorf("trainer: --wbsp-period must be ≥ 0 (0: the slowest rank's trigger), got %d", o.Period)
+	case o.Period > 0 && o.SlowRank != nil:
+		return fmt.Errorf("trainer: give --wbsp-period (every rank averages after N steps) or --wbsp-slow-rank (that rank's step triggers the round), not both")
 	}
 	return o.PSPlacement.Validate(size)
 }

@@ -29,12 +29,11 @@ import (
 //
 // Compute is the local step including its SGD update; Comm is the rest of the round on the
 // worker's goroutine: delta bookkeeping, rebasing onto new global models, the final flush.
-// Asynchronous says that a round is one upload of this rank, not a step of every rank.
-func (s *wbspOpt) Asynchronous() bool { return true }
-
-// RanOver says that the uploads went to the parameter server.
-func (s *wbspOpt) RanOver(*Worker) string { return ParameterServer }
-
+//
+// A round is one step boundary of this rank (its embedded psClient says so: Asynchronous,
+// RanOver), so a caller's loop drives it as a Session under ExchangeParams: its optimizer
+// steps its copy, and each Sync is the boundary's bookkeeping, which may re-base the
+// parameters onto a new global model.
 func wbspOptFactory() Factory {
 	return Factory{
 		Options: func() Options { return &WBSPOptions{} },
@@ -43,8 +42,7 @@ func wbspOptFactory() Factory {
 }
 
 type wbspOpt struct {
-	svc   *kv.Service
-	clock uint64
+	psClient
 	prev  []float32
 	delta []float32
 	pipe  *deltaPipeline
@@ -148,11 +146,6 @@ func (p *deltaPipeline) rebase(local []float32, lo, hi int) {
 
 func (s *wbspOpt) Name() string { return "wbsp-opt" }
 
-// NotStepped says why a caller's loop cannot drive it (Session).
-func (s *wbspOpt) NotStepped() string {
-	return "its uploads overlap the next steps, and new global models are applied at step boundaries with the deltas not yet sent re-based, inside the strategy's own step loop"
-}
-
 func (s *wbspOpt) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)
 	s.prev, s.delta, s.pipe = make([]float32, n), make([]float32, n), newDeltaPipeline(n)
@@ -202,11 +195,26 @@ func (s *wbspOpt) received(w *Worker, r wbspUploaded) error {
 	return nil
 }
 
+// Round is one local step and its boundary (StepRound).
 func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, t1, err := wbspLocalStep(ctx, w)
-	if err != nil {
-		return RoundStats{}, err
-	}
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: the worker's optimizer steps its own copy; a boundary may re-base it onto a new
+// global model.
+func (s *wbspOpt) Exchange() Exchange { return ExchangeParams }
+
+// localStep is WBSP's own step in the built-in loop (wbspStep): its step time counts the
+// update as computation.
+func (s *wbspOpt) localStep(ctx context.Context, w *Worker) (StepReport, error) {
+	return wbspStep(ctx, w)
+}
+
+// Sync is a step boundary: the step's change joins the pending deltas, a finished upload's
+// global model is applied, and the pending deltas are handed to the uploader when it is idle
+// (synchronously, and for the last time, once the stop is known).
+func (s *wbspOpt) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
+	t1 := w.Now()
 	if s.onDelta != nil {
 		s.pipe.addStep(s.delta, w.Params, s.prev)
 		s.onDelta(false, s.delta)
@@ -254,10 +262,8 @@ func (s *wbspOpt) Round(ctx context.Context, w *Worker, stopVote bool) (RoundSta
 			s.reqs <- wbspUpload{clock: s.clock, vote: stopVote}
 		}
 	}
-	rs := RoundStats{
-		LocalSteps: 1, Samples: st.Samples, Loss: st.Loss, Correct: st.Correct, GlobalLoss: -1,
-		Compute: st.Compute, Comm: w.Now().Sub(t1), // bookkeeping, rebasing and the final flush
-	}
+	// Comm: bookkeeping, rebasing and the final flush; the step's own upload is still out.
+	rs := s.roundOf(kv.Reply{}, w.Now().Sub(t1))
 	// The worker never waits for its uploads, so the last reply may be many steps old (an
 	// uploader starved of CPU on a busy host): its own steps since count too, else rank 0
 	// judges --max-rounds from a stale sum and runs far past it.

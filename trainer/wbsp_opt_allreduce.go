@@ -31,20 +31,20 @@ import (
 // when its barrier is posted). A round of Run is one handover: Compute is the steps, Wait the
 // trigger rank's barrier and the wait for a previous allreduce still running, Comm the
 // bookkeeping and the final blocking allreduce.
+//
+// A caller's loop drives it as a Session under ExchangeParams: its optimizer steps its own
+// copy, and ShouldSync, which may re-base that copy (step 1), reads and writes the parameters
+// at every step (ParamsAtSteps).
 type wbspOptAllReduce struct {
 	wbspRounds
 	pipe     *deltaPipeline
 	prev     []float32 // the local model at the last step boundary
 	inflight *collective.Request
 	stop     bool
+	applied  RoundStats // what applying the previous round's allreduce gave, this round
 }
 
 func (s *wbspOptAllReduce) Name() string { return "wbsp-opt" }
-
-// NotStepped says why a caller's loop cannot drive it (Session).
-func (s *wbspOptAllReduce) NotStepped() string {
-	return "its round's allreduce overlaps the next steps, and the deltas not yet sent are re-based at step boundaries, inside the strategy's own step loop"
-}
 
 func (s *wbspOptAllReduce) Start(ctx context.Context, w *Worker) error {
 	if err := s.start(w, "wbsp-opt"); err != nil {
@@ -85,29 +85,58 @@ func (s *wbspOptAllReduce) testInflight(w *Worker, st *RoundStats) error {
 	return nil
 }
 
+// Round is local steps until the trigger fires, then the handover (StepRound).
 func (s *wbspOptAllReduce) Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	var applied RoundStats // what applying the previous round gave
-	applied.GlobalLoss = -1
-	for {
-		fired, err := s.step(ctx, w, "wbsp-opt")
-		if err != nil {
-			return RoundStats{}, err
-		}
-		s.pipe.addStep(nil, w.Params, s.prev)
-		if err := s.testInflight(w, &applied); err != nil {
-			return RoundStats{}, err
-		}
-		if fired {
-			break
-		}
+	return StepRound(ctx, w, s, stopVote)
+}
+
+// Exchange: every rank's optimizer applies its own steps, and the rounds average the deltas.
+func (s *wbspOptAllReduce) Exchange() Exchange { return ExchangeParams }
+
+// Optimizer is the worker's, each rank keeping its own momentum.
+func (s *wbspOptAllReduce) Optimizer(w *Worker) Optimizer { return w.Opt }
+
+// ParamsAtSteps: ShouldSync re-bases the parameters when the previous round's allreduce
+// completes between this round's steps.
+func (s *wbspOptAllReduce) ParamsAtSteps() bool { return true }
+
+// localStep is WBSP's own step in the built-in loop (wbspStep).
+func (s *wbspOptAllReduce) localStep(ctx context.Context, w *Worker) (StepReport, error) {
+	return wbspStep(ctx, w)
+}
+
+func (s *wbspOptAllReduce) Begin(context.Context, *Worker) error {
+	s.applied = RoundStats{GlobalLoss: -1}
+	return nil
+}
+
+func (s *wbspOptAllReduce) AfterStep(_ *Worker, r StepReport) { s.record(r) }
+
+// ShouldSync tests the trigger, adds the step to the pending deltas and applies the previous
+// round's allreduce if it has completed (step 1 above).
+func (s *wbspOptAllReduce) ShouldSync(ctx context.Context, w *Worker) (bool, error) {
+	fired, err := s.triggered(ctx, w, "wbsp-opt")
+	if err != nil {
+		return false, err
 	}
+	s.pipe.addStep(nil, w.Params, s.prev)
+	if err := s.testInflight(w, &s.applied); err != nil {
+		return false, err
+	}
+	return fired, nil
+}
+
+// Sync waits for the previous round's allreduce if it still runs and hands the pending steps
+// over as this round's vector (steps 2 and 3 above), or, once the stop is agreed, allreduces
+// them blocking.
+func (s *wbspOptAllReduce) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
 	if s.inflight != nil {
 		t0 := w.Now()
 		if err := s.inflight.Wait(ctx); err != nil {
 			return RoundStats{}, fmt.Errorf("trainer: rank %d: wbsp-opt round %d: allreduce: %w", w.Rank, s.rounds, err)
 		}
 		s.st.Wait += w.Now().Sub(t0)
-		s.received(w, &applied)
+		s.received(w, &s.applied)
 	}
 	t1 := w.Now()
 	// Hand the pending steps over: they become round k's vector.
@@ -129,7 +158,7 @@ func (s *wbspOptAllReduce) Round(ctx context.Context, w *Worker, stopVote bool) 
 		s.post(ctx, w)
 	}
 	st.Comm = w.Now().Sub(t1)
-	st.GlobalLoss = applied.GlobalLoss
+	st.GlobalLoss = s.applied.GlobalLoss
 	st.GlobalRounds, st.GlobalSamples = s.rounds, s.samples
 	st.Extra = []metrics.Field{{Key: "next_trigger", Value: float64(s.trigger)}}
 	return st, nil

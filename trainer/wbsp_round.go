@@ -98,11 +98,13 @@ type wbspRounds struct {
 	buf     []float32 // Δ, extras, step-time slots
 	pin     int       // --wbsp-slow-rank, or -1
 	trigger int       // rank whose step triggers the coming round; -1: none (the first round)
+	period  int       // --wbsp-period: every round is this many steps of each rank; 0: the trigger
 	times   wbspStepTimes
 	started time.Time // when this rank's current round began (its barrier was posted)
 	barrier *collective.Request
 	rounds  int
 	samples int64
+	outer   Optimizer // Config.Outer, nil without one (outer.go)
 
 	// this round's steps on this rank
 	st      RoundStats
@@ -127,18 +129,25 @@ func (s *wbspRounds) start(w *Worker, name string) error {
 		s.pin = *o.SlowRank
 	}
 	s.trigger = s.pin
+	s.period = o.Period
 	n := len(w.Params)
 	s.base = append(make([]float32, 0, n), w.Params...)
 	s.buf = make([]float32, n+wbspExtra+w.Size)
 	s.times = make(wbspStepTimes, w.Size)
+	if s.outer, err = w.newOuter(); err != nil {
+		return fmt.Errorf("trainer: rank %d: %s: %w", w.Rank, name, err)
+	}
 	return nil
 }
 
+// outerRounds: WBSP's rounds over an allreduce average the ranks' local steps.
+func (s *wbspRounds) outerRounds() error { return nil }
+
 // post issues the coming round's trigger barrier unless this rank is its trigger (which posts
-// it after its next step).
+// it after its next step) or the rounds have a fixed period (which needs no trigger).
 func (s *wbspRounds) post(ctx context.Context, w *Worker) {
 	s.started = w.Now()
-	if w.Rank != s.trigger {
+	if s.period == 0 && w.Rank != s.trigger {
 		s.barrier = s.comm.IBarrier(ctx)
 	}
 }
@@ -163,16 +172,6 @@ func (s *wbspRounds) waitsForTrigger(w *Worker) bool {
 	return mine >= wbspSlowFraction*theirs && elapsed+mine > theirs
 }
 
-// step takes one local step and records it; it reports whether the round's trigger has fired.
-func (s *wbspRounds) step(ctx context.Context, w *Worker, name string) (bool, error) {
-	r, err := wbspStep(ctx, w)
-	if err != nil {
-		return false, err
-	}
-	s.record(r)
-	return s.triggered(ctx, w, name)
-}
-
 // record counts one local step of the round.
 func (s *wbspRounds) record(r StepReport) {
 	s.st.LocalSteps++
@@ -185,6 +184,11 @@ func (s *wbspRounds) record(r StepReport) {
 // triggered reports, after a local step, whether the round's trigger has fired (this rank is
 // the trigger and has now completed a step, or the barrier completed).
 func (s *wbspRounds) triggered(ctx context.Context, w *Worker, name string) (bool, error) {
+	if s.period > 0 {
+		// Local SGD: the round ends after the period's steps on every rank, and the
+		// allreduce that follows is where the ranks meet.
+		return s.st.LocalSteps >= s.period, nil
+	}
 	if s.barrier == nil {
 		// The trigger rank: its completed step is the trigger. The others posted their part
 		// of the barrier when the previous round was issued, so this wait is short.
@@ -252,7 +256,7 @@ func (s *wbspRounds) fill(w *Worker, stopVote bool) RoundStats {
 // next trigger rank. It reports the stop and the global training loss.
 func (s *wbspRounds) apply(w *Worker, sum []float32) (stop bool, globalLoss float64) {
 	n := len(w.Params)
-	esyncUpdate(s.base, sum[:n], 1, w.Size)
+	roundUpdate(s.outer, s.base, sum[:n], 1, w.Size)
 	x := sum[n:]
 	s.rounds++
 	s.samples += int64(x[wbspExtraSamples] + 0.5)
@@ -269,14 +273,14 @@ func (s *wbspRounds) checkpointState() []byte {
 	for _, t := range s.times {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(t))
 	}
-	return b
+	return appendOuterState(b, s.outer)
 }
 
 // restoreState loads what checkpointState encoded, after start, and takes w_t from the
 // restored model.
 func (s *wbspRounds) restoreState(w *Worker, state []byte) error {
 	const head = 24
-	if len(state) != head+8*w.Size {
+	if len(state) < head+8*w.Size {
 		return fmt.Errorf("wbsp state of %d bytes, want %d for %d ranks", len(state), head+8*w.Size, w.Size)
 	}
 	rounds, samples := int64(binary.LittleEndian.Uint64(state)), int64(binary.LittleEndian.Uint64(state[8:]))
@@ -293,6 +297,9 @@ func (s *wbspRounds) restoreState(w *Worker, state []byte) error {
 			return fmt.Errorf("wbsp state holds a step time of %v for rank %d", t, r)
 		}
 		s.times[r] = t
+	}
+	if err := loadOuterState(s.outer, state[head+8*w.Size:], len(w.Params)); err != nil {
+		return fmt.Errorf("wbsp state: %w", err)
 	}
 	s.rounds, s.samples, s.trigger = int(rounds), samples, int(trigger)
 	copy(s.base, w.Params)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/optim"
 	"github.com/hetsync/hetsync/transport"
 )
 
@@ -109,9 +110,10 @@ type Worker struct {
 	Endpoint   transport.Endpoint
 	Comm       Collective // synchronous strategies; nil for the others
 	Model      Model
-	Opt        *SGD
-	Inject     *Injector
-	Now        func() time.Time
+	// Opt is the run's optimizer (Config.Optimizer), which Apply steps.
+	Opt    Optimizer
+	Inject *Injector
+	Now    func() time.Time
 	// Timeline, when not nil, gets a span per local step (collective.Timeline).
 	Timeline *collective.Timeline
 
@@ -121,13 +123,20 @@ type Worker struct {
 	Params []float32
 	Grads  []float32
 
-	gradScale float32
-	steps     uint64
+	gradScale  float32
+	steps      uint64
+	optimizers *optim.Registry // what Config.Optimizer names, for strategies' local optimizers
 }
 
-// NewWorker assembles a worker around the model's parameter vector. comm may be nil for
-// strategies that do not need collectives.
+// NewWorker assembles a worker around the model's parameter vector, with cfg's optimizer
+// from the built-in ones (optim.Builtin). comm may be nil for strategies that do not need
+// collectives.
 func NewWorker(cfg *Config, ep transport.Endpoint, comm Collective, m Model) (*Worker, error) {
+	return newWorker(cfg, ep, comm, m, optim.Builtin())
+}
+
+// newWorker is NewWorker with cfg's optimizer from opts.
+func newWorker(cfg *Config, ep transport.Endpoint, comm Collective, m Model, opts *optim.Registry) (*Worker, error) {
 	if ep == nil || m == nil {
 		return nil, fmt.Errorf("trainer: worker needs an endpoint and a model")
 	}
@@ -136,14 +145,18 @@ func NewWorker(cfg *Config, ep transport.Endpoint, comm Collective, m Model) (*W
 		return nil, fmt.Errorf("trainer: rank %d: the model has no parameters", ep.Rank())
 	}
 	n := len(params)
+	opt, err := newOptimizer(opts, cfg, cfg.LR, cfg.Momentum)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: rank %d: %w", ep.Rank(), err)
+	}
 	w := &Worker{
 		Rank: ep.Rank(), Size: ep.Size(), Cfg: cfg, Endpoint: ep, Comm: comm, Model: m,
-		Opt:       &SGD{LR: float32(cfg.LR), Momentum: float32(cfg.Momentum), WeightDecay: float32(cfg.WeightDecay)},
+		Opt:       opt,
 		Inject:    NewInjector(cfg, ep.Rank()),
 		Now:       time.Now,
 		Params:    params,
 		Grads:     make([]float32, n),
-		gradScale: 1,
+		gradScale: 1, optimizers: opts,
 	}
 	if cfg.GradReduction == "sum" {
 		w.gradScale = float32(cfg.Batch)
@@ -193,7 +206,7 @@ func (w *Worker) Compute(ctx context.Context) (StepStats, error) {
 // Steps is the number of local steps this worker has taken.
 func (w *Worker) Steps() uint64 { return w.steps }
 
-// Apply takes one optimizer step with gradient g·gScale on Params.
+// Apply takes one step of the run's optimizer with gradient g·gScale on Params.
 func (w *Worker) Apply(g []float32, gScale float32) {
 	w.Opt.Step(w.Params, g, gScale)
 }

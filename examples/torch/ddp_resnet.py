@@ -7,6 +7,9 @@ torch.distributed's hetsync backend (or Gloo, to compare: --backend gloo).
 The data set is Debian's dataset-fashion-mnist (scripts/setup-data.sh installs it), found in
 --data, $HETSYNC_DATA or /usr/share/datasets/fashion-mnist. Each rank prints nothing but rank 0,
 which prints the loss as it trains, the mean step time and the test accuracy.
+
+--device cuda trains on the GPU (rank i on GPU i modulo the GPUs this host has; the default
+when torch sees one): the backend stages each gradient bucket through host memory.
 """
 
 import argparse
@@ -53,17 +56,23 @@ def main():
     ap.add_argument("--train-samples", type=int, default=60000)
     ap.add_argument("--test-samples", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=1, help="DataLoader worker processes per rank")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
 
     dist.init_process_group(args.backend)
     rank, size = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cpu")
+    if args.device == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", rank))
+        dev = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     torch.manual_seed(0)
     d = data_dir(args.data)
     train = dataset(d, "train", args.train_samples)
     sampler = DistributedSampler(train, num_replicas=size, rank=rank, shuffle=True, seed=0)
     loader = DataLoader(train, batch_size=args.batch, sampler=sampler, num_workers=args.workers, drop_last=True)
 
-    model = DDP(resnet18_28x28())
+    model = DDP(resnet18_28x28().to(dev), device_ids=[dev] if dev.type == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
     step, epoch, times = 0, 0, []
     model.train()
@@ -71,10 +80,13 @@ def main():
         sampler.set_epoch(epoch)
         for x, y in loader:
             t0 = time.perf_counter()
+            x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
             opt.zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)  # the step's time includes its kernels
             times.append(time.perf_counter() - t0)
             step += 1
             if rank == 0 and (step % 10 == 0 or step == 1):
@@ -89,12 +101,12 @@ def main():
     right = torch.zeros(2, dtype=torch.int64)
     with torch.no_grad():
         for x, y in DataLoader(test, batch_size=256, sampler=DistributedSampler(test, size, rank, shuffle=False)):
-            right += torch.tensor([(model(x).argmax(1) == y).sum().item(), len(y)])
+            right += torch.tensor([(model(x.to(dev)).argmax(1).cpu() == y).sum().item(), len(y)])
     dist.all_reduce(right)
     if rank == 0:
         skip = min(5, len(times) - 1)  # the first steps warm up the allocator and the connections
-        print("backend %s, %d ranks: %d steps, mean step %.3f s, test accuracy %.4f (%d images)"
-              % (args.backend, size, step, sum(times[skip:]) / max(1, len(times) - skip),
+        print("backend %s, %d ranks on %s: %d steps, mean step %.3f s, test accuracy %.4f (%d images)"
+              % (args.backend, size, dev.type, step, sum(times[skip:]) / max(1, len(times) - skip),
                  right[0].item() / right[1].item(), right[1].item()))
     dist.destroy_process_group()
 

@@ -20,14 +20,14 @@ var layer = map[string]int{
 	// 0: leaves every layer may use.
 	"internal/freeport": 0, "internal/procstat": 0, "internal/lateconn": 0,
 	"internal/schedpolicy": 0, "internal/ranktest": 0, "internal/layers": 0, "internal/rawsock": 0,
-	"metrics": 0, "metrics/exporter": 0, "workload/data": 0, "compress": 0,
+	"metrics": 0, "metrics/exporter": 0, "workload/data": 0, "compress": 0, "optim": 0,
 	// 1: numeric kernels and the transport.
 	"kernels": 1, "kernels/cuda": 1, "kernels/internal/cblas": 1, "workload/nn": 1,
 	"transport": 1, "transport/shm": 1, "transport/p2p": 1, "transport/p2p/p2ptest": 1,
 	// 2: what sits on an endpoint: services, what a job knows of its network, processes.
 	"service": 2, "topology": 2, "launcher": 2, "report": 2, "internal/netns": 2,
 	// 3: collectives, and running sets of jobs.
-	"collective": 3, "collective/kv": 3, "experiment": 3,
+	"collective": 3, "collective/kv": 3, "experiment": 3, "service/store": 3,
 	// 4: training and benchmarking over a communicator.
 	"trainer": 4, "bench": 4,
 	// 5: the built-in workload (it may link the CUDA backend: nothing below imports it).

@@ -7,7 +7,9 @@ torch.distributed backend "hetsync".
     w = hetsync.broadcast(t, root=0, async_op=True); ...; w.wait()
 
 Importing the package registers the torch.distributed backend (when torch is installed), so
-`torch.distributed.init_process_group("hetsync")` works under `hetsync launch`.
+`torch.distributed.init_process_group("hetsync")` works under `hetsync launch`, and the
+rendezvous scheme "hetsync://", over which that backend's env:// runs: its store is the job's
+own (hetsync.store), which only the job's ranks reach, and torch opens no port.
 
 A process forms the job once. A child it forks (a DataLoader worker) may not call hetsync, and
 a child it spawns may not join the job as its parent's rank: both are refused with an error.
@@ -18,6 +20,7 @@ collective waits. docs/python.md is the guide.
 
 import atexit
 import os
+import sys
 
 from ._abi import HetsyncError  # noqa: F401
 from ._comm import Comm, Work, WAIT_SLICE_MS  # noqa: F401
@@ -86,9 +89,15 @@ def world():
 
 
 def finalize():
-    """Leaves the job. The process cannot form it again."""
+    """Leaves the job (closing the job's torch.distributed store first, if one was made). The
+    process cannot form it again."""
     if _world is not None:
-        _world.close()
+        store = sys.modules.get(__name__ + ".store")
+        try:
+            if store is not None:
+                store.close()
+        finally:
+            _world.close()
 
 
 def rank():
@@ -154,3 +163,5 @@ except ImportError:
 if _dist is not None and _dist.is_available():
     from . import torch_backend as _tb
     _tb.register()
+    from . import store as _store
+    _store.register()

@@ -44,7 +44,7 @@ def _load():
         "hs_send": [i64, vp, i64, intc, intc, i64, i64p],
         "hs_recv": [i64, vp, i64, intc, intc, i64, i64p],
         "hs_session_new": [i64, ctypes.c_char_p, vp, vp, i64, i64p],
-        "hs_session_exchange": [i64, intp],
+        "hs_session_exchange": [i64, intp, intp],
         "hs_session_step": [i64, ctypes.c_double, i64, i64, ctypes.c_double, i64, i64p],
         "hs_session_should_sync": [i64, i64, i64p],
         "hs_session_step_sync": [i64, ctypes.c_double, i64, i64, ctypes.c_double, i64, i64p],
@@ -52,6 +52,7 @@ def _load():
         "hs_session_state": [i64, intp, intp, i64p, ctypes.POINTER(ctypes.c_double)],
         "hs_session_stop": [i64],
         "hs_session_close": [i64, i64, i64p],
+        "hs_session_eval": [i64, ctypes.c_double, ctypes.c_double],
     }
     for name, args in sigs.items():
         f = getattr(lib, name)

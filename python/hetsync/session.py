@@ -1,26 +1,30 @@
-"""A synchronization strategy (ESync, WBSP, SSGD) for any torch model, driven by the program's
-own training loop: hetsync decides, after each local step, whether this rank synchronizes now
-(ESync's state service, WBSP's trigger), and runs the round.
+"""Every synchronization strategy (ESync, WBSP and WBSP-optimized, SSGD, ASGD and DC-ASGD, SSP,
+Sync-Switch, local SGD, local training) for any torch model, driven by the program's own
+training loop: hetsync decides, after each local step, whether this rank synchronizes now
+(ESync's state service, WBSP's trigger, the parameter server), and runs the round.
 
     sess = hetsync.Session(model.parameters(), sync="esync", lr=0.05, batch=64)
     for x, y in loader:
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad(); loss.backward()
-        if sess.exchanges_params:       # esync, wbsp: the optimizer steps every local step
+        if sess.exchange == "parameters":  # esync, wbsp, wbsp-opt, local SGD: every local step
             opt.step()
         if sess.step(loss.item(), len(x)):
-            r = sess.sync()             # esync, wbsp: the model is now the global one
-            if not sess.exchanges_params:
-                opt.step()              # ssgd: on the ranks' average gradient
-            if r.stop:
-                break
+            r = sess.sync()                 # "parameters": the model is now the global one
+            if r.exchange == "gradients":   # ssgd: on the ranks' average gradient
+                opt.step()
+            if r.stop:                      # "server" (asgd, dcasgd, ssp, sync-switch): the
+                break                       # model is the strategy's update; no opt.step()
     sess.close()
 
-Settings are `hetsync train`'s flags with '_' for '-' (lr, batch, slowdown=[1, 1, 2, 4],
-slowdown_base="8ms", max_time="30s", a strategy's options such as local_lr; train_size, the
-samples of all ranks' training data, for epochs), the same on every rank; the session checks that they agree and starts every rank from rank 0's parameters. The
-strategy's decisions stay in Go; Python moves the parameters (or gradients) into one flat
-vector at each round and back.
+`exchange` is asked before each step (a strategy may change it between rounds); the Round that
+sync() returns names the exchange it ran. Settings are `hetsync train`'s flags with '_' for '-'
+(lr, batch, slowdown=[1, 1, 2, 4], slowdown_base="8ms", max_time="30s", a strategy's options
+such as local_lr or wbsp_period; train_size, the samples of all ranks' training data, for
+epochs), the same on every rank; the session checks that they agree and starts every rank from
+rank 0's parameters. Under "server" the update is the strategy's, with the job's settings
+(lr; momentum and weight_decay for sync-switch), not the program's optimizer. The strategy's decisions stay in Go; Python moves the parameters
+(or gradients) into one flat vector at each round and back.
 """
 
 import collections
@@ -33,7 +37,10 @@ from . import _abi
 from ._abi import HetsyncError
 from ._comm import Work, _MAIN_THREAD
 
-Round = collections.namedtuple("Round", "stop round global_loss")
+Round = collections.namedtuple("Round", "stop round global_loss exchange")
+
+# trainer.Exchange's values, as hs_session_exchange reports them.
+_EXCHANGES = {1: "gradients", 2: "parameters", 3: "server"}
 
 
 def _blocking(fn, *args):
@@ -80,9 +87,6 @@ class Session:
                                            n, ctypes.byref(out)))
         self._id = out.value
         self._from_flat(False)  # rank 0's parameters, on every rank
-        ex = ctypes.c_int(0)
-        _abi.check(_abi.lib.hs_session_exchange(self._id, ctypes.byref(ex)))
-        self.exchanges_params = bool(ex.value)
         self._last = time.perf_counter()
 
     def _views(self, grads):
@@ -106,6 +110,25 @@ class Session:
         for t, flat in self._views(grads):
             t.copy_(flat.view_as(t))
 
+    def _exchange(self):
+        kind, at_steps = ctypes.c_int(0), ctypes.c_int(0)
+        _abi.check(_abi.lib.hs_session_exchange(self._id, ctypes.byref(kind), ctypes.byref(at_steps)))
+        return _EXCHANGES[kind.value], bool(at_steps.value)
+
+    @property
+    def exchange(self):
+        """What the coming round exchanges, and so where the program's optimizer steps:
+        "gradients" (after sync(), on the ranks' average), "parameters" (after every backward,
+        before step(); sync() may replace the parameters) or "server" (never: sync() leaves
+        the strategy's update of the gradient in the parameters)."""
+        self._check()
+        return self._exchange()[0]
+
+    @property
+    def exchanges_params(self):
+        """Whether the coming round exchanges the parameters (exchange == "parameters")."""
+        return self.exchange == "parameters"
+
     def _check(self):
         if os.getpid() != self._pid:
             raise HetsyncError("hetsync.Session: used in process %d, a child forked from %d" % (os.getpid(), self._pid))
@@ -120,25 +143,37 @@ class Session:
         now = time.perf_counter()
         if seconds is None:
             seconds = now - self._last
+        # wbsp-opt over an allreduce re-bases the steps not yet sent between rounds.
+        at_steps = self._exchange()[1]
+        if at_steps:
+            self._to_flat(False)
         _blocking(_abi.lib.hs_session_step_sync, self._id, float(loss), int(samples), int(correct), float(seconds))
+        if at_steps:
+            self._from_flat(False)
         self._last = time.perf_counter()
         sync = ctypes.c_int(0)
         _abi.check(_abi.lib.hs_session_state(self._id, ctypes.byref(sync), None, None, None))
         return bool(sync.value)
 
     def sync(self):
-        """Runs the round: afterwards the parameters are the global model (esync, wbsp), or each
-        parameter's .grad is the ranks' average gradient (ssgd). Returns Round(stop, round,
-        global_loss): stop is the job's agreed stop, on every rank after the same round."""
+        """Runs the round: afterwards the parameters are the global model ("parameters"), each
+        parameter's .grad the ranks' average gradient ("gradients"), or the parameters the
+        strategy's update of this step's gradient ("server"). Returns Round(stop, round,
+        global_loss, exchange): stop is the job's agreed stop (after the same round on every
+        rank, except under the parameter server's asynchronous strategies, where each rank
+        learns it from the server's reply to its next push); exchange is the round's."""
         self._check()
-        grads = not self.exchanges_params
-        self._to_flat(grads)
+        ex = self._exchange()[0]
+        if ex != "gradients":
+            self._to_flat(False)
+        if ex != "parameters":
+            self._to_flat(True)
         _blocking(_abi.lib.hs_session_sync, self._id)
-        self._from_flat(grads)
+        self._from_flat(ex == "gradients")
         stop, rnd, loss = ctypes.c_int(0), ctypes.c_int64(0), ctypes.c_double(0)
         _abi.check(_abi.lib.hs_session_state(self._id, None, ctypes.byref(stop), ctypes.byref(rnd), ctypes.byref(loss)))
         self._last = time.perf_counter()
-        return Round(bool(stop.value), rnd.value, loss.value)
+        return Round(bool(stop.value), rnd.value, loss.value, ex)
 
     def stop(self):
         """Rank 0's vote to stop after the next round (other ranks' votes are ignored)."""
@@ -150,6 +185,12 @@ class Session:
         if self._id and os.getpid() == self._pid:
             sid, self._id = self._id, 0
             _blocking(_abi.lib.hs_session_close, sid)
+
+    def record_eval(self, accuracy, loss=float("nan")):
+        """Rank 0: records its test accuracy (and loss) of the model after the latest round in the
+        run directory (out=), for `hetsync report`'s time to accuracy (docs/python.md)."""
+        self._check()
+        _abi.check(_abi.lib.hs_session_eval(self._id, float(accuracy), float(loss)))
 
     def __enter__(self):
         return self

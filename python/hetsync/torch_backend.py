@@ -24,6 +24,7 @@ from a future (_create_work_from_future) and that Work's wait() ignores the futu
 """
 
 import functools
+import inspect
 import os
 import queue
 import sys
@@ -107,7 +108,7 @@ class _Call(Work):
 
     def get_future(self):
         if self._fut is None:
-            self._fut = torch.futures.Future()
+            self._fut = _future(self._result)
             if self._done:
                 self._settle()
             else:
@@ -150,7 +151,7 @@ def _handed(call, asynchronous):
         return call
     if not asynchronous:
         call.wait()
-        fut = torch.futures.Future()
+        fut = _future(call.result())
         fut.set_result(call.result())
         return _create_work_from_future(fut)
     # The Python future's exception is only a value to C++ (torch's set_exception unwraps it in
@@ -161,6 +162,23 @@ def _handed(call, asynchronous):
 
 def _value(fut):
     return fut.value()
+
+
+def _future(result):
+    """A torch future for result (the call's tensors, or lists of them). One whose value holds
+    GPU tensors must name their devices: torch then orders a reader's use of them after the
+    streams that wrote them (the staged copy back), and refuses a value on a device not named."""
+    devices, todo = set(), [result]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, torch.Tensor):
+            if x.device.type != "cpu":
+                devices.add(x.device)
+        elif isinstance(x, (list, tuple)):
+            todo.extend(x)
+    if devices:
+        return torch.futures.Future(devices=sorted(devices, key=str))
+    return torch.futures.Future()
 
 
 def _one(tensors, call):
@@ -356,7 +374,12 @@ def register():
     """Registers the backend and wraps new_group; importing hetsync calls it once."""
     if NAME.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(NAME, _create, extended_api=True)
+    kwargs = {}
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        # torch 2 asks which devices' tensors a backend takes; GPU tensors are staged through
+        # host memory (see _buffers).
+        kwargs["devices"] = ["cpu", "cuda"]
+    dist.Backend.register_backend(NAME, _create, extended_api=True, **kwargs)
     c10d = dist.distributed_c10d
     if not getattr(c10d.new_group, "_hetsync_wrapped", False):
         c10d.new_group = _wrap_new_group(c10d.new_group)

@@ -1,7 +1,8 @@
 """DDP on the hetsync backend, with torch's env:// and no Gloo: replicas stay bitwise identical
 and match one process that trains on every rank's batches. Also: new_group, all_gather_object,
 a DataLoader whose workers are forked after the job formed, and the refusals of a forked child
-that calls hetsync and of a spawned child that would join as its parent's rank."""
+that calls hetsync and of a spawned child that would join as its parent's rank. The model and
+batches live on $HETSYNC_TEST_DEVICE (cpu unless set; cuda on a GPU machine)."""
 
 import multiprocessing as mp
 import os
@@ -16,11 +17,12 @@ from torch.utils.data import DataLoader, TensorDataset
 import hetsync
 
 STEPS, BATCH, FEATURES = 5, 8, 6
+DEVICE = torch.device(os.environ.get("HETSYNC_TEST_DEVICE", "cpu"))
 
 
 def model():
     torch.manual_seed(1)
-    return nn.Sequential(nn.Linear(FEATURES, 16), nn.Tanh(), nn.Linear(16, 3)).double()
+    return nn.Sequential(nn.Linear(FEATURES, 16), nn.Tanh(), nn.Linear(16, 3)).double().to(DEVICE)
 
 
 def batches(rank, size):
@@ -57,14 +59,14 @@ def main():
     # The DataLoader's workers are forked now that the job has formed: they must neither hang
     # nor disturb it.
     loader = DataLoader(TensorDataset(x[:, rank], y[:, rank]), batch_size=None, num_workers=2)
-    net = DDP(model())
+    net = DDP(model(), device_ids=[DEVICE] if DEVICE.type == "cuda" else None)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     for xb, yb in loader:
         opt.zero_grad()
-        nn.functional.cross_entropy(net(xb), yb).backward()
+        nn.functional.cross_entropy(net(xb.to(DEVICE)), yb.to(DEVICE)).backward()
         opt.step()
 
-    flat = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+    flat = torch.cat([p.detach().reshape(-1) for p in net.parameters()]).cpu()
     every = [None] * size
     dist.all_gather_object(every, flat.numpy().tobytes())
     assert all(b == every[0] for b in every), "rank %d: replicas differ after %d steps" % (rank, STEPS)
@@ -78,14 +80,14 @@ def main():
     ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
     for s in range(STEPS):
         ropt.zero_grad()
-        nn.functional.cross_entropy(ref(x[s].reshape(-1, FEATURES)), y[s].reshape(-1)).backward()
+        nn.functional.cross_entropy(ref(x[s].reshape(-1, FEATURES).to(DEVICE)), y[s].reshape(-1).to(DEVICE)).backward()
         ropt.step()
-    want = torch.cat([p.detach().reshape(-1) for p in ref.parameters()])
+    want = torch.cat([p.detach().reshape(-1) for p in ref.parameters()]).cpu()
     assert torch.allclose(flat, want, rtol=1e-9, atol=1e-12), (flat - want).abs().max()
 
     # new_group is hetsync's split; the other ranks take part in it too.
     group = dist.new_group([0, size - 1])
-    t = torch.tensor([float(rank)])
+    t = torch.tensor([float(rank)], device=DEVICE)
     if rank in (0, size - 1):
         dist.all_reduce(t, group=group)
         assert t.item() == size - 1, t
