@@ -260,7 +260,7 @@ func TestItersFor(t *testing.T) {
 			t.Errorf("itersFor(%v, %v) = %d, want %d", tc.target, tc.perCall, got, tc.want)
 		}
 	}
-	if got := slowest([]float64{1, 9, 3, 0, 2, 0}); got != 3 {
+	if got := slowest([]float64{1, 9, 9, 3, 0, 0, 2, 0, 0}); got != 3 {
 		t.Errorf("slowest = %v, want 3 (the wrong counts are not times)", got)
 	}
 }
@@ -279,7 +279,8 @@ func TestRunTargetSeconds(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	cfg := Config{Op: AllReduce, Iters: 20, Check: 1}
 	// 4 ranks, 1 MB: times 100, 200, 300, 400 us; 3 wrong elements on rank 2.
-	stats := []float64{100e-6, 0, 200e-6, 0, 300e-6, 3, 400e-6, 0}
+	// [time, wrong, bytes sent] per rank.
+	stats := []float64{100e-6, 0, 1e6, 200e-6, 0, 1e6, 300e-6, 3, 1e6, 400e-6, 0, 3e6}
 	r := summarize(cfg, "ring", 4, 250000, stats)
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
 	if r.Bytes != 1e6 || r.Count != 250000 || !near(r.AvgUs, 250) || !near(r.MinUs, 100) || !near(r.MaxUs, 400) {
@@ -287,6 +288,13 @@ func TestSummarize(t *testing.T) {
 	}
 	if !near(r.AlgBW, 4) || !near(r.BusBW, 6) || r.Wrong != 3 || r.RedOp != "sum" || r.Type != "float" {
 		t.Errorf("row %+v: want algbw 4, busbw 6, 3 wrong", r)
+	}
+	if r.SentBytes != 0 {
+		t.Errorf("row %+v: bytes sent without Config.ShowSent", r)
+	}
+	cfg.ShowSent = true
+	if r = summarize(cfg, "ring", 4, 250000, stats); r.SentBytes != 1.5e6 {
+		t.Errorf("row %+v: want 1.5e6 bytes sent per rank", r)
 	}
 	r = summarize(Config{Op: AllGather, Iters: 1}, "ps", 4, 250000, stats)
 	if !near(r.BusBW, 3) || r.RedOp != "none" || r.CheckString() != "unchecked" {

@@ -101,7 +101,7 @@ func fill(op Op, red collective.ReduceOp, rank, p, root int, buf, send []float32
 
 // countWrong counts the elements of rank's result that differ from the expected ones.
 // expect is expectTable(red, p) for the reducing ops.
-func countWrong(op Op, red collective.ReduceOp, rank, p, root int, buf []float32, expect []float64) int64 {
+func countWrong(op Op, red collective.ReduceOp, rank, p, root int, buf []float32, expect []float64, tolerance float64) int64 {
 	n := len(buf)
 	var wrong int64
 	switch op {
@@ -113,7 +113,12 @@ func countWrong(op Op, red collective.ReduceOp, rank, p, root int, buf []float32
 		for i := lo; i < hi; i++ {
 			want := expect[i%period]
 			got := float64(buf[i])
-			if red == collective.Avg {
+			if tolerance > 0 {
+				// A lossy compression: anything within its bound is right.
+				if !(math.Abs(got-want) <= tolerance) {
+					wrong++
+				}
+			} else if red == collective.Avg {
 				// The average is the one inexact reduction: allow float32 rounding.
 				if math.Abs(got-want) > 1e-5*math.Max(1, math.Abs(want)) || math.IsNaN(got) {
 					wrong++

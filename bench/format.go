@@ -98,7 +98,11 @@ func (t *Table) Header() error {
 		// Exactly one "# " line, carrying P=: the peers' summarize.py reads P from it.
 		fmt.Fprintf(&b, "# hetsync bench P=%d collective=%s op=%s\n", m.P, m.Collective, m.Op)
 		// The harness reads columns by name: new ones go after check.
-		b.WriteString("#bytes\tcount\titers\tavg_us\tmin_us\tmax_us\talgbw_GBps\tbusbw_GBps\tcheck\tskew_us\tlate_rank\n")
+		b.WriteString("#bytes\tcount\titers\tavg_us\tmin_us\tmax_us\talgbw_GBps\tbusbw_GBps\tcheck\tskew_us\tlate_rank")
+		if m.Config.ShowSent {
+			b.WriteString("\tsent_B")
+		}
+		b.WriteString("\n")
 	default:
 		c := m.Config
 		fmt.Fprintf(&b, "# hetsync bench: P=%d collective=%s op=%s", m.P, m.Collective, m.Op)
@@ -113,8 +117,17 @@ func (t *Table) Header() error {
 		}
 		b.WriteString("\n")
 		b.WriteString("#\n")
-		fmt.Fprintf(&b, textHdr, "      size", "count", "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "min", "max", "skew", "late")
-		fmt.Fprintf(&b, textHdr, "       (B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "rank")
+		hdr := [2][]any{
+			{"      size", "count", "type", "redop", "algo", "time", "algbw", "busbw", "#wrong", "min", "max", "skew", "late"},
+			{"       (B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "rank"},
+		}
+		for i, sent := range [2]string{"sent/rank", "(B)"} {
+			line := fmt.Sprintf(textHdr, hdr[i]...)
+			if c.ShowSent {
+				line = strings.TrimSuffix(line, "\n") + fmt.Sprintf("  %12s\n", sent)
+			}
+			b.WriteString(line)
+		}
 	}
 	_, err := io.WriteString(t.W, b.String())
 	return err
@@ -130,8 +143,9 @@ func (t *Table) Row(r Row) error {
 		if r.Calls > 0 {
 			skew = fmt.Sprintf("%.2f", r.SkewUs)
 		}
-		_, err = fmt.Fprintf(t.W, "%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.4f\t%.4f\t%s\t%s\t%d\n",
+		line := fmt.Sprintf("%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.4f\t%.4f\t%s\t%s\t%d",
 			r.Bytes, r.Count, r.Iters, r.AvgUs, r.MinUs, r.MaxUs, r.AlgBW, r.BusBW, r.CheckString(), skew, r.lateRank())
+		_, err = io.WriteString(t.W, line+t.sentColumn("\t%.0f", r)+"\n")
 	default:
 		wrong := "N/A"
 		if r.Checks > 0 {
@@ -141,11 +155,21 @@ func (t *Table) Row(r Row) error {
 		if r.Calls > 0 {
 			skew, late = fmt.Sprintf("%.2f", r.SkewUs), fmt.Sprint(r.lateRank())
 		}
-		_, err = fmt.Fprintf(t.W, textCols, fmt.Sprint(r.Bytes), fmt.Sprint(r.Count), r.Type, r.RedOp, r.Algo,
+		line := fmt.Sprintf(textCols, fmt.Sprint(r.Bytes), fmt.Sprint(r.Count), r.Type, r.RedOp, r.Algo,
 			fmt.Sprintf("%.2f", r.AvgUs), fmt.Sprintf("%.2f", r.AlgBW), fmt.Sprintf("%.2f", r.BusBW), wrong,
 			fmt.Sprintf("%.2f", r.MinUs), fmt.Sprintf("%.2f", r.MaxUs), skew, late)
+		_, err = io.WriteString(t.W, strings.TrimSuffix(line, "\n")+t.sentColumn("  %12.0f", r)+"\n")
 	}
 	return err
+}
+
+// sentColumn is the row's bytes sent per rank in format, or nothing when the table does not
+// show them (Config.ShowSent).
+func (t *Table) sentColumn(format string, r Row) string {
+	if !t.Meta.Config.ShowSent {
+		return ""
+	}
+	return fmt.Sprintf(format, r.SentBytes)
 }
 
 // lateRank is the row's late rank, -1 when nothing was attributed.

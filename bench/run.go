@@ -48,6 +48,13 @@ type Config struct {
 	// skew, late rank and culprit (docs/attribution.md).
 	Attribute int
 	Root      int // broadcast root
+	// Tolerance, when > 0, counts an allreduce or reduce-scatter element as right when it is
+	// within Tolerance of the exact value: the bound of a lossy compression
+	// (collective.CompressedBound), whose results are not exact even on small integers.
+	Tolerance float64
+	// ShowSent adds the bytes each rank sent per timed call to the rows (Row.SentBytes) and
+	// to the text table, for a communicator that counts them (BytesSent).
+	ShowSent bool
 }
 
 // Validate checks the configuration against a job of p ranks.
@@ -112,9 +119,19 @@ type Row struct {
 	BusBW  float64 `json:"busbw_GBps"`
 	Checks int     `json:"checks"` // checked calls per rank; 0 = not checked
 	Wrong  int64   `json:"wrong"`  // wrong elements over all ranks and checked calls
+	// SentBytes is the payload bytes a rank sent per timed call, averaged over the ranks
+	// (Config.ShowSent; 0 otherwise).
+	SentBytes float64 `json:"sent_bytes_per_rank,omitempty"`
 	// Attribution is whom the size's attributed calls waited for (Config.Attribute).
 	Attribution
 }
+
+// byteCounter is a communicator that counts the payload bytes it sent (collective.Comm).
+type byteCounter interface{ BytesSent() int64 }
+
+// statsStride is how many numbers a rank contributes to the gathered stats: its time per
+// call, its wrong elements and the bytes it sent per call.
+const statsStride = 3
 
 // CheckString is the TSV check column: "OK", "wrong=N", or "unchecked".
 func (r Row) CheckString() string {
@@ -192,9 +209,10 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 	if cfg.Op.reduces() {
 		expect = expectTable(red, p)
 	}
-	// stats: rank r's [time per call in seconds, wrong elements] at [2r, 2r+2), gathered with
-	// the communicator under test.
-	stats := make([]float64, 2*p)
+	// stats: rank r's [time per call in seconds, wrong elements, bytes sent per call] at
+	// [statsStride·r, statsStride·(r+1)), gathered with the gather communicator.
+	stats := make([]float64, statsStride*p)
+	counter, _ := comm.(byteCounter)
 
 	var rows []Row
 	prev := -1
@@ -257,7 +275,7 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 		if cfg.TargetSeconds > 0 {
 			// Every rank must run the same count: agree on the slowest rank's estimate.
 			clear(stats)
-			stats[2*rank] = time.Since(start).Seconds() / float64(warm)
+			stats[statsStride*rank] = time.Since(start).Seconds() / float64(warm)
 			if err := gather.AllGather(ctx, collective.F64(stats)); err != nil {
 				return rows, where("agreeing on the iteration count", err)
 			}
@@ -269,11 +287,19 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 		if err := gather.Barrier(ctx); err != nil {
 			return rows, where("barrier", err)
 		}
+		var sent0 int64
+		if counter != nil {
+			sent0 = counter.BytesSent()
+		}
 		start = time.Now()
 		if err := calls(iters); err != nil {
 			return rows, where("timed", err)
 		}
 		perCall := time.Since(start).Seconds() / float64(iters)
+		var sentPerCall float64
+		if counter != nil {
+			sentPerCall = float64(counter.BytesSent()-sent0) / float64(iters)
+		}
 
 		var wrong int64
 		for i := 0; i < cfg.Check; i++ {
@@ -281,7 +307,7 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 			if err := call(); err != nil {
 				return rows, where("check", err)
 			}
-			wrong += countWrong(cfg.Op, red, rank, p, cfg.Root, b, expect)
+			wrong += countWrong(cfg.Op, red, rank, p, cfg.Root, b, expect, cfg.Tolerance)
 		}
 		clearYielding(b)
 		clearYielding(s)
@@ -291,7 +317,7 @@ func (rn *Runner) Run(ctx context.Context) ([]Row, error) {
 		}
 
 		clear(stats)
-		stats[2*rank], stats[2*rank+1] = perCall, float64(wrong)
+		stats[statsStride*rank], stats[statsStride*rank+1], stats[statsStride*rank+2] = perCall, float64(wrong), sentPerCall
 		if err := gather.AllGather(ctx, collective.F64(stats)); err != nil {
 			return rows, where("gathering results", err)
 		}
@@ -335,7 +361,7 @@ func settle(ctx context.Context, calls func(k int) error, gather Communicator, r
 // slowest is the largest time in the gathered [time, wrong] pairs.
 func slowest(stats []float64) float64 {
 	var m float64
-	for i := 0; i < len(stats); i += 2 {
+	for i := 0; i < len(stats); i += statsStride {
 		m = max(m, stats[i])
 	}
 	return m
@@ -370,9 +396,10 @@ func summarize(cfg Config, algo string, p, n int, stats []float64) Row {
 	if cfg.Op.reduces() {
 		row.RedOp = cfg.redOp().String()
 	}
-	var sum float64
+	var sum, sent float64
 	for r := 0; r < p; r++ {
-		t := stats[2*r] * 1e6
+		t := stats[statsStride*r] * 1e6
+		sent += stats[statsStride*r+2]
 		sum += t
 		if r == 0 || t < row.MinUs {
 			row.MinUs = t
@@ -380,9 +407,12 @@ func summarize(cfg Config, algo string, p, n int, stats []float64) Row {
 		if r == 0 || t > row.MaxUs {
 			row.MaxUs = t
 		}
-		row.Wrong += int64(stats[2*r+1])
+		row.Wrong += int64(stats[statsStride*r+1])
 	}
 	row.AvgUs = sum / float64(p)
+	if cfg.ShowSent {
+		row.SentBytes = sent / float64(p)
+	}
 	if row.AvgUs > 0 {
 		row.AlgBW = float64(row.Bytes) / (row.AvgUs * 1e-6) / 1e9
 	}

@@ -92,10 +92,10 @@ func TestNoAllocationPerMessage(t *testing.T) {
 	const p, n = 4, 1 << 14
 	cancellable, stop := context.WithCancel(context.Background())
 	defer stop()
-	perCall := func(ctx context.Context, alg string, segBytes int) float64 {
+	perCall := func(ctx context.Context, alg string, segBytes int, z Compression) float64 {
 		// Enough slots that no send ever waits: every message of a call can be in flight.
 		slots, slotBytes := 8*(4*n/segBytes+1), min(segBytes, 4*n)
-		j := newJob(t, newSlotJob(p, slots, slotBytes), Options{Algorithm: alg, SegmentBytes: segBytes})
+		j := newJob(t, newSlotJob(p, slots, slotBytes), Options{Algorithm: alg, SegmentBytes: segBytes, Compression: z})
 		bufs := make([][]float32, p)
 		start := make([]chan struct{}, p)
 		done := make(chan error, p)
@@ -134,8 +134,8 @@ func TestNoAllocationPerMessage(t *testing.T) {
 			name string
 			ctx  context.Context
 		}{{"Options.Timeout", context.Background()}, {"context deadline", withDeadline}, {"cancellable context", cancellable}} {
-			few := perCall(limit.ctx, alg, 1<<20) // one segment per range
-			many := perCall(limit.ctx, alg, 256)  // 64 elements per segment: hundreds of messages
+			few := perCall(limit.ctx, alg, 1<<20, Compression{}) // one segment per range
+			many := perCall(limit.ctx, alg, 256, Compression{})  // 64 elements per segment: hundreds of messages
 			t.Logf("%s, %s: %.1f allocations per call and rank with few segments, %.1f with many", alg, limit.name, few, many)
 			if many > few+1 || many > 6 {
 				t.Errorf("%s: %.1f allocations per call and rank with many segments vs %.1f with few: something allocates per message",
@@ -143,5 +143,15 @@ func TestNoAllocationPerMessage(t *testing.T) {
 			}
 		}
 		cancel()
+	}
+	// A compressed call encodes and decodes through the Comm's own wire buffers.
+	for _, codec := range lossyCodecs {
+		z := Compression{Codec: codec}
+		few, many := perCall(context.Background(), "ring", 1<<20, z), perCall(context.Background(), "ring", 256, z)
+		t.Logf("ring, %s: %.1f allocations per call and rank with few segments, %.1f with many", codec.Name(), few, many)
+		if many > few+1 || many > 6 {
+			t.Errorf("ring, %s: %.1f allocations per call and rank with many segments vs %.1f with few: something allocates per message",
+				codec.Name(), many, few)
+		}
 	}
 }

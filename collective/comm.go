@@ -51,6 +51,8 @@ type Comm struct {
 	sendSig, recvSig     chan struct{}
 	senderDone           chan error
 	cancelCall           context.CancelFunc
+	zip                  zipState // the running allreduce's compression (compressed.go)
+	bytesSent            atomic.Int64
 	watch                watchdog    // stall reports and the endpoint's activity record (watchdog.go)
 	attr                 attribution // who the calls waited for (attrib.go)
 
@@ -136,6 +138,10 @@ func (c *Comm) Size() int { return c.ep.Size() }
 
 // Algorithm is the configured algorithm name.
 func (c *Comm) Algorithm() string { return c.algName }
+
+// BytesSent is how many payload bytes the collective calls of c have sent, as they went on
+// the wire (encoded, for a compressed allreduce), headers not counted.
+func (c *Comm) BytesSent() int64 { return c.bytesSent.Load() }
 
 // Endpoint is the transport under the communicator.
 func (c *Comm) Endpoint() transport.Endpoint { return c.ep }

@@ -183,6 +183,18 @@
 // Send, Recv and their non-blocking forms ISend and IRecv take a sequence number per peer and
 // direction when issued and reach the transport in that order.
 //
+// # Compressed allreduce
+//
+// Options.Compression (or one call's AllReduceCompressed) sends the messages of a float32 sum
+// or average encoded by a lossy codec of package compress (bf16, fp16, int8 with a scale per
+// 256 values), for every algorithm: the executor encodes where it sends a step and decodes
+// where it receives one, adding in float32 for a reducing step. Every result lies within
+// CompressedBound of the exact sum; the replicas stay identical under fp16 and bf16, and under
+// int8 over ring, ps and auto (which runs int8 calls as the ring). BetweenHosts ("auto")
+// encodes only the messages between hosts of Options.Links; the replicas then stay identical
+// over hier-ring, hier-ps and auto (which runs such calls as hier-ring). Error feedback (Compressed.Feedback) carries what a
+// rank's encodings lost into its next call (compressed.go says how and when it is exact).
+//
 // # Order and non-blocking calls
 //
 // A call takes the Comm's next sequence number when it is issued and runs when every call

@@ -31,13 +31,20 @@ func (c *Comm) schedule(kind collKind, n, root int, dt DType) *schedule {
 	if len(c.cache) >= maxCachedSchedules {
 		clear(c.cache)
 	}
+	s := c.build(c.alg, kind, n, root, dt)
+	c.cache[key] = s
+	return s
+}
+
+// build builds the schedule of a call under alg and makes the pooled receive buffer large
+// enough for it.
+func (c *Comm) build(alg algorithm, kind collKind, n, root int, dt DType) *schedule {
 	var s *schedule
 	if k := c.allReduceChunks(kind, n, dt.Size()); k > 1 {
-		s = buildChunkedAllReduce(c.alg, c.Size(), c.Rank(), n, dt.Size(), c.segmentBytes(n, dt.Size()), k)
+		s = buildChunkedAllReduce(alg, c.Size(), c.Rank(), n, dt.Size(), c.segmentBytes(n, dt.Size()), k)
 	} else {
-		s = buildSchedule(c.alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.segmentBytes(n, dt.Size()))
+		s = buildSchedule(alg, kind, c.Size(), c.Rank(), n, root, dt.Size(), c.segmentBytes(n, dt.Size()))
 	}
-	c.cache[key] = s
 	c.growTemp(s, dt.Size())
 	return s
 }
@@ -150,7 +157,7 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 	c.recvPeer.Store(-1)
 	c.sendPeer.Store(-1)
 	n := buf.Len()
-	if c.arenaTakes(kind, len(buf.Bytes)) {
+	if !c.zipWanted(kind, buf, op) && c.arenaTakes(kind, len(buf.Bytes)) {
 		err = c.execArena(ctx, seq, kind, buf, op, root, limit)
 	} else {
 		err = c.execSchedule(ctx, seq, kind, buf, aux, op, root, limit)
@@ -185,6 +192,9 @@ func (c *Comm) exec(ctx context.Context, seq uint64, kind collKind, buf, aux Buf
 func (c *Comm) execSchedule(ctx context.Context, seq uint64, kind collKind, buf, aux Buffer, op ReduceOp, root int, limit time.Duration) (err error) {
 	n := buf.Len()
 	s := c.schedule(kind, n, root, buf.DType)
+	if c.zipWanted(kind, buf, op) {
+		s = c.zipSchedule(s, n)
+	}
 	if s.err != nil {
 		return fmt.Errorf("%s: %v #%d (%s): the algorithm's schedule: %w", c.who, kind, seq, c.algName, s.err)
 	}
@@ -195,18 +205,29 @@ func (c *Comm) execSchedule(ctx context.Context, seq uint64, kind collKind, buf,
 	}
 	h := transport.Header{Channel: chanCollective, Codec: c.codecFor(buf.DType), Seq: seq,
 		Op: c.signature(kind, buf.DType, op, n, root)}
+	zipped := c.zipBegin(kind, buf, op, s)
+	if zipped {
+		h.Op = c.zip.signed(h.Op)
+	}
 	if err := c.arenaPublish(seq, h.Op); err != nil {
 		return c.callErr(ctx, kind, seq, limit, err)
 	}
 	start := c.replan.clock()
 	attributed := c.attr.beginStamps(s, time.Now())
 	err = c.execute(ctx, s, buf, aux, op, h)
+	if err == nil && zipped {
+		c.zipEnd(buf)
+	}
+	c.zip.codec = nil
 	if attributed {
 		c.attr.endStamps(time.Now())
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		err = c.callErr(ctx, kind, seq, limit, err)
-	} else {
+	case !zipped:
+		// The plan prices float32 calls: a compressed call's time says nothing of the links
+		// it was planned from, and must not make the ranks measure them again.
 		err = c.replanAfter(ctx, seq, kind, n, buf.DType, start)
 	}
 	if err == nil && attributed {

@@ -142,10 +142,15 @@ func (c *Comm) sendStep(ctx context.Context, st *step, buf, aux Buffer, h transp
 	h.Segment = st.tag
 	c.sendPeer.Store(int32(st.peer))
 	t0 := c.traceNow()
-	if err := c.ep.Send(ctx, st.peer, h, src[st.lo*es:st.hi*es]); err != nil {
+	payload := src[st.lo*es : st.hi*es]
+	if !st.aux && c.zip.encodes(st.peer) {
+		payload = c.zip.encodeSend(st, buf)
+	}
+	if err := c.ep.Send(ctx, st.peer, h, payload); err != nil {
 		return fmt.Errorf("sending [%d,%d) to rank %d: %w", st.lo, st.hi, st.peer, err)
 	}
-	c.traceMessage(false, st.peer, (st.hi-st.lo)*es, t0)
+	c.bytesSent.Add(int64(len(payload)))
+	c.traceMessage(false, st.peer, len(payload), t0)
 	c.sendPeer.Store(-1)
 	return nil
 }
@@ -197,6 +202,9 @@ func (c *Comm) receive(ctx context.Context, st *step, buf Buffer, temp []byte, o
 	es := buf.DType.Size()
 	dst := buf.Bytes[st.lo*es : st.hi*es]
 	h.Segment = st.tag
+	if c.zip.encodes(st.peer) {
+		return c.receiveEncoded(ctx, st, buf, h)
+	}
 	if st.kind == stepRecvReduce && c.borrow != nil {
 		got, payload, err := c.borrow.RecvBorrow(ctx, st.peer, h.Channel)
 		if err == nil {

@@ -34,6 +34,9 @@ type Options struct {
 	Servers int
 	// Codec is the wire codec for payloads. The lossy casts (FP16, BF16) need float32 buffers.
 	Codec transport.Codec
+	// Compression encodes what float32 sums and averages of AllReduce send (compressed.go);
+	// the zero value sends them as they are.
+	Compression Compression
 	// Links is the job's link matrix (hosts and per-pair costs), the same on every rank; with
 	// it auto, ring order, ps placement and the hier- configurations plan from the network.
 	Links *topology.Matrix
@@ -110,5 +113,5 @@ func (o Options) checkFields(p int) error {
 	if o.Codec > transport.CodecBF16 {
 		return fmt.Errorf("collective: unknown codec %d", o.Codec)
 	}
-	return nil
+	return o.Compression.check(o)
 }

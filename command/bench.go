@@ -28,8 +28,11 @@ type benchOptions struct {
 	netOptions
 	Codec     transport.Codec
 	CodecName string
-	Servers   int
-	Segment   int
+	// Compress is --compress: how allreduces encode what they send (collective.Compression).
+	Compress     collective.Compression
+	CompressName string
+	Servers      int
+	Segment      int
 	// Links is the matrix the collectives plan from: --plan-links's file, or, once the job has
 	// formed, what it measured.
 	Links *topology.Matrix
@@ -115,7 +118,7 @@ func oneOf(flag, v string, known ...string) error {
 func benchOptionsFrom(c *cli.Context, job rankJob) (benchOptions, error) {
 	o := benchOptions{
 		NP: c.Int("np"), JSONPath: c.String("J"), netOptions: netOptionsFrom(c), CodecName: c.String("codec"),
-		Servers: c.Int("servers"), MetricsAddr: c.String("metrics-addr"),
+		CompressName: c.String("compress"), Servers: c.Int("servers"), MetricsAddr: c.String("metrics-addr"),
 	}
 	var err error
 	if o.NP < 0 {
@@ -176,6 +179,9 @@ func benchOptionsFrom(c *cli.Context, job rankJob) (benchOptions, error) {
 	if o.Codec, err = parseCodec(o.CodecName); err != nil {
 		return o, err
 	}
+	if err := o.compression(c.IsSet("compress"), p); err != nil {
+		return o, err
+	}
 	if o.Servers < 0 || o.Servers > p {
 		return o, fmt.Errorf("--servers %d: must be in [0, %d] (0 = every rank serves a shard)", o.Servers, p)
 	}
@@ -199,6 +205,37 @@ func benchOptionsFrom(c *cli.Context, job rankJob) (benchOptions, error) {
 	return o, nil
 }
 
+// compression reads --compress into o for a job of p ranks: the communicator's compression,
+// the checks' tolerance (the compression's bound on the bench's small integers) and, when the
+// flag was given, the bytes-sent column.
+func (o *benchOptions) compression(given bool, p int) error {
+	z, err := collective.ParseCompression(o.CompressName)
+	if err != nil {
+		return fmt.Errorf("--compress: %w", err)
+	}
+	o.Compress, o.Config.ShowSent = z, given
+	if z.Codec == nil || z.Codec.Name() == "none" {
+		return nil
+	}
+	if o.Codec.Lossy() {
+		return fmt.Errorf("--compress %s with --codec %s: both are lossy float encodings, choose one", o.CompressName, o.CodecName)
+	}
+	if o.Config.Op != bench.AllReduce {
+		return fmt.Errorf("--compress %s: compresses allreduce only, not --op %s", o.CompressName, o.Config.Op)
+	}
+	if red := o.Config.RedOp; red != 0 && red != collective.Sum && red != collective.Avg {
+		return fmt.Errorf("--compress %s: compresses a sum or an average, not -o %s", o.CompressName, red)
+	}
+	// The checked values are integers in [-8, 8] (bench's data.go): their magnitudes sum to
+	// at most 8p.
+	bound := []float32{0}
+	if err := collective.CompressedBound(z.Codec, p, bound, []float32{float32(8 * p)}); err != nil {
+		return err
+	}
+	o.Config.Tolerance = float64(bound[0])
+	return nil
+}
+
 // benchWorkingSet is what a bench rank holds besides its floor: its send and receive buffers of
 // the largest size.
 func benchWorkingSet(cfg bench.Config) uint64 { return 2 * uint64(max(cfg.MaxBytes, 0)) }
@@ -209,6 +246,9 @@ func (o benchOptions) notes() []string {
 		n = append(n, "data-path="+o.DataPath, "security="+o.Security)
 	}
 	n = append(n, "codec="+o.CodecName)
+	if o.Config.ShowSent {
+		n = append(n, "compress="+o.CompressName)
+	}
 	if o.Checksum {
 		n = append(n, "checksum=crc32c")
 	}
@@ -255,6 +295,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text (nccl-tests table) or tsv (shared/peers columns); with --links, text or json"},
 			&cli.StringFlag{Name: "J", Usage: "also write the results as JSON to this file"},
 			&cli.StringFlag{Name: "codec", Value: "none", Usage: "none, s2, zstd, fp16, bf16"},
+			&cli.StringFlag{Name: "compress", Value: "none", Usage: "allreduce's messages as none, bf16, fp16, int8 (reduced in float32), or auto: int8 between hosts only; adds the bytes sent per rank to the table"},
 			&cli.IntFlag{Name: "servers", DefaultText: "every rank", Usage: "ps: number of server ranks"},
 			&cli.StringFlag{Name: "segment", Value: "0", DefaultText: "the algorithm's", Usage: "pipelining segment size"},
 			&cli.StringFlag{Name: "metrics-addr", Category: catOutput, Usage: "rank 0 serves each size's results as Prometheus metrics at http://HOST:PORT/metrics (port 0: a free port)"},

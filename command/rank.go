@@ -218,7 +218,8 @@ func arenaNote(ep transport.Endpoint) string {
 
 // collectiveOptions are the communicator's options for the algorithm name.
 func (o benchOptions) collectiveOptions(name string, watch collective.Watch) collective.Options {
-	opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec, Links: o.Links, Replan: o.Replan, Watch: watch}
+	opts := collective.Options{Algorithm: name, SegmentBytes: o.Segment, Codec: o.Codec, Compression: o.Compress,
+		Links: o.Links, Replan: o.Replan, Watch: watch}
 	if name == "ps" {
 		opts.Servers = o.Servers
 	}

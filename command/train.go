@@ -71,7 +71,7 @@ func trainOptionsFrom(c *cli.Context, job rankJob) (trainOptions, error) {
 		Threads: c.Int("threads"), MetricsAddr: c.String("metrics-addr"),
 	}
 	cfg := trainer.Config{
-		Strategy: c.String("sync"), Collective: c.String("collective"),
+		Strategy: c.String("sync"), Collective: c.String("collective"), Compress: c.String("compress"),
 		Batch: c.Int("batch"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
 		WeightDecay: c.Float64("weight-decay"), GradReduction: c.String("grad-reduction"),
 		Optimizer: c.String("optimizer"), Dampening: c.Float64("dampening"), Nesterov: c.Bool("nesterov"),
@@ -216,6 +216,8 @@ func trainCommand(opts Options) *cli.Command {
 			&cli.StringFlag{Name: "sync", Value: def.Strategy, Category: catStrategy, Usage: "strategy: " + strings.Join(opts.strategies().Names(), ", ")},
 			&cli.StringFlag{Name: "collective", Category: catStrategy, DefaultText: trainer.DefaultCollective + ", or ps for a strategy that runs only over it",
 				Usage: "what the rounds run over: " + strings.Join(collective.Algorithms(), ", ") + " (ps: the parameter server)"},
+			&cli.StringFlag{Name: "compress", Category: catStrategy, DefaultText: "none",
+				Usage: "esync's and ssgd's round vectors as none, bf16, fp16, int8 (error feedback, float32 reduction), or auto: int8 between hosts"},
 			&cli.StringFlag{Name: "model", Value: "mlp", Usage: "mlp or cnn"},
 			&cli.IntFlag{Name: "batch", Value: def.Batch, Usage: "per-rank mini-batch size"},
 			&cli.Float64Flag{Name: "lr", DefaultText: fmt.Sprintf("%g; %g/batch with --grad-reduction sum", trainer.DefaultLR("mean", 1), trainer.DefaultLR("sum", 1)), Usage: "learning rate"},

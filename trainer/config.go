@@ -23,6 +23,10 @@ type Config struct {
 	// is the parameter server). Empty takes the strategy's default (Registry.Configure): auto,
 	// or the first collective of a strategy that supports only some (Factory.Collectives).
 	Collective string `json:"collective" flag:"collective"`
+	// Compress is how the rounds' vectors travel (collective.ParseCompression): empty or none
+	// as float32; bf16, fp16 or int8 encoded, reduced in float32, with error feedback; auto:
+	// int8 between hosts only. Only strategies whose Factory says Compresses take it.
+	Compress string `json:"compress,omitempty" flag:"compress"`
 	// Batch is the per-rank mini-batch size: the samples of one Model.Step. Rank 0 counts
 	// epochs and judges the coming round's progress with it, and GradReduction "sum" scales
 	// the model's mean gradient by it.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hetsync/hetsync/collective"
 	"github.com/hetsync/hetsync/metrics"
 	"github.com/hetsync/hetsync/service"
 )
@@ -187,6 +186,7 @@ type esync struct {
 	outer   Optimizer // Config.Outer, nil without one (outer.go)
 	pre     []float32 // w_t
 	buf     []float32
+	reduce  *roundReducer // the allreduce of buf: the deltas compressed as Config.Compress says
 	round   int           // t, from 1 as in the original
 	lastC   time.Duration // duration of this rank's last local step
 	overlap bool          // non-blocking queries (ESyncConfig.Queries)
@@ -217,6 +217,7 @@ func esyncFactory() Factory {
 			}
 			return &esync{cfg: *o}, nil
 		},
+		Compresses: true,
 	}
 }
 
@@ -237,6 +238,11 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)
 	s.pre = append(make([]float32, 0, n), w.Params...)
 	s.buf = make([]float32, n+esyncExtra)
+	reduce, err := newRoundReducer(w.Cfg, n, esyncExtra)
+	if err != nil {
+		return err
+	}
+	s.reduce = reduce
 	opt, err := w.NewOptimizer(s.LocalOptimizer())
 	if err != nil {
 		return fmt.Errorf("trainer: rank %d: esync's local steps: %w", w.Rank, err)
@@ -352,7 +358,7 @@ func (s *esync) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: barrier: %w", w.Rank, s.rounds+1, err)
 	}
 	t1 := w.Now()
-	if err := w.Comm.AllReduce(ctx, collective.F32(s.buf), collective.Sum); err != nil {
+	if err := s.reduce.allReduce(ctx, w.Comm, s.buf); err != nil {
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.rounds+1, err)
 	}
 	roundUpdate(s.outer, s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
@@ -526,7 +532,8 @@ func (s *esync) Finish(ctx context.Context, w *Worker) error {
 }
 
 // CheckpointState is this rank's own part after a round: its local optimizer's state (its
-// velocity under SGD), its last step time, and the rounds and samples counted. The model, identical on every rank after the
+// velocity under SGD), its last step time, the rounds and samples counted, the outer
+// optimizer's state and under Config.Compress its error feedback's residual. The model, identical on every rank after the
 // global update, and the data position are the checkpoint's own. The state service's records
 // are not saved: their instants are on rank 0's clock of the killed job, and each rank's first
 // query of the resumed job (k = 0, always NOT-READY) carries its saved step time, which is
@@ -537,7 +544,7 @@ func (s *esync) CheckpointState(*Worker) ([]byte, error) {
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.lastC))
 	opt := s.opt.AppendState(nil)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(opt)))
-	return appendOuterState(append(b, opt...), s.outer), nil
+	return s.reduce.appendState(appendOuterState(append(b, opt...), s.outer)), nil
 }
 
 // RestoreState loads CheckpointState's bytes after Start. The service's protocol rounds
@@ -561,7 +568,11 @@ func (s *esync) RestoreState(w *Worker, state []byte, from *CheckpointHeader) er
 	if err := s.opt.LoadState(state[32:32+nb], len(w.Params)); err != nil {
 		return fmt.Errorf("esync's local optimizer: %w", err)
 	}
-	if err := loadOuterState(s.outer, state[32+nb:], len(w.Params)); err != nil {
+	outer, feedback := s.reduce.splitTrailers(state[32+nb:], s.outer != nil)
+	if err := loadOuterState(s.outer, outer, len(w.Params)); err != nil {
+		return fmt.Errorf("esync state: %w", err)
+	}
+	if err := s.reduce.restoreState(feedback); err != nil {
 		return fmt.Errorf("esync state: %w", err)
 	}
 	s.rounds, s.samples, s.lastC = int(rounds), samples, time.Duration(lastC)

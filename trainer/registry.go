@@ -23,6 +23,9 @@ type Factory struct {
 	// default first; nil means every collective, auto by default. A strategy refuses any
 	// other rather than run over one it does not use.
 	Collectives []string
+	// Compresses says that the strategy's rounds send their vector as Config.Compress says
+	// (compressed_round.go); a registry refuses Config.Compress for any other strategy.
+	Compresses bool
 }
 
 // DefaultCollective is what Configure gives Config.Collective when it is empty and the
@@ -231,6 +234,9 @@ func (r *Registry) Validate(cfg *Config, size int) error {
 		return err
 	}
 	if err := checkCollective(r.factories[cfg.Strategy], cfg); err != nil {
+		return err
+	}
+	if err := checkCompress(r.factories[cfg.Strategy], cfg); err != nil {
 		return err
 	}
 	if err := cfg.Options.Validate(cfg, size); err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-
-	"github.com/hetsync/hetsync/collective"
 )
 
 // ssgd is synchronous SGD (BSP): every round each rank takes one local step, the gradients
@@ -18,7 +16,8 @@ import (
 // the time spent waiting for slower ranks (Wait) from moving data (Comm).
 type ssgd struct {
 	buf     []float32
-	step    StepReport // the round's one local step
+	reduce  *roundReducer // the allreduce of buf: the gradient compressed as Config.Compress says
+	step    StepReport    // the round's one local step
 	rounds  int
 	samples int64
 }
@@ -26,7 +25,7 @@ type ssgd struct {
 const ssgdExtra = 4 // stop vote, loss, correct, samples
 
 func ssgdFactory() Factory {
-	return Factory{Options: noOptions, New: func(*Config) (Strategy, error) { return &ssgd{}, nil }}
+	return Factory{Options: noOptions, New: func(*Config) (Strategy, error) { return &ssgd{}, nil }, Compresses: true}
 }
 
 func (s *ssgd) Name() string { return "ssgd" }
@@ -36,7 +35,9 @@ func (s *ssgd) Start(ctx context.Context, w *Worker) error {
 		return fmt.Errorf("trainer: rank %d: ssgd needs a communicator", w.Rank)
 	}
 	s.buf = make([]float32, len(w.Grads)+ssgdExtra)
-	return nil
+	var err error
+	s.reduce, err = newRoundReducer(w.Cfg, len(w.Grads), ssgdExtra)
+	return err
 }
 
 // Round is one local step, the gradients' allreduce and the worker's optimizer step on the
@@ -76,7 +77,7 @@ func (s *ssgd) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, 
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: ssgd round %d: barrier: %w", w.Rank, s.rounds, err)
 	}
 	t1 := w.Now()
-	if err := w.Comm.AllReduce(ctx, collective.F32(s.buf), collective.Sum); err != nil {
+	if err := s.reduce.allReduce(ctx, w.Comm, s.buf); err != nil {
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: ssgd round %d: allreduce: %w", w.Rank, s.rounds, err)
 	}
 	t2 := w.Now()

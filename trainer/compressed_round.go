@@ -1,0 +1,136 @@
+package trainer
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hetsync/hetsync/collective"
+	"github.com/hetsync/hetsync/compress"
+)
+
+// Compressed rounds (Config.Compress): a strategy whose Factory says Compresses sends the
+// vector of its rounds' allreduce encoded (bf16, fp16, int8; auto: int8 between hosts only),
+// reduced in float32, with this rank's error feedback for that vector, so that what the
+// encoding loses one round is sent the next; the counts and votes after the vector travel
+// exact (collective.Compressed). ESync's per-rank checkpoint parts keep each rank's residual,
+// so a resumed run sends what the uninterrupted one would have; ssgd's checkpoint is rank 0's
+// alone and holds no rank's residual: a resumed ssgd run starts its error feedback from zero.
+
+// intactCollectives are the collectives over which an int8 allreduce leaves every rank the
+// same numbers (collective.Compression): the replicas of a run must stay identical. auto runs
+// such calls as the ring, or between hosts only as hier-ring (collective's zipSchedule).
+var intactCollectives = map[bool][]string{
+	false: {"auto", "ring", "ps"},           // int8 on every link
+	true:  {"auto", "hier-ring", "hier-ps"}, // int8 between hosts only
+}
+
+// checkCompress refuses a Config.Compress the strategy does not use, or one that would let
+// the replicas part, naming the fields.
+func checkCompress(f Factory, cfg *Config) error {
+	z, err := collective.ParseCompression(cfg.Compress)
+	if err != nil {
+		return fmt.Errorf("trainer: Config.Compress: %w", err)
+	}
+	if z.Codec == nil || z.Codec.Name() == "none" {
+		return nil
+	}
+	if !f.Compresses {
+		return fmt.Errorf("trainer: Config.Compress %s: Config.Strategy %s sends no compressed rounds", cfg.Compress, cfg.Strategy)
+	}
+	intact := intactCollectives[z.BetweenHosts]
+	if _, isInt8 := z.Codec.(compress.Int8); isInt8 && !slices.Contains(intact, strings.Split(cfg.Collective, "/")[0]) {
+		return fmt.Errorf("trainer: Config.Compress %s: int8 keeps the replicas identical only over %s, not Config.Collective %s",
+			cfg.Compress, strings.Join(intact, ", "), cfg.Collective)
+	}
+	return nil
+}
+
+// compressingCollective is a communicator that can compress an allreduce (collective.Comm).
+type compressingCollective interface {
+	AllReduceCompressed(ctx context.Context, buf collective.Buffer, op collective.ReduceOp, how collective.Compressed) error
+}
+
+// roundReducer allreduces (sums) one strategy's round buffer: a vector followed by extra
+// exact elements, the vector compressed as Config.Compress says.
+type roundReducer struct {
+	how   collective.Compressed // zero: uncompressed
+	extra int
+}
+
+// newRoundReducer is the reducer of a buffer of n values followed by extra exact ones.
+func newRoundReducer(cfg *Config, n, extra int) (*roundReducer, error) {
+	r := &roundReducer{extra: extra}
+	z, err := collective.ParseCompression(cfg.Compress)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: Config.Compress: %w", err)
+	}
+	if z.Codec != nil && z.Codec.Name() != "none" {
+		r.how = collective.Compressed{Codec: z.Codec, BetweenHosts: z.BetweenHosts, Feedback: compress.NewFeedback(z.Codec, n), Exact: extra}
+	}
+	return r, nil
+}
+
+// allReduce sums buf over the ranks of comm.
+func (r *roundReducer) allReduce(ctx context.Context, comm Collective, buf []float32) error {
+	if r.how.Codec == nil {
+		return comm.AllReduce(ctx, collective.F32(buf), collective.Sum)
+	}
+	cc, ok := comm.(compressingCollective)
+	if !ok {
+		return fmt.Errorf("Config.Compress %s: the communicator (%T) cannot compress an allreduce", r.how.Codec.Name(), comm)
+	}
+	return cc.AllReduceCompressed(ctx, collective.F32(buf), collective.Sum, r.how)
+}
+
+// appendState appends to b what a checkpoint keeps of the reducer: nothing without error
+// feedback, else the residual's length and values, so that a resumed run sends what the
+// uninterrupted one would have.
+func (r *roundReducer) appendState(b []byte) []byte {
+	if r.how.Feedback == nil {
+		return b
+	}
+	res := r.how.Feedback.Residual()
+	return appendFloats(binary.LittleEndian.AppendUint64(b, feedbackMark|uint64(len(res))), res)
+}
+
+// splitTrailers cuts what follows a strategy's own state in its checkpoint part into the
+// outer optimizer's trailer (appendOuterState's: its length, then that many bytes; present
+// when the run has an outer optimizer) and appendState's bytes after it.
+func (r *roundReducer) splitTrailers(rest []byte, hasOuter bool) (outer, feedback []byte) {
+	if len(rest) < 8 {
+		return rest, nil
+	}
+	l := binary.LittleEndian.Uint64(rest)
+	switch {
+	case l&feedbackMark != 0:
+		return nil, rest
+	case hasOuter && l <= uint64(len(rest)-8):
+		return rest[:8+l], rest[8+l:]
+	}
+	return rest, nil
+}
+
+// feedbackMark tells the residual's trailer in a checkpoint part from the outer optimizer's,
+// whose length never has the top bit set.
+const feedbackMark = 1 << 63
+
+// restoreState loads appendState's bytes: none, or a residual of the vector's length.
+func (r *roundReducer) restoreState(b []byte) error {
+	fb := r.how.Feedback
+	switch {
+	case len(b) == 0:
+		if fb != nil {
+			// A checkpoint of a run without compression: nothing was owed yet.
+			clear(fb.Residual())
+		}
+		return nil
+	case fb == nil:
+		return fmt.Errorf("%d bytes of error feedback, but Config.Compress is none", len(b))
+	case len(b) < 8 || binary.LittleEndian.Uint64(b) != feedbackMark|uint64(len(fb.Residual())) || len(b)-8 != 4*len(fb.Residual()):
+		return fmt.Errorf("%d bytes of error feedback, want the residual of %d values", len(b), len(fb.Residual()))
+	}
+	return fb.SetResidual(readFloats(b[8:]))
+}
