@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--eval-every", type=float, default=0.2, help="seconds of training between evaluations")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default="")
+    ap.add_argument("--outer", default="none", help="outer optimizer of esync's and wbsp's rounds: none or nesterov (DiLoCo's)")
     a = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -62,7 +63,8 @@ def main():
     model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
     opt = torch.optim.SGD(model.parameters(), lr=a.lr)
     sess = hetsync.Session(model.parameters(), sync=a.sync, lr=a.lr, batch=a.batch, seed=a.seed,
-                           slowdown=a.slowdown, slowdown_base=a.slowdown_base, max_time="%gs" % (2 * a.max_time))
+                           slowdown=a.slowdown, slowdown_base=a.slowdown_base, max_time="%gs" % (2 * a.max_time),
+                           **({"outer": a.outer} if a.outer != "none" else {}))
     g = torch.Generator().manual_seed(a.seed * 1000 + rank)
     order, at = torch.randperm(len(x), generator=g), 0
     start, evals, next_eval = time.perf_counter(), 0.0, a.eval_every
@@ -93,6 +95,7 @@ def main():
                 with torch.no_grad():
                     acc = (model(tx).argmax(1) == ty).float().mean().item()
                 evals += time.perf_counter() - e0
+                sess.record_eval(acc)  # into the run directory under `hetsync launch --out`
                 next_eval = trained + a.eval_every
                 if acc >= a.target and reached is None:
                     reached = trained
@@ -105,8 +108,8 @@ def main():
     print("rank %d: %d rounds, %d local steps" % (rank, rounds, steps), flush=True)
     if rank == 0:
         t = reached if reached is not None else time.perf_counter() - start - evals
-        print("sync=%s target=%.2f reached=%s time=%.2fs accuracy=%.4f rounds=%d steps=%d" % (
-            a.sync, a.target, "yes" if reached is not None else "no", t, acc, rounds, steps), flush=True)
+        print("sync=%s outer=%s target=%.2f reached=%s time=%.2fs accuracy=%.4f rounds=%d steps=%d" % (
+            a.sync, a.outer, a.target, "yes" if reached is not None else "no", t, acc, rounds, steps), flush=True)
     hetsync.finalize()
 
 
