@@ -282,14 +282,6 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	if err != nil {
 		return nil, err
 	}
-	if arena != nil && j.hb != nil {
-		// The arena's ranks (every rank of the job, on this host) wait on one another through
-		// shared memory, where most pairs hold no data connection: each watches every other,
-		// so a frozen rank fails the others' waits within the peer timeout, not the join's.
-		for r := range peers {
-			j.hb.watch(r)
-		}
-	}
 	opts := cfg.Stream
 	if reflect.ValueOf(opts).IsZero() {
 		opts = transport.DefaultStreamOptions()
