@@ -146,10 +146,7 @@ func (e *streamEndpoint) FailPeer(peer int, err error) {
 	if peer < 0 || peer >= e.size || peer == e.rank {
 		return
 	}
-	if e.failUnlinked(peer, err) {
-		return
-	}
-	p := e.peers[peer].Load()
+	p := e.peers[peer]
 	p.mu.Lock()
 	if errors.Is(p.err, errClosedByPeer) {
 		p.err = nil
