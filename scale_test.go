@@ -18,8 +18,6 @@ import (
 // to every peer) shows, small enough for one test on a 2-core machine.
 const scaleRanks = 512
 
-var benchRanks = envInt("HETSYNC_BENCH_RANKS", 1024)
-
 // A job of 512 ranks in one process forms and runs every collective with its results checked,
 // under the default algorithm (auto: its plan at this size is part of what is tested).
 func TestManyRanksInProcess(t *testing.T) {
@@ -124,12 +122,17 @@ func everyCollective(ctx context.Context, c *hetsync.Comm) error {
 	return c.Barrier(ctx)
 }
 
-// BenchmarkInProcessJob forms a job of 1,024 ranks (HETSYNC_BENCH_RANKS) in one process and times, as the slowest
-// rank sees them: formation (InitLocal's start to every rank's function running), the first
-// allreduce of 1 MiB a rank (planning included) and the next one (the steady state).
-// go test -run '^$' -bench InProcessJob -benchtime 1x . (HETSYNC_BENCH_RANKS=N for another size)
+// BenchmarkInProcessJob forms a job of 1,024 ranks (or $HETSYNC_BENCH_RANKS) in one process
+// and times, as the slowest rank sees them: formation (InitLocal's start to every rank's
+// function running), the first allreduce of 1 MiB a rank (planning included) and the next one
+// (the steady state).
+//
+//	go test -run '^$' -bench InProcessJob -benchtime 1x .
 func BenchmarkInProcessJob(b *testing.B) {
-	p, n := benchRanks, 1<<18 // 1 MiB of float32 a rank
+	p, n := 1024, 1<<18 // 1 MiB of float32 a rank
+	if v, err := strconv.Atoi(os.Getenv("HETSYNC_BENCH_RANKS")); err == nil && v > 0 {
+		p = v
+	}
 	var form, first, steady time.Duration
 	for range b.N {
 		var mu sync.Mutex
@@ -164,11 +167,4 @@ func BenchmarkInProcessJob(b *testing.B) {
 	b.ReportMetric(form.Seconds(), "form-s")
 	b.ReportMetric(first.Seconds(), "first-allreduce-s")
 	b.ReportMetric(steady.Seconds(), "steady-allreduce-s")
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }

@@ -262,8 +262,7 @@ func (r *Registry) validateOptimizer(cfg *Config) error {
 	if !cfg.beyondSGD() {
 		return nil
 	}
-	c := *cfg // the strategy is built only to ask it; the caller's configuration stays as it is
-	strat, err := r.factories[cfg.Strategy].New(&c)
+	strat, err := r.probe(cfg)
 	if err != nil {
 		return err
 	}
@@ -282,12 +281,18 @@ func (r *Registry) validateOuter(cfg *Config) error {
 	if cfg.Outer == "" && cfg.OuterLR == 0 && cfg.OuterMomentum == nil {
 		return nil
 	}
-	c := *cfg
-	strat, err := r.factories[cfg.Strategy].New(&c)
+	strat, err := r.probe(cfg)
 	if err != nil {
 		return err
 	}
 	return validateOuter(r.optimizers, strat, cfg)
+}
+
+// probe builds cfg's strategy only to ask it what it takes; the caller's configuration stays
+// as it is.
+func (r *Registry) probe(cfg *Config) (Strategy, error) {
+	c := *cfg
+	return r.factories[cfg.Strategy].New(&c)
 }
 
 // validated says whether r already validated cfg, as it is now, for a job of size ranks.

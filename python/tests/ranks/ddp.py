@@ -15,9 +15,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 
 import hetsync
+from check import DEVICE
 
 STEPS, BATCH, FEATURES = 5, 8, 6
-DEVICE = torch.device(os.environ.get("HETSYNC_TEST_DEVICE", "cpu"))
 
 
 def model():
