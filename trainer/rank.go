@@ -31,34 +31,48 @@ func RunRank(ctx context.Context, ep transport.Endpoint, cfg Config, model Model
 	topts := opts
 	topts.Out, topts.Record, topts.DataPath, topts.ResumeDir = "", nil, "", ""
 	topts.Checkpoint = CheckpointOptions{Dir: opts.Out, Every: opts.Checkpoint.Every}
-	var err error
+	var err, prepErr error
 	if opts.ResumeDir != "" {
 		if topts.Checkpoint.Resume, topts.Checkpoint.File, err = LoadCheckpoint(opts.ResumeDir, rank); err != nil {
-			return nil, fmt.Errorf("trainer: rank %d: --resume %s: %w", rank, opts.ResumeDir, err)
+			prepErr = fmt.Errorf("trainer: rank %d: --resume %s: %w", rank, opts.ResumeDir, err)
+			if rank != 0 {
+				return nil, prepErr
+			}
 		}
 	}
 	var kept []metrics.RoundRecord // a resumed run's rounds before its checkpoint
-	if ck := topts.Checkpoint.Resume; ck != nil && rank == 0 && opts.Out != "" {
-		// Before the other ranks learn the run directory and append to their files in it.
-		var evals []metrics.EvalRecord
-		if kept, evals, err = RewindRun(opts.Out, ck.Round); err != nil {
-			return nil, err
-		}
-		topts.Checkpoint.Evaluated = slices.ContainsFunc(evals, func(e metrics.EvalRecord) bool { return e.Round == ck.GlobalRounds })
-	}
-	runDir, err := shareRunDir(ctx, ep, opts.Out, nil)
-	if err != nil {
-		return nil, err
-	}
-	// Per-rank checkpoints put every rank's part into rank 0's run directory.
-	topts.Checkpoint.Dir = runDir
 	config := opts.Record
 	if config == nil {
 		config = cfg
 	}
-	live, err := openLiveRun(runDir, rank, config, topts.Checkpoint.Resume != nil)
+	// Rank 0 rewinds and opens its run directory before the other ranks learn it: a directory
+	// rank 0 cannot prepare is every rank's error, not rank 0's alone while the others wait
+	// for the directory's name (as NewRunSession does).
+	var live *liveRun
+	if rank == 0 && prepErr == nil {
+		if ck := topts.Checkpoint.Resume; ck != nil && opts.Out != "" {
+			var evals []metrics.EvalRecord
+			if kept, evals, prepErr = RewindRun(opts.Out, ck.Round); prepErr == nil {
+				topts.Checkpoint.Evaluated = slices.ContainsFunc(evals, func(e metrics.EvalRecord) bool { return e.Round == ck.GlobalRounds })
+			}
+		}
+		if prepErr == nil {
+			live, prepErr = openLiveRun(opts.Out, 0, config, topts.Checkpoint.Resume != nil)
+		}
+	}
+	runDir, err := shareRunDir(ctx, ep, opts.Out, prepErr)
 	if err != nil {
+		if live != nil {
+			live.close()
+		}
 		return nil, err
+	}
+	// Per-rank checkpoints put every rank's part into rank 0's run directory.
+	topts.Checkpoint.Dir = runDir
+	if rank != 0 {
+		if live, err = openLiveRun(runDir, rank, config, topts.Checkpoint.Resume != nil); err != nil {
+			return nil, err
+		}
 	}
 	topts.AfterRound, topts.AfterEval, topts.Failed = live.round, live.eval, live.err
 	if after := opts.AfterRound; after != nil {
