@@ -62,7 +62,7 @@ func NewSession(ctx context.Context, ep transport.Endpoint, cfg Config, params, 
 	if err := sessionOptions(opts); err != nil {
 		return nil, err
 	}
-	if err := opts.runDirFields("a session"); err != nil {
+	if err := opts.runDirFields("a session", "NewRunSession"); err != nil {
 		return nil, err
 	}
 	w, strat, err := prepare(ep, cfg, callerModel(params), opts)

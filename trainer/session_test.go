@@ -134,8 +134,8 @@ func TestSessionDrivesStrategiesLikeTrain(t *testing.T) {
 }
 
 // TestSessionRefusals: a program's strategy without a step-by-step form, ESync's non-blocking queries,
-// the heterogeneity injected into Train's steps and the options of Train's own loop are
-// refused, each naming why.
+// the heterogeneity injected into Train's steps, the options of Train's own loop and those of
+// the run directory (NewRunSession's) are refused, each naming why.
 func TestSessionRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -149,6 +149,7 @@ func TestSessionRefusals(t *testing.T) {
 		{"nonblocking", trainer.Config{Strategy: "esync", Collective: "ring", Options: &trainer.ESyncConfig{Queries: trainer.ESyncNonBlocking}}, trainer.TrainOptions{}, "--esync-queries nonblocking cannot be driven"},
 		{"compute-stragglers", trainer.Config{Strategy: "ssgd", Stragglers: computeStragglers(t)}, trainer.TrainOptions{}, "rank 0: Config.Stragglers (compute mode) delays Train's batch fetches"},
 		{"eval", trainer.Config{Strategy: "ssgd"}, trainer.TrainOptions{Eval: func(context.Context, []float32) (float64, float64, error) { return 0, 0, nil }}, "TrainOptions.Eval belongs to Train's loop"},
+		{"run-directory", trainer.Config{Strategy: "ssgd"}, trainer.TrainOptions{Out: "run"}, "TrainOptions.Out is the run directory's, which a session does not write: use NewRunSession"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg

@@ -73,14 +73,15 @@ type TrainOptions struct {
 	ResumeDir string
 }
 
-// runDirFields refuses the run directory's options outside RunRank, which alone honours them.
-func (o TrainOptions) runDirFields(who string) error {
+// runDirFields refuses the run directory's options outside RunRank and NewRunSession, which
+// alone honour them; use names the one of them that who's caller wants.
+func (o TrainOptions) runDirFields(who, use string) error {
 	for _, f := range []struct {
 		set  bool
 		name string
 	}{{o.Out != "", "Out"}, {o.Record != nil, "Record"}, {o.DataPath != "", "DataPath"}, {o.ResumeDir != "", "ResumeDir"}} {
 		if f.set {
-			return fmt.Errorf("trainer: TrainOptions.%s is the run directory's, which %s does not write: use RunRank", f.name, who)
+			return fmt.Errorf("trainer: TrainOptions.%s is the run directory's, which %s does not write: use %s", f.name, who, use)
 		}
 	}
 	return nil
@@ -94,7 +95,7 @@ func (o TrainOptions) runDirFields(who string) error {
 // heterogeneity cfg injects (slowdown, step sleep, stragglers) applies whatever the strategy.
 // After Train, model.Params() holds this rank's final parameters.
 func Train(ctx context.Context, ep transport.Endpoint, cfg Config, model Model, opts TrainOptions) (*Result, error) {
-	if err := opts.runDirFields("Train"); err != nil {
+	if err := opts.runDirFields("Train", "RunRank"); err != nil {
 		return nil, err
 	}
 	w, strat, err := prepare(ep, cfg, model, opts)
