@@ -131,7 +131,8 @@ func (lc *LinkCounter) Bytes() LinkBytes {
 	return b
 }
 
-// LinkBytes is what the collective calls of c have sent on each class of link, as BytesSent
-// counts them, plus what this rank wrote into its host's shared-memory arena for the others
-// (its contribution to each arena call, once), counted on LinkHost.
+// LinkBytes is what the collective calls of c have sent on each class of link: what BytesSent
+// counts, the send times that attribute waits to peers (attrib.go), and what this rank wrote
+// into its host's shared-memory arena for the others (its part of each arena call, once,
+// counted on LinkHost). Everything c sends over its endpoint is in one class.
 func (c *Comm) LinkBytes() LinkBytes { return c.sentBy.Bytes() }

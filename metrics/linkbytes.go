@@ -29,6 +29,11 @@ func (b LinkBytes) Add(o LinkBytes) LinkBytes {
 	return LinkBytes{Host: b.Host + o.Host, Hosts: b.Hosts + o.Hosts, Groups: b.Groups + o.Groups}
 }
 
+// Sub is b − o, what was sent between a count o and a later count b.
+func (b LinkBytes) Sub(o LinkBytes) LinkBytes {
+	return LinkBytes{Host: b.Host - o.Host, Hosts: b.Hosts - o.Hosts, Groups: b.Groups - o.Groups}
+}
+
 // Total is the sum over the classes.
 func (b LinkBytes) Total() int64 { return b.Host + b.Hosts + b.Groups }
 
