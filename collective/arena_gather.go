@@ -4,6 +4,15 @@ import "context"
 
 // arenaCall runs call seq of kind through the arena.
 func (c *Comm) arenaCall(ctx context.Context, seq uint64, kind collKind, buf Buffer, op ReduceOp, root int) error {
+	err := c.arenaRun(ctx, seq, kind, buf, op, root)
+	if err == nil {
+		c.sentBy.CountClass(LinkHost, arenaShare(kind, buf, root, c.Rank(), c.Size()))
+	}
+	return err
+}
+
+// arenaRun is arenaCall's work.
+func (c *Comm) arenaRun(ctx context.Context, seq uint64, kind collKind, buf Buffer, op ReduceOp, root int) error {
 	sig := c.signature(kind, buf.DType, op, buf.Len(), root)
 	nb, es, p, me := len(buf.Bytes), buf.DType.Size(), c.Size(), c.Rank()
 	block := func(r int) (lo, hi int) {

@@ -290,6 +290,7 @@ func (c *Comm) sendStamps(ctx context.Context, s *schedule, h transport.Header) 
 			if err := c.ep.Send(ctx, q, h, a.out[lo:hi]); err != nil {
 				return fmt.Errorf("sending stamps to rank %d: %w", q, err)
 			}
+			c.sentBy.Count(q, hi-lo)
 		}
 	}
 	return nil

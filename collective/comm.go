@@ -53,8 +53,9 @@ type Comm struct {
 	cancelCall           context.CancelFunc
 	zip                  zipState // the running allreduce's compression (compressed.go)
 	bytesSent            atomic.Int64
-	watch                watchdog    // stall reports and the endpoint's activity record (watchdog.go)
-	attr                 attribution // who the calls waited for (attrib.go)
+	sentBy               *LinkCounter // bytesSent by class of link (linkbytes.go)
+	watch                watchdog     // stall reports and the endpoint's activity record (watchdog.go)
+	attr                 attribution  // who the calls waited for (attrib.go)
 
 	// point-to-point messages, in order per peer and direction (see p2p.go)
 	p2pMu            sync.Mutex
@@ -117,6 +118,7 @@ func newComm(ep transport.Endpoint, opts Options, base transport.Endpoint, jobRa
 		p2pSend:    make([]p2pLane, p),
 		p2pRecv:    make([]p2pLane, p),
 	}
+	c.sentBy = newCommLinkCounter(ep, base, opts.Links)
 	if ep == base {
 		// Re-measuring needs the job's own endpoint: a sub-communicator's carries only the
 		// collectives' channel, so it keeps the plan of its part of the job's matrix.

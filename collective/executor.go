@@ -150,6 +150,7 @@ func (c *Comm) sendStep(ctx context.Context, st *step, buf, aux Buffer, h transp
 		return fmt.Errorf("sending [%d,%d) to rank %d: %w", st.lo, st.hi, st.peer, err)
 	}
 	c.bytesSent.Add(int64(len(payload)))
+	c.sentBy.Count(st.peer, len(payload))
 	c.traceMessage(false, st.peer, len(payload), t0)
 	c.sendPeer.Store(-1)
 	return nil

@@ -45,6 +45,13 @@
 //	                     -1 when it waited for none (absent in older files: read as -1)
 //	late_wait_s  float   seconds this rank waited for late_rank (absent: read as 0)
 //	accuracy     float   test accuracy, present only when this round was evaluated
+//	sent_host    int     bytes_sent's share sent to ranks of this rank's host (shared memory,
+//	                     Unix sockets, loopback; for the shared-memory arena, what the rank
+//	                     wrote into it once), as the trainer's communicator and services send
+//	sent_hosts   int     the share sent to other hosts of this rank's group of hosts (every
+//	                     other host when the job has no link matrix)
+//	sent_groups  int     the share sent to other groups of hosts (racks) of the link matrix;
+//	                     the three are written only when one is not 0 (absent: read as 0)
 //	…            float   strategy-specific extras ([a-z0-9_]+ keys), e.g. staleness,
 //	                     version, clock, switched
 //
@@ -76,10 +83,13 @@
 //	samples                   Σ samples over all ranks and rounds
 //	throughput_samples_per_s  samples ÷ wall_s
 //	bytes_sent, bytes_recv    Σ over all ranks
+//	sent_by_link              {"host": B, "hosts": B, "groups": B}: sent_host, sent_hosts and
+//	                          sent_groups Σ over all ranks; absent when no rank counted them
 //	traffic_mb_per_s          (bytes_sent + bytes_recv) ÷ 10⁶ ÷ wall_s (MB = 10⁶ bytes);
 //	                          sent_mb_per_s and recv_mb_per_s separately
 //	per_rank[]                rank, rounds, samples, elapsed_s (the rank's latest time_s),
 //	                          compute_s, comm_s, wait_s, bytes_sent, bytes_recv,
+//	                          sent_by_link (absent for a rank that counted none),
 //	                          computation_ratio = compute_s ÷ elapsed_s,
 //	                          esync_computing_ratio = 1 − (comm_s + wait_s) ÷ elapsed_s
 //	                          (ESync's figure 5: only the global aggregate, i.e. communication

@@ -26,6 +26,8 @@ func TestRoundRecordJSON(t *testing.T) {
 			`{"rank":1,"round":7,"time_s":3.52,"samples":256,"compute_s":0.31,"comm_s":0.02,"wait_s":0.11,"bytes_sent":1017640,"bytes_recv":1017641,"loss":0.61,"local_steps":4,"late_rank":3,"late_wait_s":0.305,"accuracy":0.8125}`},
 		{"extras", RoundRecord{Rank: 2, Round: 1, Loss: 1e-7, LateRank: 0, LateWaitS: 1e-3, Extra: []Field{{"staleness", 3}, {"version", 12}}},
 			`{"rank":2,"round":1,"time_s":0,"samples":0,"compute_s":0,"comm_s":0,"wait_s":0,"bytes_sent":0,"bytes_recv":0,"loss":1e-07,"local_steps":0,"late_rank":0,"late_wait_s":0.001,"staleness":3,"version":12}`},
+		{"sent by link", RoundRecord{Rank: 3, Round: 2, BytesSent: 60, LateRank: -1, Sent: LinkBytes{Host: 10, Hosts: 20, Groups: 30}, Extra: []Field{{"version", 1}}},
+			`{"rank":3,"round":2,"time_s":0,"samples":0,"compute_s":0,"comm_s":0,"wait_s":0,"bytes_sent":60,"bytes_recv":0,"loss":0,"local_steps":0,"late_rank":-1,"late_wait_s":0,"sent_host":10,"sent_hosts":20,"sent_groups":30,"version":1}`},
 		{"zero accuracy still written", RoundRecord{LateRank: -1, HasAccuracy: true},
 			`{"rank":0,"round":0,"time_s":0,"samples":0,"compute_s":0,"comm_s":0,"wait_s":0,"bytes_sent":0,"bytes_recv":0,"loss":0,"local_steps":0,"late_rank":-1,"late_wait_s":0,"accuracy":0}`},
 	}
@@ -365,6 +367,35 @@ func approxEqual(a, b any) bool {
 		}
 	}
 	return true
+}
+
+// TestSummarizeLinkBytes: summary.json's sent_by_link is every rank's rounds' bytes by class
+// of link summed, per rank and over the job, and absent for a run that counted none.
+func TestSummarizeLinkBytes(t *testing.T) {
+	rounds := []RoundRecord{
+		{Rank: 0, Round: 0, LateRank: -1, Sent: LinkBytes{Host: 100, Hosts: 7}},
+		{Rank: 0, Round: 1, LateRank: -1, Sent: LinkBytes{Host: 100, Groups: 5}},
+		{Rank: 1, Round: 0, LateRank: -1, Sent: LinkBytes{Hosts: 40}},
+		{Rank: 2, Round: 0, LateRank: -1},
+	}
+	s := Summarize(nil, rounds, nil)
+	if s.SentByLink == nil || *s.SentByLink != (LinkBytes{Host: 200, Hosts: 47, Groups: 5}) {
+		t.Fatalf("job sent_by_link %+v, want {200 47 5}", s.SentByLink)
+	}
+	want := []*LinkBytes{{Host: 200, Hosts: 7, Groups: 5}, {Hosts: 40}, nil}
+	for r, w := range want {
+		got := s.PerRank[r].SentByLink
+		if (got == nil) != (w == nil) || (got != nil && *got != *w) {
+			t.Errorf("rank %d: sent_by_link %+v, want %+v", r, got, w)
+		}
+	}
+	b, err := json.Marshal(Summarize(nil, rounds[3:], nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("sent_by_link")) {
+		t.Errorf("a run that counted no link bytes writes sent_by_link: %s", b)
+	}
 }
 
 func TestSummaryJSONDivergedLoss(t *testing.T) {

@@ -33,6 +33,10 @@ type RoundRecord struct {
 	// Accuracy is written only when HasAccuracy is set (the round was evaluated).
 	Accuracy    float64 `json:"accuracy,omitempty"`
 	HasAccuracy bool    `json:"-"`
+	// Sent is BytesSent's share of the round by class of link, as the trainer counts it where
+	// its communicator and services send (LinkBytes). It is written only when not zero, and
+	// files written before it existed read as zero.
+	Sent LinkBytes `json:"-"`
 	// Extra holds strategy-specific numbers (staleness, version, clock, …) written as further
 	// top-level keys. Their keys must not collide with the fixed ones above.
 	Extra []Field `json:"-"`
@@ -55,7 +59,8 @@ type EvalRecord struct {
 
 // roundKeys are the fixed keys of a RoundRecord, in output order.
 var roundKeys = []string{"rank", "round", "time_s", "samples", "compute_s", "comm_s", "wait_s",
-	"bytes_sent", "bytes_recv", "loss", "local_steps", "late_rank", "late_wait_s", "accuracy"}
+	"bytes_sent", "bytes_recv", "loss", "local_steps", "late_rank", "late_wait_s", "accuracy",
+	"sent_host", "sent_hosts", "sent_groups"}
 
 // Validate reports negative counters, times that are negative or not finite, and Extra keys
 // that are empty, duplicated or reserved.
@@ -72,7 +77,7 @@ func (r *RoundRecord) check() error {
 		return fmt.Errorf("rank %d < 0", r.Rank)
 	case r.Round < 0:
 		return fmt.Errorf("rank %d: round %d < 0", r.Rank, r.Round)
-	case r.Samples < 0 || r.BytesSent < 0 || r.BytesRecv < 0 || r.LocalSteps < 0:
+	case r.Samples < 0 || r.BytesSent < 0 || r.BytesRecv < 0 || r.LocalSteps < 0 || r.Sent.negative():
 		return fmt.Errorf("rank %d round %d: negative counter", r.Rank, r.Round)
 	case r.LateRank < -1:
 		return fmt.Errorf("rank %d round %d: late_rank %d, want a rank or -1 for none", r.Rank, r.Round, r.LateRank)
@@ -151,6 +156,14 @@ func (r *RoundRecord) AppendJSON(b []byte) []byte {
 	if r.HasAccuracy {
 		b = appendFloatField(b, "accuracy", r.Accuracy)
 	}
+	if r.Sent != (LinkBytes{}) {
+		for _, f := range r.Sent.fields() {
+			b = append(b, ',', '"')
+			b = append(b, f.key...)
+			b = append(b, '"', ':')
+			b = strconv.AppendInt(b, *f.v, 10)
+		}
+	}
 	for _, f := range r.Extra {
 		b = appendFloatField(b, f.Key, f.Value)
 	}
@@ -193,6 +206,9 @@ func (r *RoundRecord) UnmarshalJSON(data []byte) error {
 	ints := map[string]*int{"rank": &r.Rank, "round": &r.Round, "samples": &r.Samples, "local_steps": &r.LocalSteps,
 		"late_rank": &r.LateRank}
 	int64s := map[string]*int64{"bytes_sent": &r.BytesSent, "bytes_recv": &r.BytesRecv}
+	for _, f := range r.Sent.fields() {
+		int64s[f.key] = f.v
+	}
 	floats := map[string]*float64{"time_s": &r.TimeS, "compute_s": &r.ComputeS, "comm_s": &r.CommS,
 		"wait_s": &r.WaitS, "late_wait_s": &r.LateWaitS, "loss": &r.Loss, "accuracy": &r.Accuracy}
 	for _, k := range []string{"rank", "round"} {

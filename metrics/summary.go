@@ -33,6 +33,9 @@ type Summary struct {
 	Throughput     float64            `json:"throughput_samples_per_s"`
 	BytesSent      int64              `json:"bytes_sent"`
 	BytesRecv      int64              `json:"bytes_recv"`
+	// SentByLink is what all ranks sent by class of link (RoundRecord.Sent); absent for runs
+	// that did not count it.
+	SentByLink *LinkBytes `json:"sent_by_link,omitempty"`
 	// TrafficMBps is (bytes_sent + bytes_recv) over all ranks ÷ 10⁶ ÷ wall_s; the one-way
 	// figures are beside it.
 	TrafficMBps     float64       `json:"traffic_mb_per_s"`
@@ -56,6 +59,8 @@ type RankSummary struct {
 	WaitS     float64 `json:"wait_s"`
 	BytesSent int64   `json:"bytes_sent"`
 	BytesRecv int64   `json:"bytes_recv"`
+	// SentByLink is the rank's RoundRecord.Sent summed; absent for a rank that counted none.
+	SentByLink *LinkBytes `json:"sent_by_link,omitempty"`
 	// ComputationRatio = compute_s ÷ elapsed_s (docs/algorithms.md#metrics; injected sleep counts
 	// as compute).
 	ComputationRatio float64 `json:"computation_ratio"`
@@ -89,6 +94,9 @@ func Summarize(config any, rounds []RoundRecord, evals []EvalRecord) Summary {
 		rs.WaitS += finite(r.WaitS)
 		rs.BytesSent += r.BytesSent
 		rs.BytesRecv += r.BytesRecv
+		if r.Sent != (LinkBytes{}) {
+			rs.SentByLink = addLinks(rs.SentByLink, r.Sent)
+		}
 		distinct[r.Round] = struct{}{}
 	}
 	s.Rounds = len(distinct)
@@ -102,6 +110,9 @@ func Summarize(config any, rounds []RoundRecord, evals []EvalRecord) Summary {
 		s.Samples += rs.Samples
 		s.BytesSent += rs.BytesSent
 		s.BytesRecv += rs.BytesRecv
+		if rs.SentByLink != nil {
+			s.SentByLink = addLinks(s.SentByLink, *rs.SentByLink)
+		}
 		s.PerRank = append(s.PerRank, *rs)
 	}
 	slices.SortFunc(s.PerRank, func(a, b RankSummary) int { return a.Rank - b.Rank })

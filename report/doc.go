@@ -29,6 +29,11 @@
 //     own seed's baseline, and mean ± std of final and tail accuracy and throughput.
 //   - computation ratio: ours is compute ÷ elapsed per rank (injected sleep is compute);
 //     ESync's figure 5 is 1 − (communication + waiting) ÷ elapsed.
+//   - bytes on each link class: what the ranks sent to ranks of their own host, to other
+//     hosts of their group of hosts and to other groups (racks) of the job's link matrix
+//     (metrics.jsonl's sent_host, sent_hosts, sent_groups), in all, per sample (÷ the
+//     samples all ranks trained) and per round (÷ the rounds all ranks recorded), per run and
+//     as the median per sample of each group of seeds; shown for the runs that counted them.
 //
 // # Figures
 //

@@ -64,6 +64,9 @@ type Row struct {
 	// EndedEarly says where and why the run ended before its stop rule (its numbers cover
 	// what it measured until then); absent when it ran to its end.
 	EndedEarly *metrics.EarlyEnd `json:"ended_early,omitempty"`
+	// Links is what the run's ranks sent by class of link; absent for a run that did not
+	// count it.
+	Links *LinkTraffic `json:"sent_by_link,omitempty"`
 	// PerRank has each rank's computation ratios (compute ÷ elapsed, and ESync's
 	// 1 − aggregate ÷ elapsed) and times.
 	PerRank []metrics.RankSummary `json:"per_rank"`
@@ -113,7 +116,7 @@ func Build(runs []Run, baseline string) (*Report, error) {
 			Hetero: r.Setup.Hetero(), Ranks: r.Setup.Ranks, TimeToAccuracy: s.TimeToAccuracy,
 			FinalAcc: s.FinalAccuracy, TailAcc: tails[r], BestAcc: s.BestAccuracy, Evaluations: s.Evaluations,
 			WallS: s.WallS, Throughput: s.Throughput, TrafficMBps: s.TrafficMBps, PerRank: s.PerRank,
-			EndedEarly: r.EndedEarly,
+			EndedEarly: r.EndedEarly, Links: linkTraffic(s),
 		}
 		if row.TimeToAccuracy == nil {
 			row.TimeToAccuracy = map[string]float64{}
@@ -211,6 +214,7 @@ func (rep *Report) Markdown() string {
 			r.Throughput, r.TrafficMBps, ratios(r.PerRank, false), ratios(r.PerRank, true))
 	}
 	b.WriteString(groupsMarkdown(rep.Groups, rep.Targets))
+	b.WriteString(linksMarkdown(rep.Rows, rep.Groups))
 	b.WriteString("\n## Per rank\n\n")
 	b.WriteString("| run | rank | rounds | samples | elapsed (s) | compute (s) | comm (s) | wait (s) | compute ratio | ESync ratio |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

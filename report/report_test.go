@@ -33,6 +33,8 @@ type fakeRun struct {
 	elapsed             float64
 	samples             int
 	bytes               int64
+	// sent is every rank's bytes by class of link in each round; the zero value writes none.
+	sent metrics.LinkBytes
 }
 
 // writeFakeRun writes config.json, metrics.jsonl and eval.jsonl the way the trainer does.
@@ -56,8 +58,11 @@ func writeFakeRun(t *testing.T, root string, f fakeRun) string {
 	for r := range f.compute {
 		for round := range 2 {
 			t := f.elapsed * float64(round+1) / 2
-			fmt.Fprintf(&m, `{"rank":%d,"round":%d,"time_s":%g,"samples":%d,"compute_s":%g,"comm_s":%g,"wait_s":%g,"bytes_sent":%d,"bytes_recv":%d,"loss":0.5,"local_steps":1,"staleness":%d}`+"\n",
-				r, round, t, f.samples/2, f.compute[r]/2, f.comm[r]/2, f.wait[r]/2, f.bytes/2, f.bytes/2, r)
+			rec := metrics.RoundRecord{Rank: r, Round: round, TimeS: t, Samples: f.samples / 2, ComputeS: f.compute[r] / 2,
+				CommS: f.comm[r] / 2, WaitS: f.wait[r] / 2, BytesSent: f.bytes / 2, BytesRecv: f.bytes / 2, Loss: 0.5, LocalSteps: 1,
+				LateRank: -1, Sent: f.sent, Extra: []metrics.Field{{Key: "staleness", Value: float64(r)}}}
+			m.Write(rec.AppendJSON(nil))
+			m.WriteByte('\n')
 		}
 	}
 	write(t, filepath.Join(dir, "metrics.jsonl"), m.String())

@@ -62,6 +62,9 @@ type Group struct {
 	// time, over the BaselineTailN runs that reached it.
 	BaselineTail  *Spread `json:"baseline_tail_time_ratio,omitempty"`
 	BaselineTailN int     `json:"baseline_tail_reached,omitempty"`
+	// Links is the median over the runs of their bytes per sample by class of link; absent
+	// unless every run counted them.
+	Links *LinkRates `json:"sent_by_link_per_sample_median,omitempty"`
 }
 
 // Spread is the median and the range of a few values.
@@ -155,6 +158,7 @@ func buildGroups(runs []Run, rows []Row, targets []string) []Group {
 			}
 		}
 		g.FinalAcc, g.TailAcc, g.Throughput = meanStd(final), meanStd(tail), meanStd(thr)
+		g.Links = medianRates(rows, idx)
 		if len(bf) > 0 {
 			g.BaselineTail = &Spread{Median: median(bf), Min: slices.Min(bf), Max: slices.Max(bf)}
 			g.BaselineTailN = len(bf)

@@ -96,6 +96,7 @@ type loop struct {
 	resumed   time.Duration
 	begin     time.Time // the rounds' clock: time_s counts from here
 	lastStats transport.Stats
+	lastSent  metrics.LinkBytes // linkSent at the end of the previous round
 	lastEval  time.Duration
 	lastPrint time.Duration
 	lastCkpt  time.Duration
@@ -156,6 +157,7 @@ func (l *loop) start(ctx context.Context) error {
 		return err
 	}
 	l.lastStats = w.Endpoint.Stats()
+	l.lastSent = linkSent(w)
 	return nil
 }
 
@@ -290,6 +292,8 @@ func (l *loop) record(round int, st RoundStats, roundStart time.Time) time.Durat
 	}
 	rec.LateRank, rec.LateWaitS = l.late.round()
 	rec.Extra = roundExtras(st)
+	sent := linkSent(w)
+	rec.Sent, l.lastSent = sent.Sub(l.lastSent), sent
 	l.lastStats = stats
 	l.samples += int64(st.Samples)
 	l.prog.Rounds, l.prog.GlobalSamples = st.GlobalRounds, st.GlobalSamples

@@ -132,7 +132,8 @@ func prepare(ep transport.Endpoint, cfg Config, model Model, opts TrainOptions) 
 		}
 		comm = c
 	}
-	w, err := newWorker(&cfg, ep, comm, model, reg.optimizers)
+	// Decorated after the communicator is built over ep: the communicator counts its own calls.
+	w, err := newWorker(&cfg, countLinks(ep, opts.Links), comm, model, reg.optimizers)
 	if err != nil {
 		return nil, nil, err
 	}
