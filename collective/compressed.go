@@ -396,7 +396,10 @@ func (z *zipState) encodeSend(st *step, buf Buffer) []byte {
 	} else {
 		d := z.scratch[:len(x)]
 		_ = z.codec.Decode(d, wire)
-		r := z.residual[st.lo : st.lo+len(x)]
+		// A step that lies wholly in the exact tail encodes nothing and starts past the
+		// residual's end.
+		lo := min(st.lo, len(z.residual))
+		r := z.residual[lo : lo+len(x)]
 		for i, v := range d {
 			r[i] += x[i] - v
 			x[i] = v

@@ -106,3 +106,30 @@ func TestIAllReduceCompressedRefusesBadArguments(t *testing.T) {
 		t.Errorf("int32 buffer: done %v, error %v", done, err)
 	}
 }
+
+// TestCompressedFeedbackStepInExactTail: a step of the schedule that lies wholly in the exact
+// tail (a ring's segment of a short vector with many exact elements) sends it unencoded and
+// leaves the error feedback alone, blocking and non-blocking.
+func TestCompressedFeedbackStepInExactTail(t *testing.T) {
+	const p, n, exact = 4, 30, 9 // the ring's last segment, [23, 30), is all exact
+	for _, blocking := range []bool{true, false} {
+		j := newMemJob(t, p, Options{Algorithm: "ring"})
+		inputs, got := make([][]float32, p), make([][]float32, p)
+		for r := range p {
+			inputs[r] = compressedInput(r, 1, n)
+			got[r] = append([]float32(nil), inputs[r]...)
+		}
+		j.mustRun(t, "allreduce", func(c *Comm) error {
+			how := Compressed{Feedback: compress.NewFeedback(compress.Int8{}, n-exact), Exact: exact}
+			if blocking {
+				return c.AllReduceCompressed(context.Background(), F32(got[c.Rank()]), Sum, how)
+			}
+			return c.IAllReduceCompressed(context.Background(), F32(got[c.Rank()]), Sum, how).Wait(context.Background())
+		})
+		head, gotHead := make([][]float32, p), make([][]float32, p)
+		for r := range p {
+			head[r], gotHead[r] = inputs[r][:n-exact], got[r][:n-exact]
+		}
+		checkWithinBound(t, compress.Int8{}, head, gotHead, Sum, true)
+	}
+}
