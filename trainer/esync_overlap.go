@@ -33,6 +33,9 @@ import (
 // where every rank sends its last vector blocking and ends with the same model, holding every
 // step. GlobalRounds counts the rounds handed over (the one in flight included), so
 // --max-rounds N runs N+1 rounds, the last one to flush.
+//
+// Metrics: Wait is the handover's wait for the previous round's exchange (the time overlap
+// did not hide); Comm the handover's own work, the reset and the round's queries.
 type esyncFlight struct {
 	comm nonBlockingComm
 	sent []float32           // the local model at the last handover (w_sent)
