@@ -32,6 +32,19 @@ func TestESyncOverlapKeepsReplicasIdentical(t *testing.T) {
 			}
 		}
 	}
+	// With the paper's non-blocking queries too, whose steps overlap the state service's
+	// answers as the rounds overlap their exchanges.
+	cfg := overlapConfig(5)
+	cfg.Outer, cfg.Options = OuterNesterov, &ESyncConfig{Overlap: true, Queries: ESyncNonBlocking}
+	out := runCkptJob(t, ckptJob{cfg: cfg, size: 3, cancelAt: -1})
+	if out.err != nil {
+		t.Fatalf("--esync-queries nonblocking: %v", out.err)
+	}
+	for r := 1; r < 3; r++ {
+		if !slices.Equal(out.params[r], out.params[0]) {
+			t.Fatalf("--esync-queries nonblocking: rank %d's model differs from rank 0's", r)
+		}
+	}
 }
 
 // The steps a rank takes while its round's exchange is in flight are kept: on one rank, where
