@@ -123,32 +123,9 @@ type Compressed struct {
 // as how says (see Compression for the bound and the replicas). Every rank must pass the same
 // codec; they differ only in their own Feedback.
 func (c *Comm) AllReduceCompressed(ctx context.Context, buf Buffer, op ReduceOp, how Compressed) error {
-	if err := c.checkArgs(kindAllReduce, buf, op, 0); err != nil {
+	z, err := c.compressedArgs(buf, op, how)
+	if err != nil {
 		return err
-	}
-	z := Compression{Codec: how.Codec, BetweenHosts: how.BetweenHosts}
-	if fb := how.Feedback; fb != nil {
-		switch {
-		case z.Codec == nil:
-			z.Codec = fb.Codec()
-		case z.Codec.Name() != fb.Codec().Name():
-			return c.argErr(kindAllReduce, "codec %s, but the error feedback encodes with %s", z.Codec.Name(), fb.Codec().Name())
-		}
-		if len(fb.Residual()) != buf.Len()-how.Exact {
-			return c.argErr(kindAllReduce, "error feedback made for %d values, buffer of %d with %d exact", len(fb.Residual()), buf.Len(), how.Exact)
-		}
-	}
-	if how.Exact < 0 || how.Exact > buf.Len() {
-		return c.argErr(kindAllReduce, "%d exact elements in a buffer of %d", how.Exact, buf.Len())
-	}
-	if z.Codec == nil {
-		z = c.opts.Compression
-	}
-	if z.lossy() && (buf.DType != Float32 || (op != Sum && op != Avg)) {
-		return c.argErr(kindAllReduce, "compression %s needs a float32 sum or average, not %v %v", z, buf.DType, op)
-	}
-	if err := z.check(c.opts); err != nil {
-		return c.argErr(kindAllReduce, "%v", err)
 	}
 	seq, queued := c.turns.issue(nil)
 	if queued != nil {
@@ -156,10 +133,60 @@ func (c *Comm) AllReduceCompressed(ctx context.Context, buf Buffer, op ReduceOp,
 			return err
 		}
 	}
+	err = c.execCompressed(ctx, seq, buf, op, z, how)
+	c.passTurn()
+	return err
+}
+
+// IAllReduceCompressed is the non-blocking AllReduceCompressed: the same codecs, error
+// feedback, exact tail and bound, for every algorithm. The call reads and writes buf and
+// how.Feedback's residual until it completes: touch neither before Wait returns or Test
+// reports it done.
+func (c *Comm) IAllReduceCompressed(ctx context.Context, buf Buffer, op ReduceOp, how Compressed) *Request {
+	z, err := c.compressedArgs(buf, op, how)
+	return c.startCall(err, kindAllReduce, func(seq uint64) error {
+		return c.execCompressed(ctx, seq, buf, op, z, how)
+	})
+}
+
+// compressedArgs checks a compressed allreduce's arguments and returns the compression it
+// runs with: how's codec (Feedback's when how names none), else the Comm's own.
+func (c *Comm) compressedArgs(buf Buffer, op ReduceOp, how Compressed) (Compression, error) {
+	if err := c.checkArgs(kindAllReduce, buf, op, 0); err != nil {
+		return Compression{}, err
+	}
+	z := Compression{Codec: how.Codec, BetweenHosts: how.BetweenHosts}
+	if fb := how.Feedback; fb != nil {
+		switch {
+		case z.Codec == nil:
+			z.Codec = fb.Codec()
+		case z.Codec.Name() != fb.Codec().Name():
+			return z, c.argErr(kindAllReduce, "codec %s, but the error feedback encodes with %s", z.Codec.Name(), fb.Codec().Name())
+		}
+		if len(fb.Residual()) != buf.Len()-how.Exact {
+			return z, c.argErr(kindAllReduce, "error feedback made for %d values, buffer of %d with %d exact", len(fb.Residual()), buf.Len(), how.Exact)
+		}
+	}
+	if how.Exact < 0 || how.Exact > buf.Len() {
+		return z, c.argErr(kindAllReduce, "%d exact elements in a buffer of %d", how.Exact, buf.Len())
+	}
+	if z.Codec == nil {
+		z = c.opts.Compression
+	}
+	if z.lossy() && (buf.DType != Float32 || (op != Sum && op != Avg)) {
+		return z, c.argErr(kindAllReduce, "compression %s needs a float32 sum or average, not %v %v", z, buf.DType, op)
+	}
+	if err := z.check(c.opts); err != nil {
+		return z, c.argErr(kindAllReduce, "%v", err)
+	}
+	return z, nil
+}
+
+// execCompressed runs compressed allreduce seq under z; the caller has the turn.
+func (c *Comm) execCompressed(ctx context.Context, seq uint64, buf Buffer, op ReduceOp, z Compression, how Compressed) error {
 	c.zip.set(z, how.Feedback, how.Exact)
 	err := c.exec(ctx, seq, kindAllReduce, buf, Buffer{}, op, 0)
 	c.zip.set(Compression{}, nil, 0)
-	c.passTurn()
 	return err
 }
 
@@ -369,7 +396,10 @@ func (z *zipState) encodeSend(st *step, buf Buffer) []byte {
 	} else {
 		d := z.scratch[:len(x)]
 		_ = z.codec.Decode(d, wire)
-		r := z.residual[st.lo : st.lo+len(x)]
+		// A step that lies wholly in the exact tail encodes nothing and starts past the
+		// residual's end.
+		lo := min(st.lo, len(z.residual))
+		r := z.residual[lo : lo+len(x)]
 		for i, v := range d {
 			r[i] += x[i] - v
 			x[i] = v

@@ -194,6 +194,7 @@
 // encodes only the messages between hosts of Options.Links; the replicas then stay identical
 // over hier-ring, hier-ps and auto (which runs such calls as hier-ring). Error feedback (Compressed.Feedback) carries what a
 // rank's encodings lost into its next call (compressed.go says how and when it is exact).
+// IAllReduceCompressed is its non-blocking form, for every algorithm.
 //
 // # Order and non-blocking calls
 //

@@ -111,6 +111,14 @@ type Request struct {
 // of its own at its turn. A call whose arguments are invalid completes at once with that error
 // and takes no sequence number, like its blocking form.
 func (c *Comm) start(ctx context.Context, argErr error, kind collKind, buf, aux Buffer, op ReduceOp, root int) *Request {
+	return c.startCall(argErr, kind, func(seq uint64) error {
+		return c.exec(ctx, seq, kind, buf, aux, op, root)
+	})
+}
+
+// startCall is start for a call that run executes once it has the turn (a compressed
+// allreduce sets up its codec around exec).
+func (c *Comm) startCall(argErr error, kind collKind, run func(seq uint64) error) *Request {
 	r := &Request{c: c, kind: kind, done: make(chan struct{})}
 	if argErr != nil {
 		r.err = argErr
@@ -124,7 +132,7 @@ func (c *Comm) start(ctx context.Context, argErr error, kind collKind, buf, aux 
 		if queued != nil {
 			<-r.turn
 		}
-		r.err = c.exec(ctx, seq, kind, buf, aux, op, root)
+		r.err = run(seq)
 		c.passTurn()
 		close(r.done)
 	}()

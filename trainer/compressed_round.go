@@ -40,12 +40,33 @@ func checkCompress(f Factory, cfg *Config) error {
 	if !f.Compresses {
 		return fmt.Errorf("trainer: Config.Compress %s: Config.Strategy %s sends no compressed rounds", cfg.Compress, cfg.Strategy)
 	}
+	c := *cfg
+	if strat, err := f.New(&c); err == nil {
+		if u, ok := strat.(uncompressedRounds); ok {
+			return fmt.Errorf("trainer: Config.Compress %s: Config.Strategy %s over Config.Collective %s sends no compressed rounds: %s",
+				cfg.Compress, cfg.Strategy, cfg.Collective, u.UncompressedRounds())
+		}
+	}
 	intact := intactCollectives[z.BetweenHosts]
 	if _, isInt8 := z.Codec.(compress.Int8); isInt8 && !slices.Contains(intact, strings.Split(cfg.Collective, "/")[0]) {
 		return fmt.Errorf("trainer: Config.Compress %s: int8 keeps the replicas identical only over %s, not Config.Collective %s",
 			cfg.Compress, strings.Join(intact, ", "), cfg.Collective)
 	}
 	return nil
+}
+
+// uncompressedRounds is implemented by a form of a strategy whose Factory says Compresses
+// that sends no compressed rounds itself (wbsp-opt over the parameter server): it says why.
+type uncompressedRounds interface{ UncompressedRounds() string }
+
+// putRoundExtras writes the first exact values a synchronous round carries after its vector
+// (esync's and ssgd's): rank 0's stop vote, then this rank's loss, correct count and samples.
+func putRoundExtras(x []float32, stopVote bool, st RoundStats) {
+	x[0] = 0
+	if stopVote {
+		x[0] = 1
+	}
+	x[1], x[2], x[3] = float32(st.Loss), float32(st.Correct), float32(st.Samples)
 }
 
 // compressingCollective is a communicator that can compress an allreduce (collective.Comm).
@@ -83,6 +104,25 @@ func (r *roundReducer) allReduce(ctx context.Context, comm Collective, buf []flo
 		return fmt.Errorf("Config.Compress %s: the communicator (%T) cannot compress an allreduce", r.how.Codec.Name(), comm)
 	}
 	return cc.AllReduceCompressed(ctx, collective.F32(buf), collective.Sum, r.how)
+}
+
+// compressingNonBlocking is a communicator that can compress a non-blocking allreduce
+// (collective.Comm).
+type compressingNonBlocking interface {
+	IAllReduceCompressed(ctx context.Context, buf collective.Buffer, op collective.ReduceOp, how collective.Compressed) *collective.Request
+}
+
+// iAllReduce starts the sum of buf over the ranks of comm without waiting: buf and the error
+// feedback belong to the call until it completes.
+func (r *roundReducer) iAllReduce(ctx context.Context, comm nonBlockingComm, buf []float32) (*collective.Request, error) {
+	if r.how.Codec == nil {
+		return comm.IAllReduce(ctx, collective.F32(buf), collective.Sum), nil
+	}
+	cc, ok := comm.(compressingNonBlocking)
+	if !ok {
+		return nil, fmt.Errorf("Config.Compress %s: the communicator (%T) cannot compress a non-blocking allreduce", r.how.Codec.Name(), comm)
+	}
+	return cc.IAllReduceCompressed(ctx, collective.F32(buf), collective.Sum, r.how), nil
 }
 
 // appendState appends to b what a checkpoint keeps of the reducer: nothing without error

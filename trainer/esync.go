@@ -34,6 +34,10 @@ type ESyncConfig struct {
 	// Queries is how a rank waits for the state service: ESyncBlocking (the original's code,
 	// the default) or ESyncNonBlocking (the paper's §4.2 mode).
 	Queries string `json:"queries,omitempty"`
+	// Overlap keeps a rank taking local steps while its round's exchange is in flight and
+	// folds them into the next round (esync_overlap.go). Off: the paper's ESync, each
+	// round's allreduce blocking.
+	Overlap bool `json:"overlap,omitempty"`
 }
 
 // The values of ESyncConfig.Queries (--esync-queries).
@@ -58,6 +62,7 @@ func (e *ESyncConfig) Flags(fs *flag.FlagSet) {
 	if e.Queries == "" {
 		e.Queries = ESyncBlocking
 	}
+	fs.BoolVar(&e.Overlap, "esync-overlap", e.Overlap, "keep taking local steps while a round's exchange is in flight and fold them into the next round (the one-round-delayed update of Streaming DiLoCo); off: the paper's blocking rounds")
 	fs.StringVar(&e.Queries, "esync-queries", e.Queries, "blocking (the original's code: wait for every answer) or nonblocking (the paper's §4.2: a rank computes its next step while its query to the state service is in flight, and drops that step on READY)")
 }
 
@@ -190,6 +195,7 @@ type esync struct {
 	round   int           // t, from 1 as in the original
 	lastC   time.Duration // duration of this rank's last local step
 	overlap bool          // non-blocking queries (ESyncConfig.Queries)
+	flight  *esyncFlight  // the exchange in flight under ESyncConfig.Overlap; nil without it
 	dropped int           // speculative steps dropped this round (0 or 1)
 	// The round in progress: its local steps so far (n_i), their summed loss, its stats and
 	// the time its state-service queries took.
@@ -253,6 +259,11 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 	}
 	s.round = 1
 	s.overlap = s.cfg.Queries == ESyncNonBlocking
+	if s.cfg.Overlap {
+		if s.flight, err = newESyncFlight(w); err != nil {
+			return err
+		}
+	}
 	svc, err := startESyncService(ctx, w.Endpoint, s.cfg.Epsilon, s.cfg.EpsilonFactor)
 	s.svc = svc
 	return err
@@ -336,22 +347,15 @@ func (s *esync) ShouldSync(ctx context.Context, w *Worker) (bool, error) {
 // Sync sums the ranks' deltas with the extras, sets every rank's model to the global update
 // and resets into the next round at the state service.
 func (s *esync) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error) {
-	st, k := s.st, s.k
-	st.LocalSteps = k
-	st.Loss = s.lossSum / float64(k)
-
+	if s.flight != nil {
+		return s.handover(ctx, w, stopVote)
+	}
+	st := s.roundStats()
 	n := len(w.Params)
 	for i, p := range w.Params {
 		s.buf[i] = p - s.pre[i]
 	}
-	s.buf[n] = 0
-	if stopVote {
-		s.buf[n] = 1
-	}
-	s.buf[n+1] = float32(st.Loss)
-	s.buf[n+2] = float32(st.Correct)
-	s.buf[n+3] = float32(st.Samples)
-	s.buf[n+4] = float32(k)
+	s.fillExtras(n, st, stopVote)
 
 	t0 := w.Now()
 	if err := w.Comm.Barrier(ctx); err != nil {
@@ -361,27 +365,53 @@ func (s *esync) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats,
 	if err := s.reduce.allReduce(ctx, w.Comm, s.buf); err != nil {
 		return RoundStats{}, fmt.Errorf("trainer: rank %d: esync round %d: allreduce: %w", w.Rank, s.rounds+1, err)
 	}
-	roundUpdate(s.outer, s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
+	st.GlobalLoss, st.Stop = s.update(w)
 	copy(w.Params, s.pre)
 	s.round++
 	if err := s.svc.Reset(ctx, s.round, s.lastC); err != nil {
 		return RoundStats{}, err
 	}
 	t2 := w.Now()
-	s.rounds++
-	s.samples += int64(s.buf[n+3] + 0.5)
-	st.GlobalLoss = float64(s.buf[n+1]) / float64(w.Size)
 	st.GlobalSamples = s.samples
 	st.GlobalRounds = s.rounds
 	st.Wait = t1.Sub(t0)
 	st.Comm = t2.Sub(t1) + s.query
-	st.Stop = s.buf[n] > 0.5
+	s.roundExtras(&st)
+	s.clean = st.Stop
+	return st, nil
+}
+
+// roundStats is the round's statistics so far: its n_i local steps and their mean loss.
+func (s *esync) roundStats() RoundStats {
+	st := s.st
+	st.LocalSteps = s.k
+	st.Loss = s.lossSum / float64(s.k)
+	return st
+}
+
+// fillExtras writes the round's extras after the n values of the vector in s.buf.
+func (s *esync) fillExtras(n int, st RoundStats, stopVote bool) {
+	putRoundExtras(s.buf[n:], stopVote, st)
+	s.buf[n+4] = float32(st.LocalSteps)
+}
+
+// update applies the summed vector in s.buf to the global model w_t (s.pre): the outer
+// optimizer's step, or w ← w + γ·ΣΔ/N, and counts the round. It returns the round's mean
+// training loss over the ranks and the agreed stop.
+func (s *esync) update(w *Worker) (globalLoss float64, stop bool) {
+	n := len(w.Params)
+	roundUpdate(s.outer, s.pre, s.buf[:n], s.cfg.GlobalLR, w.Size)
+	s.rounds++
+	s.samples += int64(s.buf[n+3] + 0.5)
+	return float64(s.buf[n+1]) / float64(w.Size), s.buf[n] > 0.5
+}
+
+// roundExtras adds the round's ESync-specific metrics to st.
+func (s *esync) roundExtras(st *RoundStats) {
 	if s.overlap {
 		// the batch of a dropped step was consumed: a replay of the round skips it
 		st.Extra = []metrics.Field{{Key: "dropped_steps", Value: float64(s.dropped)}}
 	}
-	s.clean = st.Stop
-	return st, nil
 }
 
 // certainStep takes a local step that the state service has allowed.
@@ -538,8 +568,21 @@ func (s *esync) Finish(ctx context.Context, w *Worker) error {
 // are not saved: their instants are on rank 0's clock of the killed job, and each rank's first
 // query of the resumed job (k = 0, always NOT-READY) carries its saved step time, which is
 // all a record needs to be whole again.
-func (s *esync) CheckpointState(*Worker) ([]byte, error) {
-	b := binary.LittleEndian.AppendUint64(nil, uint64(s.rounds))
+//
+// Under overlap the exchange in flight is applied first (landForCheckpoint): the model saved
+// is the global one, and a stop that exchange agreed is kept in the rounds' top bits
+// (esyncStopPending), for the resumed run's next round to end the run as this one would.
+func (s *esync) CheckpointState(w *Worker) ([]byte, error) {
+	if s.flight != nil {
+		if err := s.landForCheckpoint(w); err != nil {
+			return nil, err
+		}
+	}
+	rounds := uint64(s.rounds)
+	if s.flight != nil && s.flight.stop {
+		rounds |= esyncStopPending
+	}
+	b := binary.LittleEndian.AppendUint64(nil, rounds)
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.samples))
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.lastC))
 	opt := s.opt.AppendState(nil)
@@ -554,13 +597,18 @@ func (s *esync) RestoreState(w *Worker, state []byte, from *CheckpointHeader) er
 	if len(state) < 32 {
 		return fmt.Errorf("esync state of %d bytes, want at least 32", len(state))
 	}
-	rounds, samples := int64(binary.LittleEndian.Uint64(state)), int64(binary.LittleEndian.Uint64(state[8:]))
+	rounds, samples := binary.LittleEndian.Uint64(state), int64(binary.LittleEndian.Uint64(state[8:]))
+	stop := rounds&esyncStopPending != 0
+	if stop && s.flight == nil {
+		return fmt.Errorf("esync state of a run with --esync-overlap whose stop was agreed, resumed without --esync-overlap")
+	}
+	rounds &^= esyncStopPending
 	lastC, nb := int64(binary.LittleEndian.Uint64(state[16:])), binary.LittleEndian.Uint64(state[24:])
 	if from.version == 1 {
 		nb *= 4 // version 1 counted the SGD velocity's values, whose bytes are SGD's state
 	}
 	switch {
-	case rounds < 0 || samples < 0 || lastC < 0:
+	case int64(rounds) < 0 || samples < 0 || lastC < 0:
 		return fmt.Errorf("esync state holds %d rounds, %d samples and a step of %v", rounds, samples, time.Duration(lastC))
 	case uint64(len(state)-32) < nb:
 		return fmt.Errorf("esync state of %d bytes for %d bytes of the local optimizer's state", len(state), nb)
@@ -577,8 +625,16 @@ func (s *esync) RestoreState(w *Worker, state []byte, from *CheckpointHeader) er
 	}
 	s.rounds, s.samples, s.lastC = int(rounds), samples, time.Duration(lastC)
 	copy(s.pre, w.Params)
+	if s.flight != nil {
+		copy(s.flight.sent, w.Params)
+		s.flight.stop = stop
+	}
 	return nil
 }
+
+// esyncStopPending marks, in the rounds of an ESync checkpoint state, a stop agreed by the
+// exchange a checkpoint under overlap applied (rounds never reach 2^62).
+const esyncStopPending = 1 << 62
 
 // Resizable is false: each rank's part holds its own velocity and its position in its own
 // shard, which no rank of a job of another size has.

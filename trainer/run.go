@@ -312,7 +312,11 @@ func (l *loop) evaluate(round int, st RoundStats, now time.Duration) error {
 		(cfg.Eval.Interval > 0 && now-l.lastEval >= cfg.Eval.Interval)
 	if due {
 		l.lastEval = now
-		l.ev.Offer(l.w.Params, EvalResult{Round: round, GlobalRound: st.GlobalRounds, SnapshotTime: now, GlobalSamples: st.GlobalSamples, Epochs: l.rule.EpochsDone(l.prog)})
+		params := l.w.Params
+		if g, ok := l.strat.(globalModel); ok {
+			params = g.GlobalModel()
+		}
+		l.ev.Offer(params, EvalResult{Round: round, GlobalRound: st.GlobalRounds, SnapshotTime: now, GlobalSamples: st.GlobalSamples, Epochs: l.rule.EpochsDone(l.prog)})
 	}
 	for _, r := range l.ev.Take() {
 		l.res.Evals = append(l.res.Evals, r)
@@ -326,6 +330,11 @@ func (l *loop) evaluate(round int, st RoundStats, now time.Duration) error {
 	}
 	return nil
 }
+
+// globalModel is implemented by strategies whose ranks hold, after a round, a model of
+// their own beside the global one every rank shares (ESync with overlapping rounds):
+// evaluation takes the global model.
+type globalModel interface{ GlobalModel() []float32 }
 
 // progress prints rank 0's progress line when one is due, and after the last round.
 func (l *loop) progress(round int, st RoundStats, now time.Duration) {

@@ -64,13 +64,7 @@ func (s *ssgd) Sync(ctx context.Context, w *Worker, stopVote bool) (RoundStats, 
 	st := s.step
 	n := len(w.Grads)
 	copy(s.buf, w.Grads)
-	s.buf[n] = 0
-	if stopVote {
-		s.buf[n] = 1
-	}
-	s.buf[n+1] = float32(st.Loss)
-	s.buf[n+2] = float32(st.Correct)
-	s.buf[n+3] = float32(st.Samples)
+	putRoundExtras(s.buf[n:], stopVote, RoundStats{Loss: st.Loss, Correct: st.Correct, Samples: st.Samples})
 
 	t0 := w.Now()
 	if err := w.Comm.Barrier(ctx); err != nil {

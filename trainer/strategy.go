@@ -22,7 +22,8 @@ type Strategy interface {
 	// Round runs one round on this rank. stopVote is rank 0's vote (false elsewhere); the
 	// strategy carries it to every rank and sets RoundStats.Stop on all ranks for the same
 	// agreed round (see the package's stopping rules in stop.go). After Round, w.Params holds
-	// the model this rank would evaluate.
+	// the model this rank would evaluate, unless the strategy keeps a global model beside it
+	// (globalModel in run.go), which evaluation then takes.
 	Round(ctx context.Context, w *Worker, stopVote bool) (RoundStats, error)
 	// Finish tears the strategy down after the last round; every rank calls it, and it
 	// returns only when no other rank still needs this one.

@@ -36,8 +36,9 @@ import (
 // parameters onto a new global model.
 func wbspOptFactory() Factory {
 	return Factory{
-		Options: func() Options { return &WBSPOptions{} },
-		New:     wbspNew(func() Strategy { return &wbspOpt{} }, func() Strategy { return &wbspOptAllReduce{} }),
+		Options:    func() Options { return &WBSPOptions{} },
+		New:        wbspNew(func() Strategy { return &wbspOpt{} }, func() Strategy { return &wbspOptAllReduce{} }),
+		Compresses: true, // over an allreduce; the parameter server's form refuses (UncompressedRounds)
 	}
 }
 
@@ -145,6 +146,11 @@ func (p *deltaPipeline) rebase(local []float32, lo, hi int) {
 }
 
 func (s *wbspOpt) Name() string { return "wbsp-opt" }
+
+// UncompressedRounds: the parameter server's pushes and pulls are not allreduces.
+func (s *wbspOpt) UncompressedRounds() string {
+	return "its rounds are pushes to and pulls from the parameter server; --collective ring or auto runs its rounds as compressed allreduces"
+}
 
 func (s *wbspOpt) Start(ctx context.Context, w *Worker) error {
 	n := len(w.Params)

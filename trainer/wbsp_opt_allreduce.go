@@ -32,13 +32,18 @@ import (
 // trigger rank's barrier and the wait for a previous allreduce still running, Comm the
 // bookkeeping and the final blocking allreduce.
 //
+// Under Config.Compress the vectors travel compressed with this rank's error feedback
+// (collective.IAllReduceCompressed; compressed_round.go), the extras and step-time slots
+// exact. One allreduce is in flight at a time, so one residual serves both buffers.
+//
 // A caller's loop drives it as a Session under ExchangeParams: its optimizer steps its own
 // copy, and ShouldSync, which may re-base that copy (step 1), reads and writes the parameters
 // at every step (ParamsAtSteps).
 type wbspOptAllReduce struct {
 	wbspRounds
 	pipe     *deltaPipeline
-	prev     []float32 // the local model at the last step boundary
+	reduce   *roundReducer // the rounds' allreduces, Δ compressed as Config.Compress says
+	prev     []float32     // the local model at the last step boundary
 	inflight *collective.Request
 	stop     bool
 	applied  RoundStats // what applying the previous round's allreduce gave, this round
@@ -51,6 +56,11 @@ func (s *wbspOptAllReduce) Start(ctx context.Context, w *Worker) error {
 		return err
 	}
 	n := len(s.buf)
+	reduce, err := newRoundReducer(w.Cfg, len(w.Params), n-len(w.Params))
+	if err != nil {
+		return err
+	}
+	s.reduce = reduce
 	// The pipeline's buffers are whole round vectors (Δ, then the extras written at the
 	// handover); its global model is w_t, which rebase adds the pending steps to.
 	s.pipe = &deltaPipeline{pending: s.buf, inflight: make([]float32, n), global: s.base, empty: true}
@@ -146,7 +156,7 @@ func (s *wbspOptAllReduce) Sync(ctx context.Context, w *Worker, stopVote bool) (
 	if s.stop {
 		// Agreed to stop: allreduce what is pending, blocking, so that every step is in the
 		// last model and the replicas end identical.
-		if err := s.comm.AllReduce(ctx, collective.F32(vec), collective.Sum); err != nil {
+		if err := s.reduce.allReduce(ctx, s.comm, vec); err != nil {
 			return RoundStats{}, fmt.Errorf("trainer: rank %d: wbsp-opt final round %d: allreduce: %w", w.Rank, s.rounds, err)
 		}
 		s.apply(w, vec)
@@ -154,7 +164,11 @@ func (s *wbspOptAllReduce) Sync(ctx context.Context, w *Worker, stopVote bool) (
 		copy(s.prev, w.Params)
 		st.Stop = true
 	} else {
-		s.inflight = s.comm.IAllReduce(ctx, collective.F32(vec), collective.Sum)
+		req, err := s.reduce.iAllReduce(ctx, s.comm, vec)
+		if err != nil {
+			return RoundStats{}, fmt.Errorf("trainer: rank %d: wbsp-opt round %d: %w", w.Rank, s.rounds, err)
+		}
+		s.inflight = req
 		s.post(ctx, w)
 	}
 	st.Comm = w.Now().Sub(t1)

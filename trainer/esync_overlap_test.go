@@ -1,0 +1,156 @@
+package trainer
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// overlapConfig is ESync with overlapping rounds on the synthetic workload.
+func overlapConfig(rounds int) Config {
+	return Config{Strategy: "esync", Collective: "ring", Batch: 7, LR: 0.1, Momentum: 0.9, MaxRounds: rounds, Seed: 3,
+		Options: &ESyncConfig{Overlap: true}}
+}
+
+// Overlapping rounds keep every rank's global model identical on 1 to 5 ranks, with and
+// without the outer optimizer and int8 rounds: the job ends with the models equal bit for bit.
+func TestESyncOverlapKeepsReplicasIdentical(t *testing.T) {
+	for _, v := range []struct{ outer, compress string }{{"", ""}, {OuterNesterov, ""}, {"", "int8"}, {OuterNesterov, "int8"}} {
+		for size := 1; size <= 5; size++ {
+			cfg := overlapConfig(5)
+			cfg.Outer, cfg.Compress = v.outer, v.compress
+			out := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: -1})
+			if out.err != nil {
+				t.Fatalf("--outer %q --compress %q on %d ranks: %v", v.outer, v.compress, size, out.err)
+			}
+			for r := 1; r < size; r++ {
+				if !slices.Equal(out.params[r], out.params[0]) {
+					t.Fatalf("--outer %q --compress %q on %d ranks: rank %d's model differs from rank 0's", v.outer, v.compress, size, r)
+				}
+			}
+		}
+	}
+	// With the paper's non-blocking queries too, whose steps overlap the state service's
+	// answers as the rounds overlap their exchanges.
+	cfg := overlapConfig(5)
+	cfg.Outer, cfg.Options = OuterNesterov, &ESyncConfig{Overlap: true, Queries: ESyncNonBlocking}
+	out := runCkptJob(t, ckptJob{cfg: cfg, size: 3, cancelAt: -1})
+	if out.err != nil {
+		t.Fatalf("--esync-queries nonblocking: %v", out.err)
+	}
+	for r := 1; r < 3; r++ {
+		if !slices.Equal(out.params[r], out.params[0]) {
+			t.Fatalf("--esync-queries nonblocking: rank %d's model differs from rank 0's", r)
+		}
+	}
+}
+
+// The steps a rank takes while its round's exchange is in flight are kept: on one rank, where
+// every round is one step, ESync with overlap and the plain update (γ = 1) applies every
+// local step once, so it ends where plain SGD over the same batches ends, up to float32's
+// rounding of the re-basing. Dropping the in-flight steps would lose every other step.
+func TestESyncOverlapKeepsEveryStep(t *testing.T) {
+	cfg := overlapConfig(12)
+	cfg.Momentum = 0
+	overlap := runCkptJob(t, ckptJob{cfg: cfg, size: 1, cancelAt: -1})
+	if overlap.err != nil {
+		t.Fatal(overlap.err)
+	}
+	steps := 0
+	for _, rec := range overlap.records {
+		steps += rec.LocalSteps
+	}
+	if steps != 13 {
+		t.Fatalf("--max-rounds 12 with overlap took %d steps, want 13 (12 rounds and the one that flushes)", steps)
+	}
+	plain := cfg
+	plain.Options, plain.MaxRounds = &ESyncConfig{}, steps
+	sgd := runCkptJob(t, ckptJob{cfg: plain, size: 1, cancelAt: -1})
+	if sgd.err != nil {
+		t.Fatal(sgd.err)
+	}
+	worst, scale := 0.0, 0.0
+	for i, v := range sgd.params[0] {
+		worst = max(worst, math.Abs(float64(overlap.params[0][i]-v)))
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	if worst > 1e-5*scale {
+		t.Fatalf("with overlap the model is off plain SGD's by %g (largest weight %g): steps were lost or applied twice", worst, scale)
+	}
+}
+
+// A run with overlapping rounds resumed from its checkpoint ends bitwise where the run that
+// wrote the checkpoint ends: a checkpoint applies the exchange in flight first, and saves the
+// global model and the outer state.
+func TestESyncOverlapResumeIsBitwise(t *testing.T) {
+	cfg := overlapConfig(16)
+	cfg.Outer = OuterNesterov
+	every := EvalEvery{Rounds: 4}
+	whole := runCkptJob(t, ckptJob{cfg: cfg, size: 1, cancelAt: -1, opts: CheckpointOptions{Dir: t.TempDir(), Every: every}})
+	if whole.err != nil {
+		t.Fatal(whole.err)
+	}
+	dir := t.TempDir()
+	if killed := runCkptJob(t, ckptJob{cfg: cfg, size: 1, cancelAt: 9, opts: CheckpointOptions{Dir: dir, Every: every}}); killed.err == nil {
+		t.Fatal("the killed job did not fail")
+	}
+	resumed := runCkptJob(t, ckptJob{cfg: cfg, size: 1, cancelAt: -1, resume: dir, opts: CheckpointOptions{Dir: dir, Every: every}})
+	if resumed.err != nil {
+		t.Fatal(resumed.err)
+	}
+	if !slices.Equal(resumed.params[0], whole.params[0]) {
+		t.Fatal("the resumed model differs from the uninterrupted one")
+	}
+}
+
+// --esync-overlap is a flag of esync's, off by default, recorded in its options (config.json)
+// and accepted with --outer and --compress.
+func TestESyncOverlapFlag(t *testing.T) {
+	for _, given := range []bool{false, true} {
+		flags := [][2]string{{"sync", "esync"}, {"outer", "nesterov"}, {"compress", "int8"}, {"collective", "ring"}}
+		if given {
+			flags = append(flags, [2]string{"esync-overlap", "true"})
+		}
+		cfg, err := ConfigFromFlags(Builtin(), flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Builtin().Validate(&cfg, 4); err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(cfg.Options)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := cfg.Options.(*ESyncConfig); o.Overlap != given || strings.Contains(string(b), `"overlap":true`) != given {
+			t.Fatalf("--esync-overlap given %v: options %s", given, b)
+		}
+	}
+}
+
+// Local SGD (wbsp-opt with a period) sends its overlapped rounds compressed and keeps the
+// replicas identical on 1 to 5 ranks; over the parameter server, which has no allreduce to
+// compress, --compress is refused.
+func TestWBSPOptCompressedRounds(t *testing.T) {
+	for size := 1; size <= 5; size++ {
+		cfg := Config{Strategy: "wbsp-opt", Collective: "ring", Batch: 7, LR: 0.1, Momentum: 0.9, MaxRounds: 5, Seed: 3,
+			Compress: "int8", Options: &WBSPOptions{Period: 2}}
+		out := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: -1})
+		if out.err != nil {
+			t.Fatalf("%d ranks: %v", size, out.err)
+		}
+		for r := 1; r < size; r++ {
+			if !slices.Equal(out.params[r], out.params[0]) {
+				t.Fatalf("%d ranks: rank %d's model differs from rank 0's", size, r)
+			}
+		}
+	}
+	cfg := Config{Strategy: "wbsp-opt", Collective: "ps", Compress: "int8"}
+	cfg.Defaults()
+	err := Builtin().Validate(&cfg, 2)
+	if err == nil || !strings.Contains(err.Error(), "wbsp-opt over Config.Collective ps sends no compressed rounds") {
+		t.Fatalf("wbsp-opt over ps with --compress int8: %v", err)
+	}
+}
