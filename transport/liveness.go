@@ -146,7 +146,10 @@ func (e *streamEndpoint) FailPeer(peer int, err error) {
 	if peer < 0 || peer >= e.size || peer == e.rank {
 		return
 	}
-	p := e.peers[peer]
+	if e.failUnlinked(peer, err) {
+		return
+	}
+	p := e.peers[peer].Load()
 	p.mu.Lock()
 	if errors.Is(p.err, errClosedByPeer) {
 		p.err = nil

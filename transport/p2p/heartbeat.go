@@ -17,10 +17,13 @@ import (
 	"github.com/hetsync/hetsync/transport"
 )
 
-// heartbeatProto carries the heartbeats: one stream from every rank to every other, on the
-// libp2p connections (the control path), apart from the data connections, so that a peer
-// busy moving a large message is not taken for a silent one, and a frozen peer is seen
-// even by a rank that has nothing to receive from it.
+// heartbeatProto carries the heartbeats: one stream from a rank to every peer it holds a data
+// connection to, on the libp2p connections (the control path), apart from the data
+// connections, so that a peer busy moving a large message is not taken for a silent one, and
+// a frozen peer is seen even by a rank that has nothing to receive from it now. Only linked
+// pairs beat: a rank watches the peers its collectives talk to, O(log p) of them in a ring or
+// butterfly job, not p-1 (a rank that needs a peer it has no link to dials it, and a dial to
+// a frozen peer fails within its bound).
 const heartbeatProto = protocol.ID("/hetsync/heartbeat/1")
 
 // DefaultPeerTimeout is how long a peer may send no heartbeat before it is failed, when
@@ -60,7 +63,6 @@ type heartbeats struct {
 	// job on a loaded host takes a while to open its streams (one libp2p connection per pair),
 	// while a peer that stopped after that is failed after timeout.
 	firstGrace time.Duration
-	started    time.Time
 	h          host.Host
 	ids        []peer.ID
 	log        *slog.Logger
@@ -95,6 +97,10 @@ type heartbeats struct {
 type beatPeer struct {
 	transport.PeerState
 	heard bool // a heartbeat has arrived
+	// watched: this rank holds a data connection to the peer, so it beats to it and judges
+	// its silence; since is when that began.
+	watched bool
+	since   time.Time
 	// starved is how long this rank itself was not scheduled since the peer's last heartbeat
 	// (its monitor's ticks came late): silence this rank could not have heard through.
 	starved time.Duration
@@ -126,36 +132,83 @@ func newHeartbeats(cfg Config, h host.Host, ids []peer.ID) *heartbeats {
 func (hb *heartbeats) start(fail func(peer int, err error)) {
 	now := time.Now()
 	hb.mu.Lock()
-	hb.fail, hb.started = fail, now
-	var failed []int
+	hb.fail = fail
+	var failed, watched []int
 	for r := range hb.peers {
-		if hb.peers[r].Heard.IsZero() {
-			// Silence is counted from now: peers start sending as their own join ends.
-			hb.peers[r].Heard = now
+		p := &hb.peers[r]
+		if !p.watched {
+			continue
 		}
-		if hb.peers[r].Failed != nil {
+		watched = append(watched, r)
+		// Silence is counted from now: peers start sending as their own join ends.
+		p.since = now
+		if p.Heard.IsZero() {
+			p.Heard = now
+		}
+		if p.Failed != nil {
 			failed = append(failed, r)
 		}
 	}
+	hb.senders.Add(len(watched))
 	hb.mu.Unlock()
 	for _, r := range failed {
 		fail(r, hb.Peer(r).Failed)
 	}
-	for r := range hb.size {
-		if r != hb.rank {
-			hb.senders.Add(1)
-			go hb.send(r)
-		}
+	for _, r := range watched {
+		go hb.send(r)
 	}
 	hb.wg.Add(1)
 	go hb.monitor()
+}
+
+// watch begins the heartbeats with peer r, to which this rank now holds a data connection:
+// at start if the job is still forming, else at once.
+func (hb *heartbeats) watch(r int) {
+	if r < 0 || r >= hb.size || r == hb.rank {
+		return
+	}
+	now := time.Now()
+	hb.mu.Lock()
+	p := &hb.peers[r]
+	if p.watched {
+		hb.mu.Unlock()
+		return
+	}
+	p.watched, p.since = true, now
+	if !p.heard {
+		// Silence is counted from the link: before it, the peer had no reason to beat.
+		p.Heard = now
+	}
+	run := hb.fail != nil && !hb.stopped && !isClosedChan(hb.stop)
+	if run {
+		hb.senders.Add(1)
+	}
+	hb.mu.Unlock()
+	if run {
+		go hb.send(r)
+	}
+}
+
+// isClosedChan says whether ch, a channel that is only ever closed, is.
+func isClosedChan(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // goodbye stops the senders, each writing a goodbye first. The monitor keeps watching, so
 // that a peer frozen while this rank closes is still failed and its connection closed: the
 // endpoint's Close lingers for its peers' last frames and would wait on a frozen one.
 func (hb *heartbeats) goodbye() {
-	hb.stopOnce.Do(func() { close(hb.stop) })
+	hb.stopOnce.Do(func() {
+		// Under mu, so that watch never adds a sender once the senders are awaited.
+		hb.mu.Lock()
+		close(hb.stop)
+		hb.mu.Unlock()
+	})
 	hb.senders.Wait()
 }
 
@@ -270,7 +323,7 @@ func (hb *heartbeats) mayDial(r int) bool {
 	}
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
-	return hb.peers[r].heard || time.Since(hb.started) > hb.timeout/2
+	return hb.peers[r].heard || time.Since(hb.peers[r].since) > hb.timeout/2
 }
 
 // encode fills b with this rank's heartbeat to peer r.
@@ -404,6 +457,10 @@ func (hb *heartbeats) monitor() {
 			}
 			hb.mu.Lock()
 			bp := &hb.peers[r]
+			if !bp.watched {
+				hb.mu.Unlock()
+				continue
+			}
 			if late > 0 {
 				bp.starved += late
 			}
