@@ -1065,6 +1065,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(shmFullEnv) != "" {
 		os.Exit(shmFullChild())
 	}
+	if addr := os.Getenv(frozenEnv); addr != "" {
+		os.Exit(frozenChild(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
+	}
 	if addr := os.Getenv(leaverEnv); addr != "" {
 		os.Exit(leaver(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
 	}
