@@ -89,7 +89,8 @@
 // (addresses, token, host proof: a few hundred bytes), its ID, its locality verdict, its
 // heartbeat record and a pointer and a flag in the endpoint and the acceptor. Buffers are per
 // link: the endpoint's read buffer (StreamOptions.ReadBuffer, 64 KiB), the socket buffers (4
-// MiB each way on direct paths) or a shared-memory segment, and a heartbeat stream.
+// MiB each way on direct paths) or a shared-memory segment; and a heartbeat stream per
+// watched peer (O(log p) of them).
 //
 // The dialer of a pair decides its path from the table and the listener serves whichever
 // path it is dialed on, so they agree without another message:
@@ -190,22 +191,33 @@
 //
 // # Heartbeats (/hetsync/heartbeat/1)
 //
-// Once the job is formed, every rank keeps one libp2p stream to every peer it holds a data
-// connection to (from the moment the connection is up) and writes a 48-byte heartbeat on it
-// every PeerTimeout/8 (at most every second), and judges the silence of those peers only: what its collectives
-// last did (transport.Activity) and the timestamps that give the control path's round trip.
-// They travel on the libp2p connections, apart from the data connections, so a peer that is
-// busy moving a large message still answers, and a rank that has nothing to receive from a
-// frozen peer still notices it. A peer that sends nothing for Config.PeerTimeout (default
-// 8 s: SIGSTOP, a paused VM, a lost host) is failed: every pending and later Recv from it
-// returns a *transport.UnresponsiveError naming it, and its data connection is closed. A dead
-// process (SIGKILL) is seen sooner, as its data connection ends. Until a peer's first
-// heartbeat arrives (and again after its stream was reset, which libp2p does to a connection
-// it drops) it is given the join timeout instead: a loaded host may take that long to open a
-// libp2p connection. A frozen peer that a rank has no connection to is found when the rank
-// first needs it: the dial's hello gets no answer within its bound. A rank that closes its endpoint says goodbye first,
-// so that ranks finishing at different times do not fail each other. This works the same
-// under every launcher, since each rank watches its peers itself.
+// Once the job is formed, every rank keeps one libp2p stream to every peer it watches and
+// writes a 48-byte heartbeat on it every PeerTimeout/8 (at most every second): what its
+// collectives last did (transport.Activity) and the timestamps that give the control path's
+// round trip. A rank watches, from the end of its join, every rank of a job of up to 16 ranks;
+// in a larger job, the ranks rank XOR 2^k and its ring neighbours (O(log p), each of a pair
+// watching the other, every rank watched, at most 2·log2 p hops between any two ranks); and,
+// in any job, every peer it links to, from the moment the link is up. Heartbeats travel on the
+// libp2p connections, apart from the data connections, so a peer that is busy moving a large
+// message still answers, and a rank that has nothing to receive from a frozen peer still
+// notices it. A peer that sends nothing for Config.PeerTimeout (default 8 s: SIGSTOP, a paused
+// VM, a lost host) is failed: every pending and later Recv from it returns a
+// *transport.UnresponsiveError naming it, and its data connection is closed. A dead process
+// (SIGKILL) is seen sooner, as its data connection ends. Until a peer's first heartbeat
+// arrives (and again after its stream was reset, which libp2p does to a connection it drops)
+// it is given the join timeout instead, since a loaded host may take that long to open a libp2p
+// connection, unless the kernel says the peer's process (on this host) is stopped.
+//
+// A rank that fails a peer tells it in its next heartbeats (sent at once, then round the list
+// of the failures it knows), and a rank told passes it on: every rank fails the peer within
+// about the peer timeout and a few round trips, with a *transport.PeerReportedError naming
+// it and the rank that told it. A rank that waits on the failed rank through others, or whose
+// first call to it dials a process that accepts and never answers, is so told instead of
+// waiting for the dial's bound.
+//
+// A rank that closes its endpoint says goodbye first, so that ranks finishing at different
+// times do not fail each other. This works the same under every launcher, since the ranks
+// watch one another themselves.
 //
 // Join is bounded by Config.JoinTimeout (and its context). Endpoint.Close closes the framed
 // endpoint, every data connection and the libp2p host.
