@@ -208,8 +208,9 @@
 // it is given the join timeout instead, since a loaded host may take that long to open a libp2p
 // connection, unless the kernel says the peer's process (on this host) is stopped.
 //
-// A rank that fails a peer tells it in its next heartbeats (sent at once, then round the list
-// of the failures it knows), and a rank told passes it on: every rank fails the peer within
+// A rank whose heartbeats fail a peer (silent, or its process gone) tells it in its next
+// heartbeats (sent at once, then round the list of the failures it knows), and a rank told
+// passes it on: every rank fails the peer within
 // about the peer timeout and a few round trips, with a *transport.PeerReportedError naming
 // it and the rank that told it. A rank that waits on the failed rank through others, or whose
 // first call to it dials a process that accepts and never answers, is so told instead of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/exec"
 	"slices"
@@ -149,4 +150,48 @@ func heardFrom(hb *heartbeats, peer int) bool {
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
 	return hb.peers[peer].heard
+}
+
+// livenessPeers watches every rank of a small job, and in a larger one a set that is symmetric,
+// of O(log p) peers, and connected within 2·log2 p hops: the news of a failure reaches every
+// rank in few hops.
+func TestLivenessPeersCoverEveryRank(t *testing.T) {
+	for _, size := range []int{2, 3, allPairsMax, allPairsMax + 1, allPairsMax + 2, 100, 128, 1000, 4097} {
+		logp := bits.Len(uint(size - 1))
+		watch := make([][]int, size)
+		for r := range size {
+			watch[r] = livenessPeers(r, size)
+			if size <= allPairsMax && len(watch[r]) != size-1 {
+				t.Fatalf("size %d: rank %d watches %d peers, want all %d", size, r, len(watch[r]), size-1)
+			}
+			if size > allPairsMax && len(watch[r]) > logp+2 {
+				t.Fatalf("size %d: rank %d watches %d peers: %v", size, r, len(watch[r]), watch[r])
+			}
+		}
+		for r := range size {
+			for _, q := range watch[r] {
+				if q == r || !slices.Contains(watch[q], r) {
+					t.Fatalf("size %d: rank %d watches rank %d, which does not watch it back", size, r, q)
+				}
+			}
+		}
+		hops := make([]int, size)
+		for i := range hops {
+			hops[i] = -1
+		}
+		hops[0] = 0
+		for queue := []int{0}; len(queue) > 0; queue = queue[1:] {
+			for _, q := range watch[queue[0]] {
+				if hops[q] < 0 {
+					hops[q] = hops[queue[0]] + 1
+					queue = append(queue, q)
+				}
+			}
+		}
+		for r, h := range hops {
+			if h < 0 || h > 2*logp {
+				t.Fatalf("size %d: rank %d is %d hops from rank 0 (-1: never), want at most %d", size, r, h, 2*logp)
+			}
+		}
+	}
 }
