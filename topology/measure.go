@@ -76,7 +76,8 @@ var measureOps = []string{"host row", "host indices", "echo probe", "ack probe",
 
 // Measure measures the links of the job: every rank of it must call Measure with the same
 // options, and every rank returns the same matrix (rank 0 gathers the measurements, encodes
-// the matrix and sends every rank those bytes).
+// the matrix and sends every rank those bytes, both along a tree of fan-out treeFanout, so
+// that rank 0 talks to its children rather than to every rank).
 //
 // Hosts come from the endpoint's proof (transport.HostLocality): two ranks share a host when
 // each proved it of the other. One rank pair measures each host pair, and the first two
@@ -138,8 +139,8 @@ func (m *measurer) send(ctx context.Context, to int, op uint8, seq uint64, body 
 	return m.mb.Send(ctx, to, service.Msg{Op: op, Arg: seq, Body: body})
 }
 
-// hosts gathers every rank's proven row at rank 0, which groups the ranks into hosts and
-// sends every rank the host indices.
+// hosts gathers every rank's proven row at rank 0 (up the tree, gather), which groups the
+// ranks into hosts and sends every rank the host indices (down the tree, spread).
 func (m *measurer) hosts(ctx context.Context) ([]int, error) {
 	row := transport.SameHost(m.ep)
 	enc := make([]byte, m.p)
@@ -148,44 +149,119 @@ func (m *measurer) hosts(ctx context.Context) ([]int, error) {
 			enc[q] = 1
 		}
 	}
-	hostBytes := make([]byte, 4*m.p)
-	if m.rank != 0 {
-		if err := m.send(ctx, 0, opRow, 0, enc); err != nil {
-			return nil, fmt.Errorf("topology: rank %d: sending its host row to rank 0: %w", m.rank, err)
-		}
-		if err := m.recvExactly(ctx, 0, opHosts, hostBytes); err != nil {
-			return nil, err
-		}
-		host := make([]int, m.p)
-		for r := range host {
-			host[r] = int(binary.LittleEndian.Uint32(hostBytes[4*r:]))
-			if host[r] >= m.p {
-				return nil, fmt.Errorf("topology: rank %d: rank 0 put rank %d on host %d of at most %d", m.rank, r, host[r], m.p)
+	recs, err := m.gather(ctx, opRow, enc, uint64(m.p))
+	if err != nil {
+		return nil, err
+	}
+	var hostBytes []byte
+	if m.rank == 0 {
+		rows := make([][]bool, m.p)
+		for r, rec := range recs {
+			if len(rec) != m.p {
+				return nil, fmt.Errorf("topology: rank 0: rank %d's %s has %d bytes, want %d (do the ranks agree on the job size?)",
+					r, m.mb.OpName(opRow), len(rec), m.p)
+			}
+			rows[r] = make([]bool, m.p)
+			for q, b := range rec {
+				rows[r][q] = b == 1
 			}
 		}
-		return host, nil
-	}
-	rows := make([][]bool, m.p)
-	rows[0] = row
-	for r := 1; r < m.p; r++ {
-		if err := m.recvExactly(ctx, r, opRow, enc); err != nil {
-			return nil, err
-		}
-		rows[r] = make([]bool, m.p)
-		for q, b := range enc {
-			rows[r][q] = b == 1
+		hostBytes = make([]byte, 4*m.p)
+		for r, h := range groupHosts(rows) {
+			binary.LittleEndian.PutUint32(hostBytes[4*r:], uint32(h))
 		}
 	}
-	host := groupHosts(rows)
-	for r, h := range host {
-		binary.LittleEndian.PutUint32(hostBytes[4*r:], uint32(h))
+	if hostBytes, err = m.spread(ctx, opHosts, hostBytes, uint64(4*m.p)); err != nil {
+		return nil, err
 	}
-	for r := 1; r < m.p; r++ {
-		if err := m.send(ctx, r, opHosts, 0, hostBytes); err != nil {
-			return nil, fmt.Errorf("topology: rank 0: sending the hosts to rank %d: %w", r, err)
+	if len(hostBytes) != 4*m.p {
+		return nil, fmt.Errorf("topology: rank %d: the %s have %d bytes, want %d (do the ranks agree on the job size?)",
+			m.rank, m.mb.OpName(opHosts), len(hostBytes), 4*m.p)
+	}
+	host := make([]int, m.p)
+	for r := range host {
+		host[r] = int(binary.LittleEndian.Uint32(hostBytes[4*r:]))
+		if host[r] >= m.p {
+			return nil, fmt.Errorf("topology: rank %d: rank 0 put rank %d on host %d of at most %d", m.rank, r, host[r], m.p)
 		}
 	}
 	return host, nil
+}
+
+// treeFanout is the fan-out of the tree that gather and spread run on: rank r's parent is
+// (r-1)/treeFanout, so a rank talks to at most treeFanout+1 ranks for them, and rank 0 to
+// treeFanout instead of every rank.
+const treeFanout = 8
+
+// treeChildren are rank r's children in a job of p ranks: [lo, hi).
+func treeChildren(r, p int) (lo, hi int) {
+	lo = min(r*treeFanout+1, p)
+	return lo, min(lo+treeFanout, p)
+}
+
+// gather collects at rank 0 one record per rank, mine from this one: each rank sends its
+// parent its own record and its children's, as rank, length and bytes, each record at most
+// limit bytes. Rank 0 returns the records indexed by rank; the others nil.
+func (m *measurer) gather(ctx context.Context, op uint8, mine []byte, limit uint64) ([][]byte, error) {
+	blob := binary.LittleEndian.AppendUint32(nil, uint32(m.rank))
+	blob = binary.LittleEndian.AppendUint32(blob, uint32(len(mine)))
+	blob = append(blob, mine...)
+	lo, hi := treeChildren(m.rank, m.p)
+	for c := lo; c < hi; c++ {
+		b, err := m.mb.RecvLarge(ctx, c, op, uint64(m.p)*(8+limit))
+		if err != nil {
+			return nil, fmt.Errorf("topology: rank %d: waiting for the %s of rank %d and the ranks under it: %w", m.rank, m.mb.OpName(op), c, err)
+		}
+		blob = append(blob, b...)
+	}
+	if m.rank != 0 {
+		parent := (m.rank - 1) / treeFanout
+		if err := m.mb.SendLarge(ctx, parent, op, blob); err != nil {
+			return nil, fmt.Errorf("topology: rank %d: sending the %s of its ranks to rank %d: %w", m.rank, m.mb.OpName(op), parent, err)
+		}
+		return nil, nil
+	}
+	recs := make([][]byte, m.p)
+	for b := blob; len(b) > 0; {
+		if len(b) < 8 {
+			return nil, fmt.Errorf("topology: rank 0: the gathered %s end in a cut record", m.mb.OpName(op))
+		}
+		r, n := int(binary.LittleEndian.Uint32(b)), uint64(binary.LittleEndian.Uint32(b[4:]))
+		switch {
+		case r < 0 || r >= m.p:
+			return nil, fmt.Errorf("topology: rank 0: the gathered %s name rank %d of %d", m.mb.OpName(op), r, m.p)
+		case recs[r] != nil:
+			return nil, fmt.Errorf("topology: rank 0: the gathered %s hold rank %d twice", m.mb.OpName(op), r)
+		case n > limit || n > uint64(len(b)-8):
+			return nil, fmt.Errorf("topology: rank 0: rank %d's %s announce %d bytes", r, m.mb.OpName(op), n)
+		}
+		recs[r], b = b[8:8+n:8+n], b[8+n:]
+	}
+	for r, rec := range recs {
+		if rec == nil {
+			return nil, fmt.Errorf("topology: rank 0: no %s from rank %d", m.mb.OpName(op), r)
+		}
+	}
+	return recs, nil
+}
+
+// spread sends data from rank 0 to every rank down the tree and returns it on every rank
+// (data is rank 0's; the others receive at most limit bytes).
+func (m *measurer) spread(ctx context.Context, op uint8, data []byte, limit uint64) ([]byte, error) {
+	if m.rank != 0 {
+		parent := (m.rank - 1) / treeFanout
+		var err error
+		if data, err = m.mb.RecvLarge(ctx, parent, op, limit); err != nil {
+			return nil, fmt.Errorf("topology: rank %d: waiting for the %s from rank %d: %w", m.rank, m.mb.OpName(op), parent, err)
+		}
+	}
+	lo, hi := treeChildren(m.rank, m.p)
+	for c := lo; c < hi; c++ {
+		if err := m.mb.SendLarge(ctx, c, op, data); err != nil {
+			return nil, fmt.Errorf("topology: rank %d: sending the %s to rank %d: %w", m.rank, m.mb.OpName(op), c, err)
+		}
+	}
+	return data, nil
 }
 
 // recvExactly receives the message op from rank `from` into buf, which it must fill.
@@ -347,58 +423,43 @@ const linkRecordLen = 4 + 4 + 8 + 8
 // share gathers every rank's measured links at rank 0, which builds the matrix and sends every
 // rank its encoding; every rank (rank 0 too) returns the decoded bytes.
 func (m *measurer) share(ctx context.Context, host []int, led []measuredLink, rounds int) (*Matrix, error) {
-	if m.rank != 0 {
-		b := make([]byte, 0, linkRecordLen*len(led))
-		for _, l := range led {
-			b = binary.LittleEndian.AppendUint32(b, uint32(l.From))
-			b = binary.LittleEndian.AppendUint32(b, uint32(l.To))
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.Alpha))
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.Beta))
-		}
-		if err := m.send(ctx, 0, opResults, 0, b); err != nil {
-			return nil, fmt.Errorf("topology: rank %d: sending its measurements to rank 0: %w", m.rank, err)
-		}
-		enc, err := m.mb.RecvLarge(ctx, 0, opMatrix, maxMatrixBytes(m.p))
-		if err != nil {
-			return nil, fmt.Errorf("topology: rank %d: waiting for the matrix from rank 0: %w", m.rank, err)
-		}
-		return m.decode(enc)
-	}
-	measured := make(map[[2]int]Link)
+	b := make([]byte, 0, linkRecordLen*len(led))
 	for _, l := range led {
-		measured[[2]int{l.From, l.To}] = l.Link
+		b = binary.LittleEndian.AppendUint32(b, uint32(l.From))
+		b = binary.LittleEndian.AppendUint32(b, uint32(l.To))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.Alpha))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.Beta))
 	}
-	buf := make([]byte, linkRecordLen*(rounds+1))
-	for r := 1; r < m.p; r++ {
-		msg, err := m.mb.Recv(ctx, r, opResults, buf)
-		if err != nil {
-			return nil, fmt.Errorf("topology: rank 0: waiting for rank %d's measurements: %w", r, err)
-		}
-		n := len(msg.Body)
-		if n%linkRecordLen != 0 {
-			return nil, fmt.Errorf("topology: rank 0: rank %d's measurements have %d bytes, not a multiple of %d", r, n, linkRecordLen)
-		}
-		for b := buf[:n]; len(b) > 0; b = b[linkRecordLen:] {
-			from, to := int(binary.LittleEndian.Uint32(b)), int(binary.LittleEndian.Uint32(b[4:]))
-			if from != r || to < 0 || to >= m.p {
-				return nil, fmt.Errorf("topology: rank 0: rank %d reports the link from rank %d to rank %d", r, from, to)
-			}
-			measured[[2]int{from, to}] = Link{Alpha: math.Float64frombits(binary.LittleEndian.Uint64(b[8:])),
-				Beta: math.Float64frombits(binary.LittleEndian.Uint64(b[16:]))}
-		}
-	}
-	mat, err := expand(host, measured)
+	recs, err := m.gather(ctx, opResults, b, uint64(linkRecordLen*(rounds+1)))
 	if err != nil {
 		return nil, err
 	}
-	enc, err := mat.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("topology: rank 0: encoding the matrix: %w", err)
-	}
-	for r := 1; r < m.p; r++ {
-		if err := m.mb.SendLarge(ctx, r, opMatrix, enc); err != nil {
-			return nil, fmt.Errorf("topology: rank 0: sending the matrix to rank %d: %w", r, err)
+	var enc []byte
+	if m.rank == 0 {
+		measured := make(map[[2]int]Link)
+		for r, rec := range recs {
+			if len(rec)%linkRecordLen != 0 {
+				return nil, fmt.Errorf("topology: rank 0: rank %d's measurements have %d bytes, not a multiple of %d", r, len(rec), linkRecordLen)
+			}
+			for b := rec; len(b) > 0; b = b[linkRecordLen:] {
+				from, to := int(binary.LittleEndian.Uint32(b)), int(binary.LittleEndian.Uint32(b[4:]))
+				if from != r || to < 0 || to >= m.p {
+					return nil, fmt.Errorf("topology: rank 0: rank %d reports the link from rank %d to rank %d", r, from, to)
+				}
+				measured[[2]int{from, to}] = Link{Alpha: math.Float64frombits(binary.LittleEndian.Uint64(b[8:])),
+					Beta: math.Float64frombits(binary.LittleEndian.Uint64(b[16:]))}
+			}
 		}
+		mat, err := expand(host, measured)
+		if err != nil {
+			return nil, err
+		}
+		if enc, err = mat.Marshal(); err != nil {
+			return nil, fmt.Errorf("topology: rank 0: encoding the matrix: %w", err)
+		}
+	}
+	if enc, err = m.spread(ctx, opMatrix, enc, maxMatrixBytes(m.p)); err != nil {
+		return nil, err
 	}
 	return m.decode(enc)
 }

@@ -289,3 +289,61 @@ func TestProbeSize(t *testing.T) {
 		}
 	}
 }
+
+// talkLog is an endpoint that records which peers its rank sends to and receives from.
+type talkLog struct {
+	placed
+	mu    sync.Mutex
+	peers map[int]bool
+}
+
+func (l *talkLog) note(peer int) {
+	l.mu.Lock()
+	l.peers[peer] = true
+	l.mu.Unlock()
+}
+
+func (l *talkLog) Send(ctx context.Context, to int, h transport.Header, b []byte) error {
+	l.note(to)
+	return l.placed.Send(ctx, to, h, b)
+}
+
+func (l *talkLog) Recv(ctx context.Context, from int, h transport.Header, b []byte) (int, error) {
+	l.note(from)
+	return l.placed.Recv(ctx, from, h, b)
+}
+
+func (l *talkLog) RecvAny(ctx context.Context, from int, ch transport.Channel, b []byte) (transport.Header, int, error) {
+	l.note(from)
+	return l.placed.RecvAny(ctx, from, ch, b)
+}
+
+// TestMeasureTalksAlongATree: at 64 ranks on 8 hosts, no rank talks to more peers than its
+// tree's parent and children and one rank per host (its probes), so that over a transport
+// that connects on first use rank 0 links to a few ranks, not to every rank as a gather at
+// rank 0 would.
+func TestMeasureTalksAlongATree(t *testing.T) {
+	const p, hosts = 64, 8
+	host := make([]int, p)
+	for r := range host {
+		host[r] = r * hosts / p
+	}
+	mem := transport.NewMemJob(p)
+	defer transport.CloseAll(mem)
+	logs := make([]*talkLog, p)
+	eps := make([]transport.Endpoint, p)
+	for r := range eps {
+		logs[r] = &talkLog{placed: placed{mem[r], host}, peers: make(map[int]bool)}
+		eps[r] = logs[r]
+	}
+	mats := MeasureAll(t, eps, quick)
+	if mats[0].P != p {
+		t.Fatalf("a matrix of %d ranks, want %d", mats[0].P, p)
+	}
+	for r, l := range logs {
+		if most := treeFanout + 1 + hosts; len(l.peers) > most {
+			t.Errorf("rank %d talked to %d peers, want at most %d (tree and one rank per host)", r, len(l.peers), most)
+		}
+	}
+	t.Logf("rank 0 talked to %d peers of %d", len(logs[0].peers), p-1)
+}

@@ -151,7 +151,7 @@ func waitPosted(t *testing.T, ep Endpoint, from int, ch Channel) {
 		time.Sleep(time.Millisecond)
 		return
 	}
-	p := se.peers[from]
+	p := se.peers[from].Load()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
 		p.mu.Lock()
 		posted := p.inbox(ch).w.state != wIdle

@@ -7,8 +7,10 @@
 // get an error naming both ranks instead of a hang or a silently wrong result.
 //
 // Implementations: NewMemJob (in-process, for tests and simulations), NewStreamEndpoint (framed
-// messages over one byte stream per peer: TCP, Unix sockets or libp2p streams), and the libp2p
-// job in transport/p2p.
+// messages over one byte stream per peer: TCP, Unix sockets or libp2p streams),
+// NewDialingStreamEndpoint (the same, each stream opened when a Send or Recv first needs the
+// peer, or taken from the peer that opened it: Attacher), and the libp2p job in transport/p2p,
+// which connects that way.
 //
 // What an endpoint offers beyond Endpoint is an optional interface (Borrower, ArenaHolder,
 // HostLocality, Liveness, LargeSegmenter, PeerFailer), and As is the one way to find one: it

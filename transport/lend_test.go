@@ -274,7 +274,7 @@ func TestShmQueuedLendEvicted(t *testing.T) {
 	const size = 300007
 	// A RecvBorrow that is posted when the payload arrives and gone when it is queued, as one
 	// cancelled while the reader waited for the payload's last bytes.
-	p := se.peers[0]
+	p := se.peers[0].Load()
 	p.mu.Lock()
 	w := &p.inbox(chanUser).w
 	w.state, w.matchAny, w.borrow, w.want = wPosted, true, true, Header{Channel: chanUser}

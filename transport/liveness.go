@@ -132,6 +132,26 @@ func (e *PeerExitedError) Error() string {
 		e.Rank, e.Peer)
 }
 
+// PeerReportedError says that another rank failed a peer and told this rank: a rank watches
+// the heartbeats of only some peers (those it links to, and a few more that keep every rank
+// watched), so a rank that waits on a frozen or dead peer through others, or that must first
+// connect to it, learns of it from the ranks that saw it, the news passed on from rank to rank
+// along the heartbeats. By is the rank that told this one; Exited says the peer's process was
+// seen gone (else it fell silent).
+type PeerReportedError struct {
+	Rank, Peer, By int
+	Exited         bool
+}
+
+func (e *PeerReportedError) Error() string {
+	if e.Exited {
+		return fmt.Sprintf("rank %d: rank %d exited while this rank was still in the job: its process is gone, as rank %d told this rank",
+			e.Rank, e.Peer, e.By)
+	}
+	return fmt.Sprintf("rank %d: rank %d is unresponsive: the ranks that watch it heard no heartbeat from it within their limit, as rank %d told this rank",
+		e.Rank, e.Peer, e.By)
+}
+
 // PeerFailer is implemented by endpoints that can fail a peer from outside the data path: its
 // pending and later receives and sends fail with err.
 type PeerFailer interface {
@@ -146,7 +166,10 @@ func (e *streamEndpoint) FailPeer(peer int, err error) {
 	if peer < 0 || peer >= e.size || peer == e.rank {
 		return
 	}
-	p := e.peers[peer]
+	if e.failUnlinked(peer, err) {
+		return
+	}
+	p := e.peers[peer].Load()
 	p.mu.Lock()
 	if errors.Is(p.err, errClosedByPeer) {
 		p.err = nil

@@ -87,6 +87,11 @@ func (o StreamOptions) Validate() error {
 // the connections from now on and closes them in Close. It starts one reader goroutine per
 // connection.
 func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOptions) (Endpoint, error) {
+	return newStream(rank, size, conns, nil, opts)
+}
+
+// newStream is NewStreamEndpoint, and with dial NewDialingStreamEndpoint.
+func newStream(rank, size int, conns []io.ReadWriteCloser, dial DialFunc, opts StreamOptions) (*streamEndpoint, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("stream endpoint: job size %d must be positive", size)
 	}
@@ -99,70 +104,26 @@ func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOp
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("stream endpoint: rank %d: %w", rank, err)
 	}
-	def := DefaultStreamOptions()
-	if opts.MaxMessage == 0 {
-		opts.MaxMessage = def.MaxMessage
-	}
-	if opts.ReadBuffer == 0 {
-		opts.ReadBuffer = def.ReadBuffer
-	}
+	opts = streamDefaults(opts)
 	for peer, c := range conns {
 		if peer == rank && c != nil {
 			return nil, fmt.Errorf("stream endpoint: rank %d: conns[%d] must be nil (messages to self stay in process)", rank, peer)
 		}
-		if peer != rank && c == nil {
+		if peer != rank && c == nil && dial == nil {
 			return nil, fmt.Errorf("stream endpoint: rank %d: no connection to rank %d", rank, peer)
 		}
 	}
-	e := &streamEndpoint{
-		rank:   rank,
-		size:   size,
-		opts:   opts,
-		tab:    crcTable(),
-		peers:  make([]*streamPeer, size),
-		self:   make(map[Channel]*mailbox),
-		closed: make(chan struct{}),
+	e := newStreamEndpoint(rank, size, opts)
+	if dial != nil {
+		e.lazy = newLazyLinks(dial)
 	}
 	for peer, c := range conns {
-		if peer == rank {
-			continue
+		if peer != rank && c != nil {
+			e.peers[peer].Store(e.newPeer(peer, c))
 		}
-		var r io.Reader = c
-		raw := rawsock.New(c)
-		if raw != nil {
-			r = raw
-		}
-		p := &streamPeer{
-			ep:      e,
-			peer:    peer,
-			conn:    c,
-			raw:     raw,
-			br:      bufio.NewReaderSize(r, opts.ReadBuffer),
-			inboxes: make(map[Channel]*inbox),
-			wcodec:  NewPayloadCodec(opts.MaxMessage),
-			rcodec:  NewPayloadCodec(opts.MaxMessage),
-		}
-		_, p.vectored = c.(net.Conn)
-		p.lend, p.lendMin = lenderOf(c, opts.LendMin)
-		if opts.Poll > 0 {
-			p.sock = newPoller(c)
-		}
-		if opts.SocketBuffer > 0 {
-			if sb, ok := c.(interface {
-				SetReadBuffer(int) error
-				SetWriteBuffer(int) error
-			}); ok {
-				// Best effort: a refusal leaves the system default, which still works.
-				sb.SetReadBuffer(opts.SocketBuffer)
-				sb.SetWriteBuffer(opts.SocketBuffer)
-			}
-		}
-		p.rdl, _ = c.(interface{ SetReadDeadline(time.Time) error })
-		p.wdl, _ = c.(interface{ SetWriteDeadline(time.Time) error })
-		e.peers[peer] = p
 	}
-	for _, p := range e.peers {
-		if p != nil {
+	for i := range e.peers {
+		if p := e.peers[i].Load(); p != nil {
 			e.wg.Add(1)
 			go p.readLoop()
 		}
@@ -170,12 +131,78 @@ func NewStreamEndpoint(rank, size int, conns []io.ReadWriteCloser, opts StreamOp
 	return e, nil
 }
 
+// streamDefaults fills the zero options of opts with their defaults.
+func streamDefaults(opts StreamOptions) StreamOptions {
+	def := DefaultStreamOptions()
+	if opts.MaxMessage == 0 {
+		opts.MaxMessage = def.MaxMessage
+	}
+	if opts.ReadBuffer == 0 {
+		opts.ReadBuffer = def.ReadBuffer
+	}
+	return opts
+}
+
+func newStreamEndpoint(rank, size int, opts StreamOptions) *streamEndpoint {
+	return &streamEndpoint{
+		rank:   rank,
+		size:   size,
+		opts:   opts,
+		tab:    crcTable(),
+		peers:  make([]atomic.Pointer[streamPeer], size),
+		self:   make(map[Channel]*mailbox),
+		closed: make(chan struct{}),
+	}
+}
+
+// newPeer builds the link to peer over c; its reader is not started yet.
+func (e *streamEndpoint) newPeer(peer int, c io.ReadWriteCloser) *streamPeer {
+	opts := e.opts
+	var r io.Reader = c
+	raw := rawsock.New(c)
+	if raw != nil {
+		r = raw
+	}
+	p := &streamPeer{
+		ep:      e,
+		peer:    peer,
+		conn:    c,
+		raw:     raw,
+		br:      bufio.NewReaderSize(r, opts.ReadBuffer),
+		inboxes: make(map[Channel]*inbox),
+		wcodec:  NewPayloadCodec(opts.MaxMessage),
+		rcodec:  NewPayloadCodec(opts.MaxMessage),
+	}
+	_, p.vectored = c.(net.Conn)
+	p.lend, p.lendMin = lenderOf(c, opts.LendMin)
+	if opts.Poll > 0 {
+		p.sock = newPoller(c)
+	}
+	if opts.SocketBuffer > 0 {
+		if sb, ok := c.(interface {
+			SetReadBuffer(int) error
+			SetWriteBuffer(int) error
+		}); ok {
+			// Best effort: a refusal leaves the system default, which still works.
+			sb.SetReadBuffer(opts.SocketBuffer)
+			sb.SetWriteBuffer(opts.SocketBuffer)
+		}
+	}
+	p.rdl, _ = c.(interface{ SetReadDeadline(time.Time) error })
+	p.wdl, _ = c.(interface{ SetWriteDeadline(time.Time) error })
+	return p
+}
+
 type streamEndpoint struct {
 	rank, size int
 	opts       StreamOptions
 	tab        *crc32.Table
-	peers      []*streamPeer // nil at rank
-	pool       bufPool
+	// peers are the links, each set once: from the start, or (an endpoint with a dialer,
+	// stream_dial.go) when first dialed or accepted. Nil at rank.
+	peers []atomic.Pointer[streamPeer]
+	pool  bufPool
+	// lazy is the dialing side of an endpoint that connects on first use; nil otherwise.
+	lazy *lazyLinks
 
 	selfMu sync.Mutex
 	self   map[Channel]*mailbox
@@ -334,16 +361,19 @@ func (e *streamEndpoint) isClosed() bool {
 // Close closes every connection, waits for the reader goroutines and fails blocked calls.
 func (e *streamEndpoint) Close() error {
 	e.closeOnce.Do(func() {
+		if e.lazy != nil {
+			e.lazy.close()
+		}
 		close(e.closed)
 		e.linger()
-		for _, p := range e.peers {
-			if p != nil {
+		for i := range e.peers {
+			if p := e.peers[i].Load(); p != nil {
 				p.conn.Close()
 			}
 		}
 		e.wg.Wait()
-		for _, p := range e.peers {
-			if p != nil {
+		for i := range e.peers {
+			if p := e.peers[i].Load(); p != nil {
 				p.unlendQueued()
 				p.wmu.Lock()
 				p.wcodec.Close()
@@ -366,7 +396,8 @@ func (e *streamEndpoint) linger() {
 	}
 	type closeWriter interface{ CloseWrite() error }
 	any := false
-	for _, p := range e.peers {
+	for i := range e.peers {
+		p := e.peers[i].Load()
 		if p == nil {
 			continue
 		}

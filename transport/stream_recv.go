@@ -57,7 +57,7 @@ func (e *streamEndpoint) RecvBorrow(ctx context.Context, from int, ch Channel) (
 	if err != nil {
 		return h, nil, err
 	}
-	p := e.peers[from]
+	p := e.peers[from].Load()
 	switch {
 	case m.lent != nil:
 		p.mu.Lock()
@@ -77,7 +77,10 @@ func (e *streamEndpoint) ReleaseBorrowed(from int, ch Channel) {
 	if from < 0 || from >= e.size || from == e.rank {
 		return
 	}
-	p := e.peers[from]
+	p := e.peers[from].Load()
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	ib := p.inboxes[ch]
 	var (
@@ -115,7 +118,10 @@ func (e *streamEndpoint) recv(ctx context.Context, from int, want Header, matchA
 // nil, and a queued message is returned as it is, pooled buffer and all, for the caller to own.
 // A borrowed empty message comes back as a zero pending.
 func (e *streamEndpoint) recvMsg(ctx context.Context, from int, want Header, matchAny bool, buf []byte, borrow bool) (Header, int, pending, error) {
-	p := e.peers[from]
+	p, err := e.link(ctx, from)
+	if err != nil {
+		return Header{}, 0, pending{}, e.recvErr(from, want.Channel, err)
+	}
 	p.mu.Lock()
 	ib := p.inbox(want.Channel)
 	w := &ib.w
@@ -204,7 +210,7 @@ func (p *streamPeer) interruptRead() {
 func (e *streamEndpoint) take(from int, m pending, buf []byte) (Header, int, error) {
 	defer e.pool.put(m.buf)
 	if m.lent != nil {
-		defer e.peers[from].lend.Return(m.lent)
+		defer e.peers[from].Load().lend.Return(m.lent)
 	}
 	if m.n > len(buf) {
 		return m.h, 0, &PeerError{Rank: e.rank, Peer: from, Op: "recv " + m.h.String(),

@@ -32,7 +32,10 @@ func (e *streamEndpoint) Send(ctx context.Context, to int, h Header, payload []b
 	if to == e.rank {
 		return e.sendSelf(h, payload)
 	}
-	p := e.peers[to]
+	p, err := e.link(ctx, to)
+	if err != nil {
+		return &PeerError{Rank: e.rank, Peer: to, Op: "send " + h.String(), Err: err}
+	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.werr != nil {

@@ -539,7 +539,7 @@ func TestStreamCancelDuringZeroCopyFill(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			sep := ep.(*streamEndpoint)
-			p := sep.peers[1]
+			p := sep.peers[1].Load()
 			done := make(chan error, 1)
 			buf := make([]byte, len(msg))
 			go func() {
@@ -737,7 +737,7 @@ func TestStreamCancelDuringFillWithoutDeadlines(t *testing.T) {
 	t.Cleanup(func() { ep.Close() })
 	msg := payloadOf(1<<20, 6)
 	frame := rawFrame(Header{Seq: 1}, msg)
-	p := ep.(*streamEndpoint).peers[1]
+	p := ep.(*streamEndpoint).peers[1].Load()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -767,7 +767,7 @@ func TestStreamDirectPaths(t *testing.T) {
 	for _, codec := range []Codec{CodecNone, CodecS2, CodecZstd, CodecFP16, CodecBF16} {
 		t.Run(codec.String(), func(t *testing.T) {
 			eps := streamJob(t, "tcp", 2, DefaultStreamOptions(), nil)
-			p := eps[1].(*streamEndpoint).peers[0]
+			p := eps[1].(*streamEndpoint).peers[0].Load()
 			buf := make([]byte, len(src))
 			done := make(chan error, 1)
 			var n int

@@ -67,9 +67,25 @@ type arenaVerdict struct {
 }
 
 // arenaExchanged says whether the job agrees on an arena while it forms: for the data paths
-// that may take shared memory, on every rank alike.
-func arenaExchanged(cfg Config) bool {
-	return cfg.Size > 1 && (cfg.DataPath == DataPathAuto || cfg.DataPath == DataPathShm || cfg.DataPath == DataPathCMA)
+// that may take shared memory, when the peer table leaves one host possible, on every rank
+// alike (each decides from the same table). A table whose ranks name different hosts,
+// network namespaces or host overrides cannot form a one-host job, and skipping the exchange
+// spares rank 0 a connection to every rank.
+func arenaExchanged(cfg Config, peers []peerInfo) bool {
+	return cfg.Size > 1 && (cfg.DataPath == DataPathAuto || cfg.DataPath == DataPathShm || cfg.DataPath == DataPathCMA) &&
+		oneHostTable(peers)
+}
+
+// oneHostTable says whether every rank of the table may run on one host: all name the same
+// host name, host override and network namespace.
+func oneHostTable(peers []peerInfo) bool {
+	for _, p := range peers {
+		q := peers[0]
+		if p.Hostname != q.Hostname || p.HostOverride != q.HostOverride || p.Proof.NetNS != q.Proof.NetNS {
+			return false
+		}
+	}
+	return true
 }
 
 // arenaWanted is this rank's own view: "" when it wants an arena, else why not.
@@ -95,8 +111,9 @@ func arenaOptions(cfg Config, gone func() error) shm.ArenaOptions {
 		Poll: cfg.Stream.Poll, Gone: gone}
 }
 
-// formArena runs the exchange on conns (nil at this rank) and returns the job's arena, nil
-// when it has none. hb may be nil (heartbeats off).
+// formArena runs the exchange on conns (nil at this rank; a nil slice when the job skips the
+// exchange, arenaExchanged) and returns the job's arena, nil when it has none. hb may be nil
+// (heartbeats off).
 func (j *joiner) formArena(ctx context.Context, conns []io.ReadWriteCloser, local []locality, hb *heartbeats, hk *hooks) (*shm.Arena, error) {
 	cfg := j.cfg
 	why := arenaWanted(cfg, local)
@@ -105,7 +122,7 @@ func (j *joiner) formArena(ctx context.Context, conns []io.ReadWriteCloser, loca
 		gone = hb.gone
 	}
 	opts := arenaOptions(cfg, gone)
-	if !arenaExchanged(cfg) {
+	if conns == nil {
 		if cfg.Size > 1 || why != "" {
 			return nil, nil
 		}
@@ -118,7 +135,9 @@ func (j *joiner) formArena(ctx context.Context, conns []io.ReadWriteCloser, loca
 		return a, nil
 	}
 	for r, c := range conns {
-		if r != cfg.Rank {
+		// The exchange runs between rank 0 and each rank; other links (a peer that formed
+		// first and already sends) are the endpoint's.
+		if r != cfg.Rank && c != nil && (cfg.Rank == 0 || r == 0) {
 			stop := setConnDeadline(ctx, c)
 			defer stop()
 		}

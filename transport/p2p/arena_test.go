@@ -250,4 +250,9 @@ func TestArenaWaitRankStopped(t *testing.T) {
 	if !errors.As(err, &ue) || ue.Peer != 1 || !strings.Contains(err.Error(), "stopped") {
 		t.Fatalf("an arena wait while rank 1 is stopped: %v; want the heartbeats' error naming rank 1 as stopped", err)
 	}
+	// Stopped perhaps before its first heartbeat came: the kernel says it is stopped, so it
+	// gets the peer timeout, not the join timeout that a rank still joining is given.
+	if ue.Limit != base.PeerTimeout || ue.LimitFrom != "" {
+		t.Fatalf("rank 1, stopped, was failed at the limit %v (%s); want the peer timeout, %v", ue.Limit, ue.LimitFrom, base.PeerTimeout)
+	}
 }

@@ -88,7 +88,8 @@ type Config struct {
 	// one network namespace (see the package doc). Ranks with the same Hostname that cannot
 	// prove it are on different hosts. Default: empty, the proof alone decides.
 	Hostname string
-	// JoinTimeout bounds the whole of Join (rendezvous and data connections). Default 60s.
+	// JoinTimeout bounds the whole of Join (rendezvous, and the data connections it opens),
+	// and each data connection opened later, when a call first needs a peer. Default 60s.
 	JoinTimeout time.Duration
 	// Stream configures the framing over each per-peer connection. The zero value selects
 	// transport.DefaultStreamOptions() without payload checksums (TLS already protects the

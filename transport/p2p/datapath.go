@@ -37,13 +37,14 @@ const (
 	helloBadMagic
 	helloWrongJob
 	helloWrongTarget
-	helloNotLower
+	helloBadFrom
 	helloBadToken
 	helloDuplicate
 	helloClosed
 	helloWrongPeer
 	helloShmNotUnix
 	helloShmFailed
+	helloCrossed
 )
 
 // autoSameHost is the path "auto" takes between ranks on one host: shared memory, whose ring
@@ -52,6 +53,18 @@ const (
 // offers shared memory and falls back to a Unix socket when the listener cannot map the
 // segment.
 const autoSameHost = DataPathShm
+
+// helloRefusedError is a hello the listener answered with a status other than helloOK.
+type helloRefusedError struct{ status byte }
+
+func (e *helloRefusedError) Error() string { return "refused: " + helloStatusText(e.status) }
+
+// crossedDial says whether err is a refusal because the pair is already linked, or is being
+// linked by the listener's own dial: the dialer then waits for the listener's connection.
+func crossedDial(err error) bool {
+	var r *helloRefusedError
+	return errors.As(err, &r) && (r.status == helloCrossed || r.status == helloDuplicate)
+}
 
 func helloStatusText(s byte) string {
 	switch s {
@@ -63,8 +76,8 @@ func helloStatusText(s byte) string {
 		return "hello from another job"
 	case helloWrongTarget:
 		return "hello addressed to another rank"
-	case helloNotLower:
-		return "the dialing rank must be lower than the listening rank"
+	case helloBadFrom:
+		return "the dialing rank is not another rank of the job"
 	case helloBadToken:
 		return "bad token"
 	case helloDuplicate:
@@ -77,6 +90,8 @@ func helloStatusText(s byte) string {
 		return "shared memory offered over a connection that is not a same-host Unix socket"
 	case helloShmFailed:
 		return "the listener could not map the shared-memory segment (see its log)"
+	case helloCrossed:
+		return "the listener, the lower rank, is dialing this rank itself: its connection is kept"
 	}
 	return "unknown status " + strconv.Itoa(int(s))
 }

@@ -19,8 +19,12 @@ import (
 	"github.com/hetsync/hetsync/transport/shm"
 )
 
-// acceptor collects the data connections a rank receives from every lower rank, over any of
-// its listeners, after checking each hello.
+// acceptor takes the data connections that peers dial to this rank, over any of its
+// listeners, after checking each hello, and keeps this rank's links: the connection it holds
+// to each peer (dialed or accepted) and the peers it is dialing now, so that two ranks that
+// dial each other at once keep one connection, the lower rank's (dialPeer). Connections
+// accepted while the job forms wait in conns for the endpoint; after that, each goes to the
+// endpoint (attach) as soon as its hello is answered.
 type acceptor struct {
 	cfg   Config
 	rank  int
@@ -29,11 +33,17 @@ type acceptor struct {
 	ids   []peer.ID
 	log   *slog.Logger
 	h     host.Host
+	// linked learns every peer this rank links to (the heartbeats watch it); may be nil.
+	linked func(peer int)
 
-	mu        sync.Mutex
-	conns     []io.ReadWriteCloser // index: lower rank
-	have      int
-	done      chan struct{} // closed when every lower rank is connected
+	mu      sync.Mutex
+	conns   []io.ReadWriteCloser // index: peer rank; dialed or accepted
+	dialing []bool               // this rank is dialing the peer now
+	// arrived holds, for a peer whose connection is awaited or came, a channel closed once
+	// conns[peer] belongs to the endpoint (or, while joining, is ready for it).
+	arrived map[int]chan struct{}
+	// attach hands an accepted connection to the endpoint; nil while the job forms.
+	attach    func(peer int, c io.ReadWriteCloser) error
 	closed    bool
 	pending   map[io.Closer]struct{} // connections still in their hello
 	listeners []net.Listener
@@ -41,13 +51,33 @@ type acceptor struct {
 }
 
 func newAcceptor(cfg Config, tag jobTag, token []byte, ids []peer.ID, h host.Host) *acceptor {
-	a := &acceptor{cfg: cfg, rank: cfg.Rank, tag: tag, token: token, ids: ids, log: cfg.Logger, h: h,
-		conns: make([]io.ReadWriteCloser, cfg.Rank), done: make(chan struct{}),
-		pending: make(map[io.Closer]struct{})}
-	if cfg.Rank == 0 {
-		close(a.done)
+	return &acceptor{cfg: cfg, rank: cfg.Rank, tag: tag, token: token, ids: ids, log: cfg.Logger, h: h,
+		conns: make([]io.ReadWriteCloser, cfg.Size), dialing: make([]bool, cfg.Size),
+		arrived: make(map[int]chan struct{}), pending: make(map[io.Closer]struct{})}
+}
+
+// arrival is the channel closed when peer's connection is there; a.mu must be held.
+func (a *acceptor) arrival(peer int) chan struct{} {
+	ch := a.arrived[peer]
+	if ch == nil {
+		ch = make(chan struct{})
+		a.arrived[peer] = ch
 	}
-	return a
+	return ch
+}
+
+// isArrived says whether peer's connection is there; a.mu must be held.
+func (a *acceptor) isArrived(peer int) bool {
+	ch := a.arrived[peer]
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // track registers a connection in its hello; false when the acceptor is closed.
@@ -148,8 +178,8 @@ func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 		status = helloWrongJob
 	case to != a.rank:
 		status = helloWrongTarget
-	case from < 0 || from >= a.rank:
-		status = helloNotLower
+	case from < 0 || from >= a.cfg.Size || from == a.rank:
+		status = helloBadFrom
 	case peerRank >= 0 && peerRank != from:
 		status = helloWrongPeer
 	case subtle.ConstantTimeCompare(b[24:helloLen], a.token) != 1:
@@ -193,6 +223,7 @@ func (a *acceptor) handshake(c dataConn, remote string, peerRank int) {
 		hs.helloDone()
 	}
 	_ = c.SetDeadline(time.Time{})
+	a.deliver(from, conn)
 }
 
 // openShm maps the segment that rank `from` offered over the Unix connection c, removes its
@@ -219,47 +250,149 @@ func openShm(c *net.UnixConn, name string, opts shm.Options) (dataConn, error) {
 	return p, nil
 }
 
-// offer collects conn as the connection from rank `from`; key is the connection the hello
-// came on (conn itself, or the link of a shared-memory pipe), tracked as pending until now.
+// offer takes conn as the connection from rank `from`, unless this rank has one to it already
+// or is dialing it and is the lower of the two (its own dial wins: the peer then waits for it);
+// key is the connection the hello came on (conn itself, or the link of a shared-memory pipe),
+// tracked as pending until now. The connection is reserved, not yet delivered: the reply to
+// the hello must go out before the endpoint may write on it (deliver).
 func (a *acceptor) offer(from int, conn dataConn, key io.Closer) byte {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.closed {
+	switch {
+	case a.closed:
 		return helloClosed
-	}
-	if a.conns[from] != nil {
+	case a.conns[from] != nil:
 		return helloDuplicate
+	case a.dialing[from] && a.rank < from:
+		return helloCrossed
 	}
-	// From here on conn belongs to the collected connections, not to the pending ones, so that
-	// stop(false) racing with the rest of this handshake cannot close it.
+	// From here on conn belongs to the links, not to the pending ones, so that stop racing
+	// with the rest of this handshake cannot close it.
 	delete(a.pending, key)
 	a.conns[from] = conn
-	a.have++
-	if a.have == a.rank {
-		close(a.done)
-	}
 	return helloOK
 }
 
-// wait returns once every lower rank is connected, or why not.
-func (a *acceptor) wait(ctx context.Context) error {
-	select {
-	case <-a.done:
-		return nil
-	case <-ctx.Done():
-	}
+// deliver hands the reserved connection from rank `from` to the endpoint (or, while the job
+// forms, marks it ready for it) once its hello is answered.
+func (a *acceptor) deliver(from int, conn dataConn) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	var missing []int
-	for r, c := range a.conns {
-		if c == nil {
-			missing = append(missing, r)
+	if a.attach != nil {
+		if err := a.attach(from, conn); err != nil {
+			a.conns[from] = nil
+			a.mu.Unlock()
+			a.log.Warn("hetsync data path: the endpoint refused a connection", "rank", a.rank, "peer", from, "err", err)
+			conn.Close()
+			return
 		}
 	}
-	if len(missing) == 0 {
-		return nil
+	close(a.arrival(from))
+	a.mu.Unlock()
+	if a.linked != nil {
+		a.linked(from)
 	}
-	return fmt.Errorf("rank %d: no data connection from rank(s) %s: %w", a.rank, sortedRanks(missing), ctx.Err())
+}
+
+// await returns once peer's connection is there (dialed by either side), or why not.
+func (a *acceptor) await(ctx context.Context, peer int) error {
+	a.mu.Lock()
+	ch := a.arrival(peer)
+	a.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rank %d: no data connection from rank %d: %w", a.rank, peer, ctx.Err())
+	}
+}
+
+// dialPeer opens this rank's link to peer through d, within timeout, unless it has one: the
+// connection, or nil when the peer's own connection came instead (accepted before, or while,
+// this rank dialed: when both dial at once, the lower rank's connection is kept, and the
+// higher rank's dial is refused as crossed and waits for it). The endpoint connects through it
+// (transport.DialFunc).
+func (a *acceptor) dialPeer(ctx context.Context, d *dialer, peer int, timeout time.Duration) (io.ReadWriteCloser, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil, fmt.Errorf("rank %d: data connection to rank %d: the endpoint is closing", a.rank, peer)
+	}
+	if a.conns[peer] != nil {
+		ch := a.arrival(peer)
+		a.mu.Unlock()
+		return nil, a.awaitPeers(ctx, peer, ch, timeout)
+	}
+	a.dialing[peer] = true
+	a.mu.Unlock()
+	c, err := d.dial(ctx, peer)
+	a.mu.Lock()
+	a.dialing[peer] = false
+	if err == nil && a.conns[peer] == nil && !a.closed {
+		a.conns[peer] = c
+		close(a.arrival(peer))
+		a.mu.Unlock()
+		if a.linked != nil {
+			a.linked(peer)
+		}
+		return c, nil
+	}
+	if err == nil {
+		// The peer's connection was taken meanwhile (the rules above keep this from
+		// happening), or the endpoint is closing: one connection per pair.
+		c.Close()
+	} else if !crossedDial(err) {
+		a.mu.Unlock()
+		return nil, err
+	}
+	ch := a.arrival(peer)
+	a.mu.Unlock()
+	return nil, a.awaitPeers(ctx, peer, ch, timeout)
+}
+
+// awaitPeers waits on ch for the connection that peer dialed to this rank.
+func (a *acceptor) awaitPeers(ctx context.Context, peer int, ch <-chan struct{}, timeout time.Duration) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rank %d: rank %d dialed this rank at the same time, and its data connection did not come within %v: %w",
+			a.rank, peer, timeout, ctx.Err())
+	}
+}
+
+// own makes the endpoint the owner of every connection there now, and of every later one:
+// it calls build with those connections (nil entries for the others), and from then on hands
+// each accepted connection to attach. Under a.mu, so that none falls between the two.
+func (a *acceptor) own(build func(conns []io.ReadWriteCloser) (func(int, io.ReadWriteCloser) error, error)) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	conns := make([]io.ReadWriteCloser, len(a.conns))
+	for r, c := range a.conns {
+		if c != nil && a.isArrived(r) {
+			conns[r] = c
+		}
+	}
+	attach, err := build(conns)
+	if err != nil {
+		return err
+	}
+	a.attach = attach
+	return nil
+}
+
+// links returns the connections this rank holds, indexed by peer (nil: none).
+func (a *acceptor) links() []io.ReadWriteCloser {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]io.ReadWriteCloser, len(a.conns))
+	for r, c := range a.conns {
+		if c != nil && a.isArrived(r) {
+			out[r] = c
+		}
+	}
+	return out
 }
 
 // stop closes the listeners and every connection still in its hello, and waits for the

@@ -15,7 +15,7 @@ import (
 	"github.com/hetsync/hetsync/transport/shm"
 )
 
-// dialer opens the data connections from one rank to every higher rank.
+// dialer opens the data connections from one rank to its peers.
 type dialer struct {
 	cfg   Config
 	tag   jobTag
@@ -40,7 +40,7 @@ func (d *dialer) dial(ctx context.Context, to int) (dataConn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if d.cfg.DataPath != DataPathAuto || ctx.Err() != nil {
+		if d.cfg.DataPath != DataPathAuto || ctx.Err() != nil || crossedDial(err) {
 			return nil, fmt.Errorf("rank %d: shm data connection to rank %d: %w", d.cfg.Rank, to, err)
 		}
 		// auto: the memory could not be shared (no /dev/shm, separate mount namespaces); a
@@ -184,7 +184,7 @@ func (d *dialer) hello(ctx context.Context, c dataConn, msg []byte) error {
 		return errors.New("the peer answered the hello with garbage")
 	}
 	if r[8] != helloOK {
-		return fmt.Errorf("refused: %s", helloStatusText(r[8]))
+		return &helloRefusedError{status: r[8]}
 	}
 	if hs, ok := c.(helloSwitcher); ok {
 		hs.helloDone()

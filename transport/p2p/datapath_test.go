@@ -37,7 +37,7 @@ func TestShmRingSizeFollowsLocalRanks(t *testing.T) {
 			checkPaths(t, eps)
 			pipes := 0
 			for r, ep := range eps {
-				for peer, c := range ep.(*endpoint).conns {
+				for peer, c := range linksOf(ep) {
 					if peer == r {
 						continue
 					}

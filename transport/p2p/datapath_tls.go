@@ -119,11 +119,11 @@ func (t *rankTLS) config(verify func(rank int) error) *tls.Config {
 	}
 }
 
-// serverConfig accepts any lower rank: the hello then has to name the same rank.
+// serverConfig accepts any other rank: the hello then has to name the same rank.
 func (t *rankTLS) serverConfig() *tls.Config {
 	return t.config(func(r int) error {
-		if r >= t.rank {
-			return fmt.Errorf("rank %d dialed rank %d; only lower ranks dial", r, t.rank)
+		if r == t.rank {
+			return fmt.Errorf("rank %d dialed itself", r)
 		}
 		return nil
 	})
@@ -151,7 +151,7 @@ func (t *rankTLS) tlsRank(c *tls.Conn) int {
 }
 
 // serveTLS accepts the "tls" data path on l: every connection is upgraded to TLS (the peer
-// proving a lower rank's key) before its hello, which must then name that same rank.
+// proving another rank's key) before its hello, which must then name that same rank.
 func (a *acceptor) serveTLS(l net.Listener, t *rankTLS) {
 	conf := t.serverConfig()
 	a.serveWith(l, func(c net.Conn) {

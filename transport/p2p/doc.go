@@ -1,7 +1,9 @@
 // Package p2p forms a job's ranks into a transport.Endpoint over go-libp2p: it gives every
-// rank an identity, admits only the job's ranks, meets them through rank 0, and opens one
-// duplex data connection per pair of ranks, over which transport.NewStreamEndpoint frames the
-// messages.
+// rank an identity, admits only the job's ranks, meets them through rank 0, and connects a
+// pair of ranks with one duplex data connection when one of them first needs the other, over
+// which transport.NewDialingStreamEndpoint frames the messages. A rank thus holds connections
+// only to the peers its collectives and services talk to: a ring's two neighbours, a
+// butterfly's log2 p partners, its host's ranks in a hierarchy, its servers.
 //
 // It must never: admit a peer that is not one of the job's ranks; send a direct-path token
 // anywhere but over the secure libp2p channel (the rendezvous table) and to the rank that owns
@@ -61,8 +63,37 @@
 //
 // # Data paths
 //
-// For each pair of ranks the lower rank dials the higher one; both derive the path from the
-// table, so they agree without another message:
+// # Connections on first use
+//
+// Every rank listens on its direct paths (and, for "stream", the libp2p protocol) from before
+// it registers until its endpoint closes. The first Send to or Recv from a peer without a
+// connection dials it, bounded by Config.JoinTimeout, and every call on that peer waits for
+// the dial; a dial that fails fails them all with an error naming both ranks, the path and
+// the reason (with, for a peer on this host, whether its process is stopped or gone). The
+// listener hands an accepted connection to its endpoint as soon as the hello is answered.
+// When two ranks dial each other at once, the lower rank's connection is kept: the lower rank,
+// dialing, answers the higher one's hello with "crossed", the higher rank accepts the lower
+// one's, and its own dial then waits for that connection. A second hello for a linked pair is
+// refused as a duplicate. Two ranks set up a pair's connection only once, so the work of
+// forming it (a TLS handshake, a shared-memory segment) is paid only by pairs that talk.
+// Exceptions: the arena exchange (below) links rank 0 to every rank while the job forms, on a
+// job that may run on one host; and the "stream" path links every pair while the job forms
+// (its streams ride the libp2p connections, found by peer ID, on which a second process that
+// holds a rank's key could otherwise take a pair's stream).
+//
+// After it has the peer table a rank closes the libp2p connections it opened to join (to rank
+// 0 and to its table parent), except on the "stream" path: rank 0 is left with none from the
+// formation, and what the job needs later dials again.
+//
+// What a rank keeps per peer, linked or not, is O(p) in all but small: the peer table entry
+// (addresses, token, host proof: a few hundred bytes), its ID, its locality verdict, its
+// heartbeat record and a pointer and a flag in the endpoint and the acceptor. Buffers are per
+// link: the endpoint's read buffer (StreamOptions.ReadBuffer, 64 KiB), the socket buffers (4
+// MiB each way on direct paths) or a shared-memory segment; and a heartbeat stream per
+// watched peer (O(log p) of them).
+//
+// The dialer of a pair decides its path from the table and the listener serves whichever
+// path it is dialed on, so they agree without another message:
 //
 //   - "stream": a libp2p stream (/hetsync/data/1) over the libp2p connection: authenticated
 //     and encrypted with tls, neither with none. It costs several times the CPU per byte of
@@ -86,7 +117,7 @@
 //   - "unix": a Unix socket file in os.TempDir() named after a hash of the secret and the
 //     rank (a file rather than the abstract namespace, so ranks in different network
 //     namespaces of one host meet), for ranks that proved one host. Authenticated by the
-//     hello; the file is removed as soon as every lower rank has connected.
+//     hello; the file is removed when the endpoint closes.
 //   - "shm": shared memory (transport/shm) for ranks that proved one host. The dialer
 //     connects to the listener's Unix socket as for "unix", creates a segment file in
 //     /dev/shm (mode 0600, random name) and sends its name in the hello (magic HSYNCSM1, the
@@ -138,8 +169,8 @@
 // status byte, and closes a refused connection after logging the reason and the dialing address. The token crosses the
 // network only inside the secure rendezvous channel and in the hello on the data connection
 // itself, so on a plaintext path an eavesdropper on that link could learn it; it is only ever
-// accepted once per rank, and only during Join, because listeners close once every lower rank
-// is connected.
+// accepted once per rank (a second hello for a linked pair is refused as a duplicate), for as
+// long as the endpoint is open.
 //
 // # Arena
 //
@@ -149,7 +180,10 @@
 // transport.ArenaBytesFor, or half of what /dev/shm has free when that is less), on every
 // rank or on none, so that a collective may choose its algorithm by it. After the data
 // connections and before the framing starts on them, rank 0 creates the file and offers its
-// name to every rank over its connection; each maps it if it wants one (it proved every rank
+// name to every rank over its connection (rank 0 dials every rank for it, when the peer table
+// leaves one host possible: all ranks name one host name, host override and network
+// namespace; a table that names several skips the exchange on every rank, and the job has no
+// arena); each maps it if it wants one (it proved every rank
 // on its host and did not turn it off) and answers; rank 0 unlinks the file and tells every
 // rank to use it only if all mapped it, else none (arena.go). An arena wait fails naming a
 // rank whose process exited, whose endpoint closed, or whom the heartbeats failed. The
@@ -157,20 +191,34 @@
 //
 // # Heartbeats (/hetsync/heartbeat/1)
 //
-// Once the job is formed, every rank keeps one libp2p stream to every other rank and writes a
-// 48-byte heartbeat on it every PeerTimeout/8 (at most every second): what its collectives
-// last did (transport.Activity) and the timestamps that give the control path's round trip.
-// They travel on the libp2p connections, apart from the data connections, so a peer that is
-// busy moving a large message still answers, and a rank that has nothing to receive from a
-// frozen peer still notices it. A peer that sends nothing for Config.PeerTimeout (default
-// 8 s: SIGSTOP, a paused VM, a lost host) is failed: every pending and later Recv from it
-// returns a *transport.UnresponsiveError naming it, and its data connection is closed. A dead
-// process (SIGKILL) is seen sooner, as its data connection ends. Until a peer's first
-// heartbeat arrives (and again after its stream was reset, which libp2p does to a connection
-// it drops) it is given the join timeout instead: a large job on a loaded host takes that
-// long to open one libp2p connection per pair. A rank that closes its endpoint says goodbye first,
-// so that ranks finishing at different times do not fail each other. This works the same
-// under every launcher, since each rank watches its peers itself.
+// Once the job is formed, every rank keeps one libp2p stream to every peer it watches and
+// writes a 48-byte heartbeat on it every PeerTimeout/8 (at most every second): what its
+// collectives last did (transport.Activity) and the timestamps that give the control path's
+// round trip. A rank watches, from the end of its join, every rank of a job of up to 16 ranks;
+// in a larger job, the ranks rank XOR 2^k and its ring neighbours (O(log p), each of a pair
+// watching the other, every rank watched, at most 2·log2 p hops between any two ranks); and,
+// in any job, every peer it links to, from the moment the link is up. Heartbeats travel on the
+// libp2p connections, apart from the data connections, so a peer that is busy moving a large
+// message still answers, and a rank that has nothing to receive from a frozen peer still
+// notices it. A peer that sends nothing for Config.PeerTimeout (default 8 s: SIGSTOP, a paused
+// VM, a lost host) is failed: every pending and later Recv from it returns a
+// *transport.UnresponsiveError naming it, and its data connection is closed. A dead process
+// (SIGKILL) is seen sooner, as its data connection ends. Until a peer's first heartbeat
+// arrives (and again after its stream was reset, which libp2p does to a connection it drops)
+// it is given the join timeout instead, since a loaded host may take that long to open a libp2p
+// connection, unless the kernel says the peer's process (on this host) is stopped.
+//
+// A rank whose heartbeats fail a peer (silent, or its process gone) tells it in its next
+// heartbeats (sent at once, then round the list of the failures it knows), and a rank told
+// passes it on: every rank fails the peer within
+// about the peer timeout and a few round trips, with a *transport.PeerReportedError naming
+// it and the rank that told it. A rank that waits on the failed rank through others, or whose
+// first call to it dials a process that accepts and never answers, is so told instead of
+// waiting for the dial's bound.
+//
+// A rank that closes its endpoint says goodbye first, so that ranks finishing at different
+// times do not fail each other. This works the same under every launcher, since the ranks
+// watch one another themselves.
 //
 // Join is bounded by Config.JoinTimeout (and its context). Endpoint.Close closes the framed
 // endpoint, every data connection and the libp2p host.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -25,10 +25,13 @@ import (
 	"github.com/hetsync/hetsync/transport/shm"
 )
 
-// Join starts this rank's libp2p host, meets the other ranks through rank 0, opens one data
-// connection per peer over the configured data path and returns the framed Endpoint over
-// them. Endpoint.Close closes the libp2p host and every connection. Join gives up after
-// cfg.JoinTimeout (or when ctx ends) with an error that names the ranks it was waiting for.
+// Join starts this rank's libp2p host, meets the other ranks through rank 0 and returns the
+// framed Endpoint over the configured data path. The endpoint connects to a peer when a Send
+// or Recv first needs it (within cfg.JoinTimeout, or fails naming the peer), and takes the
+// connections peers open to it, so that a rank holds connections only to the peers its
+// collectives talk to. Endpoint.Close closes the libp2p host and every connection. Join gives
+// up after cfg.JoinTimeout (or when ctx ends) with an error that names the ranks it was
+// waiting for.
 func Join(ctx context.Context, cfg Config) (transport.Endpoint, error) {
 	return join(ctx, cfg, nil)
 }
@@ -84,22 +87,12 @@ type joiner struct {
 	acc   *acceptor
 	proof *proofFile
 	hb    *heartbeats // nil when off
-	mu    sync.Mutex
-	conns []io.ReadWriteCloser // dialed by this rank
 }
 
 func (j *joiner) teardown() {
 	if j.acc != nil {
 		j.acc.stop(true)
 	}
-	j.mu.Lock()
-	for i, c := range j.conns {
-		if c != nil {
-			c.Close()
-			j.conns[i] = nil
-		}
-	}
-	j.mu.Unlock()
 	if j.hb != nil {
 		j.hb.close()
 	}
@@ -182,6 +175,9 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		}
 	}
 	j.acc = newAcceptor(cfg, tag, token, ids, h)
+	if j.hb != nil {
+		j.acc.linked = j.hb.watch
+	}
 	sweepLeftovers(cfg.Logger, shm.DefaultDir, os.TempDir(), staleAge)
 	if j.proof, err = newProofFile(shm.DefaultDir, tag, cfg.Rank); err != nil {
 		return nil, fmt.Errorf("rank %d: %w", cfg.Rank, err)
@@ -193,8 +189,8 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 	for _, a := range h.Network().ListenAddresses() {
 		self.Addrs = append(self.Addrs, a.String())
 	}
-	// Lower ranks dial higher ones, so rank 0 needs no data listener.
-	if cfg.Rank > 0 {
+	// Any rank may dial any other when it first needs it: every rank listens.
+	{
 		if needsTCP(cfg) {
 			l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: hostIP})
 			if err != nil {
@@ -243,6 +239,9 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		return nil, err
 	}
 	ts.set(peerTable{Peers: peers})
+	if cfg.Rank != 0 && cfg.DataPath != DataPathStream {
+		closeFormationConns(h)
+	}
 	for r, p := range peers {
 		if r == cfg.Rank {
 			continue
@@ -270,7 +269,12 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		}
 		return nil, err
 	}
-	conns, err := j.connect(ctx, tag, ids, peers, local, rt)
+	d := &dialer{cfg: cfg, tag: tag, ids: ids, peers: peers, local: local, h: h, tls: rt}
+	dialTimeout := cfg.JoinTimeout
+	if dialTimeout == 0 {
+		dialTimeout = DefaultJoinTimeout
+	}
+	conns, err := j.formLinks(ctx, d, dialTimeout, peers)
 	if err != nil {
 		return nil, withPeerStates(err, cfg.Rank, peers, local)
 	}
@@ -292,7 +296,22 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		// The ranks of a job close together; lingering lets each read the others' last frames.
 		opts.Linger = DefaultLinger
 	}
-	ep, err := transport.NewStreamEndpoint(cfg.Rank, cfg.Size, conns, opts)
+	acc := j.acc
+	dial := func(ctx context.Context, peer int) (io.ReadWriteCloser, error) {
+		c, err := acc.dialPeer(ctx, d, peer, dialTimeout)
+		if err != nil {
+			return nil, withPeerStates(err, cfg.Rank, peers, local)
+		}
+		return c, nil
+	}
+	var ep transport.Endpoint
+	err = acc.own(func(conns []io.ReadWriteCloser) (func(int, io.ReadWriteCloser) error, error) {
+		var err error
+		if ep, err = transport.NewDialingStreamEndpoint(cfg.Rank, cfg.Size, conns, dial, opts); err != nil {
+			return nil, err
+		}
+		return ep.(transport.Attacher).Attach, nil
+	})
 	if err != nil {
 		if arena != nil {
 			arena.Close()
@@ -303,12 +322,12 @@ func (j *joiner) run(ctx context.Context, hk *hooks) (transport.Endpoint, error)
 		arena.Watch()
 	}
 	pf, hb := j.proof, j.hb
-	j.proof, j.hb = nil, nil // the endpoint owns them now
+	j.proof, j.hb, j.acc = nil, nil, nil // the endpoint owns them now
 	if hb != nil {
 		hb.watchProcs(peers, local)
 		hb.start(ep.(transport.PeerFailer).FailPeer)
 	}
-	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, conns: conns, local: local, proof: pf, hb: hb, arena: arena}, nil
+	return &endpoint{Endpoint: ep, cfg: cfg, host: h, gater: gater, acc: acc, local: local, proof: pf, hb: hb, arena: arena}, nil
 }
 
 // withPeerStates adds to err what the kernel says of the peers of this host that cannot answer:
@@ -334,54 +353,89 @@ func withPeerStates(err error, rank int, peers []peerInfo, local []locality) err
 	return fmt.Errorf("%w; %s", err, strings.Join(notes, "; "))
 }
 
-// connect dials every higher rank and waits for every lower one, all at once.
-func (j *joiner) connect(ctx context.Context, tag jobTag, ids []peer.ID, peers []peerInfo, local []locality, rt *rankTLS) ([]io.ReadWriteCloser, error) {
+// formLinks opens the links the job needs while it forms, and returns those of the arena
+// exchange (arena.go), nil when the job skips it; every other link opens on first use.
+//   - The arena exchange runs between rank 0 and every rank: rank 0 dials them all.
+//   - The libp2p reference path ("stream") links every pair, as its data streams ride the
+//     libp2p connections by peer ID: opened later, one could land on a second process that
+//     holds a rank's key (a duplicate that rank 0 turns away) instead of the rank.
+func (j *joiner) formLinks(ctx context.Context, d *dialer, timeout time.Duration, peers []peerInfo) ([]io.ReadWriteCloser, error) {
 	cfg := j.cfg
+	var dialTo, awaitFrom []int
+	switch {
+	case cfg.DataPath == DataPathStream:
+		for r := range cfg.Size {
+			if r > cfg.Rank {
+				dialTo = append(dialTo, r)
+			} else if r < cfg.Rank {
+				awaitFrom = append(awaitFrom, r)
+			}
+		}
+		_, err := j.connectPeers(ctx, d, timeout, dialTo, awaitFrom)
+		return nil, err
+	case !arenaExchanged(cfg, peers):
+		return nil, nil
+	case cfg.Rank == 0:
+		for r := 1; r < cfg.Size; r++ {
+			dialTo = append(dialTo, r)
+		}
+	default:
+		awaitFrom = []int{0}
+	}
+	return j.connectPeers(ctx, d, timeout, dialTo, awaitFrom)
+}
+
+// connectPeers links this rank to the ranks dialTo, all at once, and waits for the links from
+// the ranks awaitFrom, which dial this rank. It returns the links, indexed by peer.
+func (j *joiner) connectPeers(ctx context.Context, d *dialer, timeout time.Duration, dialTo, awaitFrom []int) ([]io.ReadWriteCloser, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	j.conns = make([]io.ReadWriteCloser, cfg.Size)
-	d := &dialer{cfg: cfg, tag: tag, ids: ids, peers: peers, local: local, h: j.h, tls: rt}
-	var (
-		wg       sync.WaitGroup
-		errMu    sync.Mutex
-		firstErr error
-	)
-	setErr := func(err error) {
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-			cancel()
-		}
-		errMu.Unlock()
-	}
-	for to := cfg.Rank + 1; to < cfg.Size; to++ {
+	errs := make([]error, len(dialTo)+len(awaitFrom))
+	var wg sync.WaitGroup
+	for i, to := range dialTo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := d.dial(ctx, to)
-			if err != nil {
-				setErr(err)
-				return
+			if _, errs[i] = j.acc.dialPeer(ctx, d, to, timeout); errs[i] != nil {
+				cancel()
 			}
-			j.mu.Lock()
-			j.conns[to] = c
-			j.mu.Unlock()
 		}()
 	}
-	if err := j.acc.wait(ctx); err != nil {
-		setErr(err)
+	for i, from := range awaitFrom {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[len(dialTo)+i] = j.acc.await(ctx, from); errs[len(dialTo)+i] != nil {
+				cancel()
+			}
+		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	// The first cause, not the cancellations it brought on the others.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
 	}
-	j.acc.stop(false)
-	conns := make([]io.ReadWriteCloser, cfg.Size)
-	copy(conns, j.acc.conns)
-	for to := cfg.Rank + 1; to < cfg.Size; to++ {
-		conns[to] = j.conns[to]
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
-	return conns, nil
+	return j.acc.links(), nil
+}
+
+// closeFormationConns closes the libp2p connections this rank opened to join (to rank 0 and
+// to the rank it fetched the table from), once it has the table: kept, they would leave rank 0
+// with a connection from every rank. The heartbeats along the data links dial again (a
+// heartbeat stream cut by this close is opened again); the connections that peers opened to
+// this rank (its children fetching the table) are theirs to close. Not on the "stream" data
+// path, whose data connections are streams on these very connections: there a peer may
+// already be opening one on them.
+func closeFormationConns(h host.Host) {
+	for _, c := range h.Network().Conns() {
+		if c.Stat().Direction == network.DirOutbound {
+			_ = c.Close()
+		}
+	}
 }
 
 // boundTCP returns the TCP address the host actually listens on.
@@ -404,7 +458,7 @@ type endpoint struct {
 	cfg   Config
 	host  host.Host
 	gater *memberGater
-	conns []io.ReadWriteCloser
+	acc   *acceptor  // this rank's links (datapath_accept.go)
 	local []locality // this rank's verdict on every rank's host
 	proof *proofFile
 	hb    *heartbeats // nil when off (heartbeat.go)
@@ -448,6 +502,8 @@ func (e *endpoint) Close() error {
 				e.err = fmt.Errorf("rank %d: %w", e.Rank(), err)
 			}
 		}
+		// No new links from here on: listeners closed, hellos in progress settled.
+		e.acc.stop(false)
 		if e.hb != nil {
 			e.hb.goodbye()
 		}
@@ -457,7 +513,7 @@ func (e *endpoint) Close() error {
 		if e.hb != nil {
 			e.hb.close()
 		}
-		for _, c := range e.conns {
+		for _, c := range e.acc.links() {
 			if c != nil {
 				c.Close()
 			}

@@ -41,6 +41,10 @@ func linkRank(arg string) int {
 		return 0
 	}
 	defer ep.Close()
+	if err := linkEveryPeer(context.Background(), ep); err != nil {
+		fmt.Printf("join: %v\n", err)
+		return 0
+	}
 	peer := 1 - a.Rank
 	live, _ := transport.LivenessOf(ep)
 	for live.Peer(peer).RTT == 0 {

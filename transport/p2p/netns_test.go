@@ -45,13 +45,18 @@ func netnsRank(arg string) int {
 	ep, err := Join(context.Background(), Config{Rank: a.Rank, Size: a.Size, Rendezvous: a.Rendezvous,
 		Secret: a.Secret, DataPath: a.DataPath, Hostname: a.Hostname, Security: SecurityNone,
 		JoinTimeout: time.Duration(a.JoinTimeoutSeconds * float64(time.Second)), Logger: quiet})
+	if err == nil {
+		if err = linkEveryPeer(context.Background(), ep); err != nil {
+			ep.Close()
+		}
+	}
 	if err != nil {
 		rep.Err = err.Error()
 	} else {
 		e := ep.(*endpoint)
 		rep.Same = e.SameHost()
 		rep.Arena = e.Arena() != nil
-		for r, c := range e.conns {
+		for r, c := range linksOf(e) {
 			if r == a.Rank {
 				rep.Paths = append(rep.Paths, "")
 			} else {

@@ -105,8 +105,17 @@ func startJob(t testing.TB, base Config, perRank func(r int, c *Config)) []trans
 }
 
 // startJobWith is startJob with the test hooks hk on every rank (rank 0's bound hook is
-// startRank0's).
+// startRank0's): the job formed (formJobWith), then every pair linked, as the tests of paths,
+// failures and heartbeats look at every pair's link.
 func startJobWith(t testing.TB, base Config, perRank func(r int, c *Config), hk hooks) []transport.Endpoint {
+	t.Helper()
+	eps := formJobWith(t, base, perRank, hk)
+	linkAll(t, eps)
+	return eps
+}
+
+// formJobWith joins every rank of a job with the test hooks hk, without linking any pair.
+func formJobWith(t testing.TB, base Config, perRank func(r int, c *Config), hk hooks) []transport.Endpoint {
 	t.Helper()
 	cfgs := make([]Config, base.Size)
 	for r := range cfgs {
@@ -239,7 +248,7 @@ func checkPaths(t *testing.T, eps []transport.Endpoint) {
 	t.Helper()
 	for r, ep := range eps {
 		e := ep.(*endpoint)
-		for peer, c := range e.conns {
+		for peer, c := range linksOf(e) {
 			if peer == r {
 				continue
 			}
@@ -585,7 +594,7 @@ func TestHelloAuthentication(t *testing.T) {
 		{"bad token", encodeHello(tag, 0, 2, badToken), helloBadToken},
 		{"other job", encodeHello(newJobTag("other"), 0, 2, token), helloWrongJob},
 		{"wrong target", encodeHello(tag, 0, 1, token), helloWrongTarget},
-		{"higher dialer", encodeHello(tag, 2, 2, token), helloNotLower},
+		{"itself as the dialer", encodeHello(tag, 2, 2, token), helloBadFrom},
 		{"good rank 0", encodeHello(tag, 0, 2, token), helloOK},
 		{"duplicate rank 0", encodeHello(tag, 0, 2, token), helloDuplicate},
 		{"good rank 1", encodeHello(tag, 1, 2, token), helloOK},
@@ -617,7 +626,7 @@ func TestHelloAuthentication(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := acc.wait(ctx); err != nil {
+	if err := errors.Join(acc.await(ctx, 0), acc.await(ctx, 1)); err != nil {
 		t.Fatalf("the acceptor did not collect ranks 0 and 1: %v", err)
 	}
 	if !strings.Contains(logs.String(), "bad token") {
@@ -665,13 +674,13 @@ func TestCloseReleasesEverything(t *testing.T) {
 		}
 		exchangeAll(t, eps)
 		tag := newJobTag(base.Secret)
-		for r := range eps {
-			if _, err := os.Stat(unixSocketPath(tag, r)); !os.IsNotExist(err) {
-				t.Errorf("rank %d: socket file %s left after join: %v", r, unixSocketPath(tag, r), err)
-			}
-		}
 		if err := transport.CloseAll(eps); err != nil {
 			t.Errorf("close: %v", err)
+		}
+		for r := range eps {
+			if _, err := os.Stat(unixSocketPath(tag, r)); !os.IsNotExist(err) {
+				t.Errorf("rank %d: socket file %s left after close: %v", r, unixSocketPath(tag, r), err)
+			}
 		}
 		checkNoProofFiles(t, tag)
 	}
@@ -850,10 +859,16 @@ func TestShmAllReduce(t *testing.T) {
 // every rank's result against a reference sum.
 func checkAllReduce(t *testing.T, eps []transport.Endpoint) {
 	t.Helper()
+	checkAllReduceOf(t, eps, []string{"ring", "butterfly", "binary-blocks", "ps", "auto"}, []int{1, 1000, 300 << 10, 3 << 20})
+}
+
+// checkAllReduceOf is checkAllReduce with the algorithms algs on buffers of each length in sizes.
+func checkAllReduceOf(t *testing.T, eps []transport.Endpoint, algs []string, sizes []int) {
+	t.Helper()
 	p := len(eps)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, alg := range []string{"ring", "butterfly", "binary-blocks", "ps", "auto"} {
+	for _, alg := range algs {
 		comms := make([]*collective.Comm, p)
 		for r, ep := range eps {
 			c, err := collective.New(ep, collective.Options{Algorithm: alg})
@@ -862,7 +877,7 @@ func checkAllReduce(t *testing.T, eps []transport.Endpoint) {
 			}
 			comms[r] = c
 		}
-		for _, n := range []int{1, 1000, 300 << 10, 3 << 20} {
+		for _, n := range sizes {
 			bufs := make([][]float32, p)
 			for r := range bufs {
 				bufs[r] = make([]float32, n)
@@ -901,7 +916,7 @@ func writePartialFrame(ep transport.Endpoint, to int) error {
 	var hdr [transport.FrameHeaderSize]byte
 	f := transport.FrameHeader{Header: partialHeader, RawLen: 1 << 20, WireLen: 1 << 20}
 	transport.MarshalFrameHeader(hdr[:], &f, crc32.MakeTable(crc32.Castagnoli))
-	conn := ep.(*endpoint).conns[to]
+	conn := linksOf(ep)[to]
 	if _, err := conn.Write(hdr[:]); err != nil {
 		return err
 	}
@@ -922,7 +937,7 @@ func TestPeerClosesMidFrame(t *testing.T) {
 			base := Config{Size: 2, Secret: "close mid-frame " + tc.path, DataPath: tc.path, Security: tc.security,
 				JoinTimeout: 30 * time.Second, Logger: quiet}
 			eps := startJob(t, base, nil)
-			if got := connPath(eps[1].(*endpoint).conns[0]); got != tc.path {
+			if got := connPath(linksOf(eps[1])[0]); got != tc.path {
 				t.Fatalf("rank 1's connection to rank 0 is %s, want %s", got, tc.path)
 			}
 			if err := writePartialFrame(eps[1], 0); err != nil {
@@ -990,6 +1005,9 @@ func startKilledChild(t *testing.T, base Config, path string) (result, *exec.Cmd
 		t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
 	}
 	t.Cleanup(func() { r0.ep.Close() })
+	if err := linkEveryPeer(context.Background(), r0.ep); err != nil {
+		t.Fatalf("rank 0: %v (child: %s)", err, stderr.String())
+	}
 	return r0, cmd, out, stderr
 }
 
@@ -1002,7 +1020,7 @@ func TestPeerKilledMidFrame(t *testing.T) {
 			base := Config{Size: 2, Secret: "peer killed " + tc.path, DataPath: tc.path, Security: SecurityNone,
 				JoinTimeout: 30 * time.Second, Logger: quiet}
 			r0, cmd, out, stderr := startKilledChild(t, base, tc.path)
-			if got := connPath(r0.ep.(*endpoint).conns[1]); got != tc.path {
+			if got := connPath(linksOf(r0.ep)[1]); got != tc.path {
 				t.Fatalf("rank 0's connection to rank 1 is %s, want %s", got, tc.path)
 			}
 			errc := make(chan error, 1)
@@ -1047,6 +1065,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(shmFullEnv) != "" {
 		os.Exit(shmFullChild())
 	}
+	if addr := os.Getenv(frozenEnv); addr != "" {
+		os.Exit(frozenChild(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
+	}
 	if addr := os.Getenv(leaverEnv); addr != "" {
 		os.Exit(leaver(addr, os.Getenv("HETSYNC_P2P_CHILD_SECRET")))
 	}
@@ -1057,6 +1078,10 @@ func killedChild(addr, secret, path string) int {
 	ep, err := Join(context.Background(), Config{Rank: 1, Size: 2, Rendezvous: addr, Secret: secret,
 		DataPath: path, Security: SecurityNone, JoinTimeout: 30 * time.Second, Logger: quiet})
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	if err := linkEveryPeer(context.Background(), ep); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 3
 	}
@@ -1076,7 +1101,7 @@ func TestShmRecvCancelMidMessage(t *testing.T) {
 	base := Config{Size: 2, Secret: "shm cancel", DataPath: DataPathShm, Security: SecurityNone,
 		JoinTimeout: 30 * time.Second, Logger: quiet}
 	eps := startJob(t, base, nil)
-	checkCancelMidMessage(t, eps, eps[1].(*endpoint).conns[0].(*shm.Pipe))
+	checkCancelMidMessage(t, eps, linksOf(eps[1])[0].(*shm.Pipe))
 }
 
 // checkCancelMidMessage writes, on w (rank 1's raw connection to rank 0), a frame header and

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -27,9 +28,13 @@ const leaverSizeEnv = "HETSYNC_P2P_LEAVER_SIZE"
 func leaver(addr, secret string) int {
 	size, _ := strconv.Atoi(os.Getenv(leaverSizeEnv))
 	size = max(size, 2)
-	_, err := Join(context.Background(), Config{Rank: size - 1, Size: size, Rendezvous: addr, Secret: secret,
+	ep, err := Join(context.Background(), Config{Rank: size - 1, Size: size, Rendezvous: addr, Secret: secret,
 		DataPath: DataPathTCP, Security: SecurityNone, JoinTimeout: 30 * time.Second, PeerTimeout: 8 * time.Second, Logger: quiet})
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "leaver:", err)
+		return 3
+	}
+	if err := linkEveryPeer(context.Background(), ep); err != nil {
 		fmt.Fprintln(os.Stderr, "leaver:", err)
 		return 3
 	}
@@ -54,6 +59,9 @@ func TestPeerExitedIsNamed(t *testing.T) {
 		t.Fatalf("rank 0: %v (rank 1: %s)", r0.err, stderr.String())
 	}
 	defer r0.ep.Close()
+	if err := linkEveryPeer(context.Background(), r0.ep); err != nil {
+		t.Fatalf("rank 0: %v (rank 1: %s)", err, stderr.String())
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("rank 1: %v: %s", err, stderr.String())
 	}
@@ -78,8 +86,8 @@ func TestPeerExitedIsNamed(t *testing.T) {
 }
 
 // A rank stopped (SIGSTOP) after it registered, while the others connect to it: its sockets
-// still accept, so their joins end at the join timeout, and each error says that the rank is
-// stopped rather than only "i/o timeout".
+// still accept, so their dials end at their bound (the join timeout), and each error says that
+// the rank is stopped rather than only "i/o timeout".
 func TestJoinNamesStoppedPeer(t *testing.T) {
 	base := Config{Size: 3, Secret: "stopped joiner " + t.Name(), DataPath: DataPathTCP, Security: SecurityNone,
 		JoinTimeout: 3 * time.Second, Logger: quiet}
@@ -106,15 +114,25 @@ func TestJoinNamesStoppedPeer(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
 	for r, res := range []<-chan result{res0, res1} {
 		got := <-res
-		if got.err == nil {
-			got.ep.Close()
-			t.Fatalf("rank %d joined a job whose rank 2 is stopped", r)
+		if got.err != nil {
+			t.Fatalf("rank %d: %v", r, got.err)
 		}
+		defer got.ep.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = got.ep.Send(context.Background(), 2, transport.Header{Channel: testChannel}, nil)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
 		want := fmt.Sprintf("rank 2 (pid %d on this host) is stopped (SIGSTOP or a tracer)", cmd.Process.Pid)
-		if !strings.Contains(got.err.Error(), want) || !strings.Contains(got.err.Error(), fmt.Sprintf("rank %d: tcp data connection to rank 2", r)) {
-			t.Errorf("rank %d: %v; want it to name rank 2 and say %q", r, got.err, want)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("rank %d: tcp data connection to rank 2", r)) {
+			t.Errorf("rank %d: %v; want it to name rank 2 and say %q", r, err, want)
 		}
 	}
 }

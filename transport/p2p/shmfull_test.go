@@ -38,7 +38,7 @@ func shmFullChild() int {
 	if err != nil {
 		rep.AutoErr = err.Error()
 	} else {
-		rep.AutoPath = connPath(eps[0].(*endpoint).conns[1])
+		rep.AutoPath = connPath(linksOf(eps[0])[1])
 		closeAll(eps)
 	}
 	// The listening rank waits for its dialer until the join timeout: keep it short.

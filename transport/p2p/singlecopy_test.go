@@ -84,6 +84,9 @@ func startChildRank1(t *testing.T, base Config, env string) (*exec.Cmd, transpor
 		t.Fatalf("rank 0: %v (child: %s)", r0.err, stderr.String())
 	}
 	t.Cleanup(func() { r0.ep.Close() })
+	if err := linkEveryPeer(context.Background(), r0.ep); err != nil {
+		t.Fatalf("rank 0: %v (child: %s)", err, stderr.String())
+	}
 	return cmd, r0.ep
 }
 
@@ -92,6 +95,10 @@ func cmaChild(addr, secret string) int {
 	ep, err := Join(context.Background(), Config{Rank: 1, Size: 2, Rendezvous: addr, Secret: secret,
 		DataPath: DataPathCMA, Security: SecurityNone, JoinTimeout: 30 * time.Second, Logger: quiet})
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	if err := linkEveryPeer(context.Background(), ep); err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 3
 	}
