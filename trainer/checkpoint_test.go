@@ -162,6 +162,8 @@ type ckptJob struct {
 	only0 bool
 	// steps, when set, receives each rank's step count after each round.
 	steps func(rank, round int, steps uint64)
+	// timeout bounds the job (0: 2 minutes), so that a job that hangs fails its test.
+	timeout time.Duration
 }
 
 // ckptOutcome is what a ckptJob left: rank 0's records and every rank's final parameters.
@@ -181,7 +183,11 @@ func runCkptJob(t *testing.T, j ckptJob) ckptOutcome {
 	if err := Builtin().Validate(&cfg, j.size); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	timeout := j.timeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	eps := transport.NewMemJob(j.size)
 	defer transport.CloseAll(eps)

@@ -27,7 +27,9 @@ import (
 // The state service: a rank resets into round t+1 when it hands round t's vector over, since
 // that is when its next local steps begin; the predicates are unchanged (they predict the end
 // of the slowest rank's current step, which now begins at its handover rather than after the
-// exchange).
+// exchange). A fast rank thus enters round t+1 while slower ones still step in round t, which
+// blocking rounds never allow: the service judges each query in its rank's own round
+// (esyncState), or the slowest, still in t, would wait for itself to reset into t+1.
 //
 // Stopping: rank 0's vote rides on round t's vector and is learnt at round t+1's handover,
 // where every rank sends its last vector blocking and ends with the same model, holding every

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // overlapConfig is ESync with overlapping rounds on the synthetic workload.
@@ -152,5 +153,30 @@ func TestWBSPOptCompressedRounds(t *testing.T) {
 	err := Builtin().Validate(&cfg, 2)
 	if err == nil || !strings.Contains(err.Error(), "wbsp-opt over Config.Collective ps sends no compressed rounds") {
 		t.Fatalf("wbsp-opt over ps with --compress int8: %v", err)
+	}
+}
+
+// A fast rank that is READY and hands its round over before a slow rank has reported its
+// first step does not strand the slow rank in the round it left: the slow rank, now the
+// slowest, still in round 1 while the fast one has reset into round 2, is READY at its
+// query, and the job ends. Rank 0's first step (2 ms) is the slowest reported when it asks,
+// so it is READY at once; rank 1's first step takes 60 ms, so its query comes long after rank
+// 0's reset. The state service used to judge rank 1's round-1 query against round 2, whose
+// slowest (rank 1) had not reset into it: NOT-READY for ever, for both ranks, a hang (the
+// thin-link run of 8 ranks on 4 hosts stopped so after its first round).
+func TestESyncOverlapSlowRankCatchesUp(t *testing.T) {
+	for _, queries := range []string{ESyncBlocking, ESyncNonBlocking} {
+		cfg := overlapConfig(4)
+		cfg.Options = &ESyncConfig{Overlap: true, Queries: queries}
+		cfg.Slowdown, cfg.SlowdownBase = []float64{1, 30, 1}, 2*time.Millisecond
+		out := runCkptJob(t, ckptJob{cfg: cfg, size: 3, cancelAt: -1, timeout: 20 * time.Second})
+		if out.err != nil {
+			t.Fatalf("--esync-queries %s, a rank 30× slower than the others: %v", queries, out.err)
+		}
+		for r := 1; r < 3; r++ {
+			if !slices.Equal(out.params[r], out.params[0]) {
+				t.Fatalf("--esync-queries %s: rank %d's model differs from rank 0's", queries, r)
+			}
+		}
 	}
 }

@@ -147,17 +147,60 @@ func TestESyncStateTiesAndReset(t *testing.T) {
 	sm.query(1, 1, 9*ms, 9*ms, 9*ms) // ready
 	sm.reset(3, 2, 20*ms)
 	for r, rec := range sm.recs {
-		if rec.k != 0 || rec.ready {
-			t.Fatalf("after the first reset of round 2, rank %d has k=%d ready=%v", r, rec.k, rec.ready)
+		if rec.ready == 2 {
+			t.Fatalf("after the first reset of round 2, rank %d is flagged ready in round 2", r)
 		}
+	}
+	if sm.recs[1].ready != 1 || sm.recs[3].k != 0 || sm.round != 2 {
+		t.Fatalf("the first reset of round 2 lost rank 1's READY of round 1 or kept rank 3's k, or T is %d: %+v", sm.round, sm.recs)
 	}
 	if sm.recs[3].round != 2 || sm.recs[1].round != 1 || sm.recs[3].te != 20*ms {
 		t.Fatalf("reset bookkeeping wrong: %+v", sm.recs)
 	}
 	sm.query(3, 1, 2*ms, 22*ms, 22*ms)
-	sm.recs[3].ready = true
+	sm.recs[3].ready = 2
 	sm.reset(0, 2, 25*ms) // same round: must not clear anyone
-	if !sm.recs[3].ready || sm.recs[3].k != 1 {
+	if sm.recs[3].ready != 2 || sm.recs[3].k != 1 {
 		t.Fatalf("a second reset into the same round cleared state: %+v", sm.recs[3])
+	}
+	sm.reset(1, 1, 26*ms) // a late reset into an earlier round: T does not go back
+	if sm.round != 2 {
+		t.Fatalf("a reset into round 1 after round 2's took T back to %d", sm.round)
+	}
+}
+
+// With overlapping rounds a rank resets into round 2 while others still step in round 1: the
+// ranks still in round 1 are judged in round 1, so the one that turns out the slowest is
+// READY at its first step there, and the others once it is (or is past round 1); ranks in
+// round 2 wait until the slowest has reset into round 2. Judged in round 2, rank 1 waited for
+// itself to reset into round 2: a hang.
+func TestESyncStateJudgesEachRankInItsRound(t *testing.T) {
+	sm := newESyncState(3, 5*ms, 0)
+	for r := range 3 {
+		sm.query(r, 0, 0, 0, 0)
+	}
+	if !sm.query(0, 1, 2*ms, 2*ms, 2*ms) { // the slowest reported so far
+		t.Fatal("rank 0, the slowest so far, is not READY after its step")
+	}
+	sm.reset(0, 2, 3*ms) // hands round 1 over and steps on in round 2
+	if !sm.query(1, 1, 60*ms, 60*ms, 60*ms) {
+		t.Fatal("rank 1, the slowest, still in round 1 after rank 0 reset into round 2, is not READY: it would wait for itself")
+	}
+	if sm.query(0, 1, 2*ms, 61*ms, 61*ms) {
+		t.Fatal("rank 0 is READY in round 2 before the slowest has reset into it")
+	}
+	sm.reset(1, 2, 62*ms)
+	// Rank 2, still in round 1 although the slowest is past it, is READY at its first query.
+	if !sm.query(2, 1, 3*ms, 63*ms, 63*ms) {
+		t.Fatal("rank 2, still in round 1 with the slowest past it, is not READY")
+	}
+	if sm.query(0, 2, 2*ms, 64*ms, 64*ms) {
+		t.Fatal("rank 0 is READY in round 2 although the slowest's step there ends in 58 ms")
+	}
+	if !sm.query(1, 1, 60*ms, 122*ms, 122*ms) {
+		t.Fatal("rank 1, the slowest in round 2, is not READY after its step")
+	}
+	if !sm.query(0, 9, 2*ms, 123*ms, 123*ms) {
+		t.Fatal("rank 0 is not READY in round 2 once the slowest is")
 	}
 }
