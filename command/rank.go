@@ -194,12 +194,14 @@ func setRankProcs(localSize int) {
 }
 
 // onHost is n for a rank that shares a host of cpus CPUs with localSize-1 other ranks. Where
-// they outnumber the CPUs, a waiting receiver does not poll unless the user asked it to
-// (--poll, HETSYNC_POLL): polling takes the CPU from the very rank it waits for. bench's 4 KiB
-// ring allreduce at 64 ranks on 2 CPUs took 0.48 s a call polling 500 µs and 0.17 s without
-// (docs/results/scale.md).
+// they outnumber the CPUs and the ranks talk over sockets (--data-path tcp or tls), a waiting
+// receiver does not poll unless the user asked it to (--poll, HETSYNC_POLL): polling takes the
+// CPU from the very rank it waits for. bench's 4 KiB ring allreduce at 64 ranks on 2 CPUs took
+// 0.48 s a call polling 500 µs and 0.17 s without (docs/results/scale.md). The one-host paths
+// (auto, shm, cma, unix) keep polling: their waits yield the core between looks, and their
+// poll was tuned with more ranks than cores (docs/results/oversubscribed.md).
 func (n netOptions) onHost(localSize, cpus int) netOptions {
-	if localSize > cpus && !n.pollSet {
+	if localSize > cpus && !n.pollSet && (n.DataPath == "tcp" || n.DataPath == "tls") {
 		n.Poll = 0
 	}
 	return n

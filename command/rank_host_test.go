@@ -7,9 +7,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// A bench rank on a host whose ranks outnumber its CPUs does not poll, unless the user asked
-// for a poll (--poll, or HETSYNC_POLL in the environment the launcher passes on); the launcher
-// passes only a user's poll to its ranks, so that each rank can tell the two apart.
+// A bench rank whose data path is a socket (tcp, tls), on a host whose ranks outnumber its
+// CPUs, does not poll, unless the user asked for a poll (--poll, or HETSYNC_POLL in the
+// environment the launcher passes on); the launcher passes only a user's poll to its ranks, so
+// that each rank can tell the two apart. The one-host paths keep bench's poll.
 func TestOversubscribedRankDoesNotPoll(t *testing.T) {
 	tests := []struct {
 		name            string
@@ -18,10 +19,13 @@ func TestOversubscribedRankDoesNotPoll(t *testing.T) {
 		localSize, cpus int
 		want, passed    time.Duration // the rank's poll; what the launcher passes on (0: nothing)
 	}{
-		{"oversubscribed", nil, "", 128, 2, 0, 0},
-		{"one rank a cpu", nil, "", 2, 2, benchPoll, 0},
-		{"flag", []string{"--poll", "200us"}, "", 128, 2, 200 * time.Microsecond, 200 * time.Microsecond},
-		{"environment", nil, "1ms", 128, 2, time.Millisecond, time.Millisecond},
+		{"oversubscribed tcp", []string{"--data-path", "tcp"}, "", 128, 2, 0, 0},
+		{"oversubscribed tls", []string{"--data-path", "tls"}, "", 3, 2, 0, 0},
+		{"oversubscribed shm", []string{"--data-path", "shm"}, "", 128, 2, benchPoll, 0},
+		{"oversubscribed auto", nil, "", 128, 2, benchPoll, 0},
+		{"one rank a cpu", []string{"--data-path", "tcp"}, "", 2, 2, benchPoll, 0},
+		{"flag", []string{"--data-path", "tcp", "--poll", "200us"}, "", 128, 2, 200 * time.Microsecond, 200 * time.Microsecond},
+		{"environment", []string{"--data-path", "tcp"}, "1ms", 128, 2, time.Millisecond, time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
