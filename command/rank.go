@@ -32,6 +32,9 @@ type netOptions struct {
 	Checksum bool
 	// Poll is how long a receiver polls its socket before it sleeps (transport.StreamOptions.Poll).
 	Poll time.Duration
+	// pollSet says whether Poll is the user's (--poll or HETSYNC_POLL) rather than the
+	// command's default, which a rank on an oversubscribed host sets aside (onHost).
+	pollSet bool
 	// Arena is "on" or "off": whether a one-host job forms with its shared-memory arena.
 	Arena string
 	// PlanLinks is where the link matrix comes from (--plan-links: off, measure or a file; ""
@@ -89,8 +92,9 @@ func netOptionsFrom(c *cli.Context) netOptions {
 	if fromEnv("join-timeout", env.JoinTimeout != 0) {
 		n.JoinTimeout = env.JoinTimeout
 	}
+	n.pollSet = c.IsSet("poll")
 	if fromEnv("poll", env.Poll != 0) {
-		n.Poll = env.Poll
+		n.Poll, n.pollSet = env.Poll, true
 	}
 	if fromEnv("checksum", env.Checksum) {
 		n.Checksum = true
@@ -107,10 +111,16 @@ func netOptionsFrom(c *cli.Context) netOptions {
 	return n
 }
 
-// settings are the options as the variables a launcher passes to its ranks.
+// settings are the options as the variables a launcher passes to its ranks. A poll that is
+// the command's default is not passed: each rank takes that default itself, and may set it
+// aside on an oversubscribed host (onHost), which it must not do with a user's poll.
 func (n netOptions) settings() launcher.Settings {
-	return launcher.Settings{Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout, Poll: n.Poll, Checksum: n.Checksum, Links: n.PlanLinks,
+	s := launcher.Settings{Security: n.Security, DataPath: n.DataPath, JoinTimeout: n.JoinTimeout, Checksum: n.Checksum, Links: n.PlanLinks,
 		Arena: n.Arena, Sched: n.Sched}
+	if n.pollSet {
+		s.Poll = n.Poll
+	}
+	return s
 }
 
 // initOptions are the options as hetsync.Init's.
@@ -183,10 +193,28 @@ func setRankProcs(localSize int) {
 	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(1, localSize)))
 }
 
+// onHost is n for a rank that shares a host of cpus CPUs with localSize-1 other ranks. Where
+// they outnumber the CPUs and the ranks talk over sockets (--data-path tcp or tls), a waiting
+// receiver does not poll unless the user asked it to (--poll, HETSYNC_POLL): polling takes the
+// CPU from the very rank it waits for. bench's 4 KiB ring allreduce at 64 ranks on 2 CPUs took
+// 0.48 s a call polling 500 µs and 0.17 s without (docs/results/scale.md). The one-host paths
+// (auto, shm, cma, unix) keep polling: their waits yield the core between looks, and their
+// poll was tuned with more ranks than cores (docs/results/oversubscribed.md).
+func (n netOptions) onHost(localSize, cpus int) netOptions {
+	if localSize > cpus && !n.pollSet && (n.DataPath == "tcp" || n.DataPath == "tls") {
+		n.Poll = 0
+	}
+	return n
+}
+
 // joinRank forms this process's job through hetsync.Init, as any program does, with the
-// command line's transport options and comm's (the algorithm, ...), runs fn on the rank's
-// communicator and leaves the job (a failure to close counts when fn succeeded).
+// command line's transport options (as onHost fits them to a launched rank's host) and comm's
+// (the algorithm, ...), runs fn on the rank's communicator and leaves the job (a failure to
+// close counts when fn succeeded).
 func (n netOptions) joinRank(ctx context.Context, fn func(*hetsync.Comm) error, comm ...hetsync.Option) error {
+	if env, under, err := launcher.RankEnvFromEnviron(os.Getenv); err == nil && under {
+		n = n.onHost(env.LocalSize, runtime.NumCPU())
+	}
 	c, err := hetsync.Init(ctx, append(n.initOptions(), comm...)...)
 	if err != nil {
 		return err
