@@ -20,6 +20,17 @@ func pacedConfig(rounds int) Config {
 	return cfg
 }
 
+// pacedSleep is a step sleep of 200 µs on each of size ranks: paced ranks step until their
+// exchange lands, and steps that yield the CPU leave the exchange's goroutines the cores, so
+// that a job of several ranks on a small machine ends in a fraction of a second.
+func pacedSleep(size int) []time.Duration {
+	d := make([]time.Duration, size)
+	for i := range d {
+		d[i] = 200 * time.Microsecond
+	}
+	return d
+}
+
 // requireIdentical fails t unless every rank ended with rank 0's model, bit for bit.
 func requireIdentical(t *testing.T, out ckptOutcome, what string) {
 	t.Helper()
@@ -41,12 +52,14 @@ func TestESyncPacedKeepsReplicasIdentical(t *testing.T) {
 		for size := 1; size <= 5; size++ {
 			cfg := pacedConfig(5)
 			cfg.Outer, cfg.Compress = v.outer, v.compress
+			cfg.StepSleep = pacedSleep(size)
 			out := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: -1, timeout: 30 * time.Second})
 			requireIdentical(t, out, fmt.Sprintf("--outer %q --compress %q on %d ranks", v.outer, v.compress, size))
 		}
 	}
 	cfg := pacedConfig(8)
 	cfg.Outer, cfg.Compress = OuterNesterov, "int8"
+	cfg.StepSleep = pacedSleep(3)
 	out := runCkptJob(t, ckptJob{cfg: cfg, size: 3, cancelAt: -1, timeout: 30 * time.Second,
 		opts: CheckpointOptions{Dir: t.TempDir(), Every: EvalEvery{Rounds: 3}}})
 	requireIdentical(t, out, "checkpoints every 3 rounds on 3 ranks")
