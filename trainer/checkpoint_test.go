@@ -164,6 +164,8 @@ type ckptJob struct {
 	steps func(rank, round int, steps uint64)
 	// timeout bounds the job (0: 2 minutes), so that a job that hangs fails its test.
 	timeout time.Duration
+	// wrap, when set, decorates each rank's endpoint (a slow network).
+	wrap func(transport.Endpoint) transport.Endpoint
 }
 
 // ckptOutcome is what a ckptJob left: rank 0's records and every rank's final parameters.
@@ -200,6 +202,9 @@ func runCkptJob(t *testing.T, j ckptJob) ckptOutcome {
 		go func() {
 			defer wg.Done()
 			errs[r] = func() error {
+				if j.wrap != nil {
+					ep = j.wrap(ep)
+				}
 				w, err := newSynthWorker(&cfg, ep, train, r, j.size)
 				if err != nil {
 					return err

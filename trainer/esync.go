@@ -38,6 +38,10 @@ type ESyncConfig struct {
 	// folds them into the next round (esync_overlap.go). Off: the paper's ESync, each
 	// round's allreduce blocking.
 	Overlap bool `json:"overlap,omitempty"`
+	// Paced, with Overlap, ends a rank's round when its exchange in flight has landed rather
+	// than when the state service says READY (esync_paced.go), so that the exchange, not the
+	// slowest rank's step, sets the rounds' length. The state service is not started.
+	Paced bool `json:"paced,omitempty"`
 }
 
 // The values of ESyncConfig.Queries (--esync-queries).
@@ -63,6 +67,7 @@ func (e *ESyncConfig) Flags(fs *flag.FlagSet) {
 		e.Queries = ESyncBlocking
 	}
 	fs.BoolVar(&e.Overlap, "esync-overlap", e.Overlap, "keep taking local steps while a round's exchange is in flight and fold them into the next round (the one-round-delayed update of Streaming DiLoCo); off: the paper's blocking rounds")
+	fs.BoolVar(&e.Paced, "esync-paced", e.Paced, "with --esync-overlap: a rank keeps taking local steps until its round's exchange in flight has completed, then hands over (rounds paced by the network, not by the state service's READY)")
 	fs.StringVar(&e.Queries, "esync-queries", e.Queries, "blocking (the original's code: wait for every answer) or nonblocking (the paper's §4.2: a rank computes its next step while its query to the state service is in flight, and drops that step on READY)")
 }
 
@@ -125,6 +130,10 @@ func (e *ESyncConfig) Validate(*Config, int) error {
 		return fmt.Errorf("trainer: --esync-epsilon factor must be a finite number ≥ 0, got %v", e.EpsilonFactor)
 	case e.Queries != "" && e.Queries != ESyncBlocking && e.Queries != ESyncNonBlocking:
 		return fmt.Errorf("trainer: --esync-queries %q: want %s or %s", e.Queries, ESyncNonBlocking, ESyncBlocking)
+	case e.Paced && !e.Overlap:
+		return fmt.Errorf("trainer: --esync-paced needs --esync-overlap: it paces a round by the exchange in flight, which only overlapping rounds have")
+	case e.Paced && e.Queries == ESyncNonBlocking:
+		return fmt.Errorf("trainer: --esync-paced asks the state service nothing, so --esync-queries %s has no queries to overlap; drop one of them", ESyncNonBlocking)
 	}
 	return nil
 }
@@ -264,6 +273,10 @@ func (s *esync) Start(ctx context.Context, w *Worker) error {
 			return err
 		}
 	}
+	if s.cfg.Paced {
+		// The exchange in flight ends each round (esync_paced.go): no READY to ask for.
+		return nil
+	}
 	svc, err := startESyncService(ctx, w.Endpoint, s.cfg.Epsilon, s.cfg.EpsilonFactor)
 	s.svc = svc
 	return err
@@ -314,7 +327,7 @@ func (s *esync) Steppable() error {
 // one.
 func (s *esync) Begin(ctx context.Context, w *Worker) error {
 	s.k, s.lossSum, s.st, s.query, s.dropped = 0, 0, RoundStats{}, 0, 0
-	if s.round != 1 {
+	if s.round != 1 || s.svc == nil {
 		return nil
 	}
 	q0 := w.Now()
@@ -338,6 +351,9 @@ func (s *esync) AfterStep(_ *Worker, r StepReport) {
 // ShouldSync asks the state service, as the original does before each step after the first,
 // and waits for the answer: READY ends the round with n_i = k steps.
 func (s *esync) ShouldSync(ctx context.Context, w *Worker) (bool, error) {
+	if s.cfg.Paced {
+		return s.flightLanded(), nil
+	}
 	q0 := w.Now()
 	ready, err := s.svc.Query(ctx, s.round, s.k, s.lastC)
 	s.query += w.Now().Sub(q0)

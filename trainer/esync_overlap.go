@@ -120,8 +120,10 @@ func (s *esync) handover(ctx context.Context, w *Worker, stopVote bool) (RoundSt
 		f.req = req
 	}
 	s.round++
-	if err := s.svc.Reset(ctx, s.round, s.lastC); err != nil {
-		return RoundStats{}, err
+	if s.svc != nil { // nil when paced (esync_paced.go)
+		if err := s.svc.Reset(ctx, s.round, s.lastC); err != nil {
+			return RoundStats{}, err
+		}
 	}
 	st.GlobalSamples = s.samples
 	st.GlobalRounds = s.rounds

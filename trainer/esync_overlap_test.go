@@ -66,6 +66,14 @@ func TestESyncOverlapKeepsEveryStep(t *testing.T) {
 	if steps != 13 {
 		t.Fatalf("--max-rounds 12 with overlap took %d steps, want 13 (12 rounds and the one that flushes)", steps)
 	}
+	requireStepsOfSGD(t, cfg, steps, overlap.params[0], "with overlap")
+}
+
+// requireStepsOfSGD fails t unless got, a one-rank ESync model under cfg after steps local
+// steps, is plain SGD's over as many steps of the same batches (ESync without overlap, one
+// step a round on one rank), up to float32's rounding of the re-basing.
+func requireStepsOfSGD(t *testing.T, cfg Config, steps int, got []float32, what string) {
+	t.Helper()
 	plain := cfg
 	plain.Options, plain.MaxRounds = &ESyncConfig{}, steps
 	sgd := runCkptJob(t, ckptJob{cfg: plain, size: 1, cancelAt: -1})
@@ -74,11 +82,11 @@ func TestESyncOverlapKeepsEveryStep(t *testing.T) {
 	}
 	worst, scale := 0.0, 0.0
 	for i, v := range sgd.params[0] {
-		worst = max(worst, math.Abs(float64(overlap.params[0][i]-v)))
+		worst = max(worst, math.Abs(float64(got[i]-v)))
 		scale = max(scale, math.Abs(float64(v)))
 	}
 	if worst > 1e-5*scale {
-		t.Fatalf("with overlap the model is off plain SGD's by %g (largest weight %g): steps were lost or applied twice", worst, scale)
+		t.Fatalf("%s over %d steps the model is off plain SGD's by %g (largest weight %g): steps were lost or applied twice", what, steps, worst, scale)
 	}
 }
 
@@ -110,24 +118,33 @@ func TestESyncOverlapResumeIsBitwise(t *testing.T) {
 // and accepted with --outer and --compress.
 func TestESyncOverlapFlag(t *testing.T) {
 	for _, given := range []bool{false, true} {
-		flags := [][2]string{{"sync", "esync"}, {"outer", "nesterov"}, {"compress", "int8"}, {"collective", "ring"}}
-		if given {
-			flags = append(flags, [2]string{"esync-overlap", "true"})
-		}
-		cfg, err := ConfigFromFlags(Builtin(), flags)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := Builtin().Validate(&cfg, 4); err != nil {
-			t.Fatal(err)
-		}
-		b, err := json.Marshal(cfg.Options)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o := cfg.Options.(*ESyncConfig); o.Overlap != given || strings.Contains(string(b), `"overlap":true`) != given {
-			t.Fatalf("--esync-overlap given %v: options %s", given, b)
-		}
+		requireESyncFlag(t, nil, "esync-overlap", given, func(o *ESyncConfig) bool { return o.Overlap })
+	}
+}
+
+// requireESyncFlag fails t unless esync's boolean --flag, given or not after the flags
+// before (and --outer nesterov --compress int8), validates and is recorded in the options'
+// JSON (config.json) as get reads it.
+func requireESyncFlag(t *testing.T, before [][2]string, flag string, given bool, get func(*ESyncConfig) bool) {
+	t.Helper()
+	flags := append([][2]string{{"sync", "esync"}, {"outer", "nesterov"}, {"compress", "int8"}, {"collective", "ring"}}, before...)
+	if given {
+		flags = append(flags, [2]string{flag, "true"})
+	}
+	cfg, err := ConfigFromFlags(Builtin(), flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Builtin().Validate(&cfg, 4); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(cfg.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := `"` + strings.TrimPrefix(flag, "esync-") + `":true`
+	if get(cfg.Options.(*ESyncConfig)) != given || strings.Contains(string(b), key) != given {
+		t.Fatalf("--%s given %v: options %s", flag, given, b)
 	}
 }
 
