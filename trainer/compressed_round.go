@@ -15,9 +15,9 @@ import (
 // vector of its rounds' allreduce encoded (bf16, fp16, int8; auto: int8 between hosts only),
 // reduced in float32, with this rank's error feedback for that vector, so that what the
 // encoding loses one round is sent the next; the counts and votes after the vector travel
-// exact (collective.Compressed). ESync's per-rank checkpoint parts keep each rank's residual,
-// so a resumed run sends what the uninterrupted one would have; ssgd's checkpoint is rank 0's
-// alone and holds no rank's residual: a resumed ssgd run starts its error feedback from zero.
+// exact (collective.Compressed). Every rank's residual is its own, so a strategy that
+// compresses checkpoints per rank (esync always, ssgd when it compresses: ssgdFeedback) and
+// each part keeps its rank's residual: a resumed run sends what the uninterrupted one would have.
 
 // intactCollectives are the collectives over which an int8 allreduce leaves every rank the
 // same numbers (collective.Compression): the replicas of a run must stay identical. auto runs

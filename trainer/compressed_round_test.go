@@ -98,3 +98,38 @@ func TestCompressedRoundsKeepReplicasIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestSSGDResumeKeepsTheErrorFeedback: an ssgd job with int8 rounds, killed after its
+// checkpoint of round 8 and resumed from its run directory, ends bitwise where the
+// uninterrupted job does: every rank's part holds its residual (a resumed rank starting its
+// error feedback from zero sends other numbers in the rounds after the checkpoint).
+func TestSSGDResumeKeepsTheErrorFeedback(t *testing.T) {
+	const size = 3
+	cfg := Config{Strategy: "ssgd", Collective: "ring", Compress: "int8", Batch: 7, LR: 0.1, Momentum: 0.9, MaxRounds: 16, Seed: 3}
+	whole := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: -1})
+	if whole.err != nil {
+		t.Fatal(whole.err)
+	}
+	dir := t.TempDir()
+	if killed := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: 9, opts: CheckpointOptions{Dir: dir, Every: EvalEvery{Rounds: 4}}}); killed.err == nil {
+		t.Fatal("the killed job did not fail")
+	}
+	for r := range size {
+		ck, _, err := LoadCheckpoint(dir, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.Round != 8 || ck.Rank == nil || *ck.Rank != r || len(ck.State) <= ssgdStateLen {
+			t.Fatalf("rank %d: checkpoint of round %d, rank %v, %d bytes of state: want rank %d's part of round 8 with its residual", r, ck.Round, ck.Rank, len(ck.State), r)
+		}
+	}
+	resumed := runCkptJob(t, ckptJob{cfg: cfg, size: size, cancelAt: -1, resume: dir})
+	if resumed.err != nil {
+		t.Fatal(resumed.err)
+	}
+	for r := range size {
+		if !slices.Equal(resumed.params[r], whole.params[r]) {
+			t.Fatalf("rank %d: the resumed model differs from the uninterrupted one", r)
+		}
+	}
+}

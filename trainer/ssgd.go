@@ -25,7 +25,12 @@ type ssgd struct {
 const ssgdExtra = 4 // stop vote, loss, correct, samples
 
 func ssgdFactory() Factory {
-	return Factory{Options: noOptions, New: func(*Config) (Strategy, error) { return &ssgd{}, nil }, Compresses: true}
+	return Factory{Options: noOptions, New: func(cfg *Config) (Strategy, error) {
+		if compressesRounds(cfg) {
+			return &ssgdFeedback{&ssgd{}}, nil
+		}
+		return &ssgd{}, nil
+	}, Compresses: true}
 }
 
 func (s *ssgd) Name() string { return "ssgd" }
@@ -102,9 +107,12 @@ func (s *ssgd) CheckpointState(*Worker) ([]byte, error) {
 	return binary.LittleEndian.AppendUint64(b, uint64(s.samples)), nil
 }
 
+// ssgdStateLen is the length of CheckpointState's bytes: the rounds and the samples.
+const ssgdStateLen = 16
+
 func (s *ssgd) RestoreState(w *Worker, state []byte, _ *CheckpointHeader) error {
-	if len(state) != 16 {
-		return fmt.Errorf("ssgd state of %d bytes, want 16", len(state))
+	if len(state) != ssgdStateLen {
+		return fmt.Errorf("ssgd state of %d bytes, want %d", len(state), ssgdStateLen)
 	}
 	s.rounds = int(binary.LittleEndian.Uint64(state))
 	s.samples = int64(binary.LittleEndian.Uint64(state[8:]))
