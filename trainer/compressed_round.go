@@ -81,14 +81,24 @@ type roundReducer struct {
 	extra int
 }
 
+// roundCompression is cfg.Compress parsed, and whether it encodes the rounds (a codec other
+// than none), which gives every rank error feedback of its own.
+func roundCompression(cfg *Config) (collective.Compression, bool, error) {
+	z, err := collective.ParseCompression(cfg.Compress)
+	if err != nil {
+		return z, false, fmt.Errorf("trainer: Config.Compress: %w", err)
+	}
+	return z, z.Codec != nil && z.Codec.Name() != "none", nil
+}
+
 // newRoundReducer is the reducer of a buffer of n values followed by extra exact ones.
 func newRoundReducer(cfg *Config, n, extra int) (*roundReducer, error) {
 	r := &roundReducer{extra: extra}
-	z, err := collective.ParseCompression(cfg.Compress)
+	z, encodes, err := roundCompression(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("trainer: Config.Compress: %w", err)
+		return nil, err
 	}
-	if z.Codec != nil && z.Codec.Name() != "none" {
+	if encodes {
 		r.how = collective.Compressed{Codec: z.Codec, BetweenHosts: z.BetweenHosts, Feedback: compress.NewFeedback(z.Codec, n), Exact: extra}
 	}
 	return r, nil

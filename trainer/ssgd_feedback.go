@@ -9,11 +9,11 @@ import "fmt"
 // ssgd's.
 type ssgdFeedback struct{ *ssgd }
 
-// compressesRounds reports whether cfg sends its rounds encoded, with error feedback (a codec
-// other than none).
+// compressesRounds reports whether cfg sends its rounds encoded, with error feedback; a
+// Compress that does not parse is Start's error (newRoundReducer), not the factory's.
 func compressesRounds(cfg *Config) bool {
-	r, err := newRoundReducer(cfg, 0, 0)
-	return err == nil && r.how.Feedback != nil
+	_, encodes, err := roundCompression(cfg)
+	return err == nil && encodes
 }
 
 // PerRankCheckpoint: the ranks differ in their error feedback's residual.
